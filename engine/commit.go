@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Commit lands txn as the next version of the table and returns its manifest.
+//
+// txn.ReadVersion is the version the caller based the transaction on (0 means "the latest");
+// every version committed after it is checked against txn with the conflict matrix. A streaming
+// transaction (PropQueryID/PropEpochID in its properties) also advances that query's watermark,
+// and fails with an *EpochCommittedError if the watermark already covers its epoch.
+func (t *Table) Commit(ctx context.Context, txn *Transaction) (*Manifest, error) {
+	if txn.ID == "" {
+		txn.ID = uuid.NewString()
+	}
+	latest, err := t.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if txn.ReadVersion == 0 || txn.ReadVersion > latest.Version {
+		txn.ReadVersion = latest.Version
+	}
+	checked := txn.ReadVersion
+	txnWritten := false
+	var summary TransactionSummary
+	for attempt := 0; ; attempt++ {
+		// Check what landed since we last looked before rebasing onto it.
+		if latest.Version > checked {
+			hist, err := t.HistoryFrom(ctx, latest.Version, int(latest.Version-checked))
+			if err != nil {
+				return nil, err
+			}
+			for i := len(hist) - 1; i >= 0; i-- {
+				h := hist[i]
+				if h.Missing {
+					return nil, fmt.Errorf("table %s: version %d was removed while committing; cannot check it for conflicts: %w", t.name, h.Version, ErrCommitConflict)
+				}
+				theirs := TransactionSummary{Operation: h.Operation, Properties: h.Properties, ReadVersion: h.ReadVersion, File: h.TransactionFile}
+				if err := checkConflict(t.name, txn, theirs, h.Version); err != nil {
+					return nil, err
+				}
+			}
+			checked = latest.Version
+		}
+		next, err := t.apply(latest, txn)
+		if err != nil {
+			return nil, err
+		}
+		if !txnWritten {
+			// The transaction file is written once, before the first manifest attempt: the manifest
+			// that references it must never exist without it.
+			if _, err := t.writeTransaction(ctx, txn, next); err != nil {
+				return nil, err
+			}
+			summary = next.Transaction
+			txnWritten = true
+		}
+		next.Transaction = summary
+		if hook := t.opts.BeforeManifestWrite; hook != nil {
+			if err := hook(next.Version); err != nil {
+				return nil, fmt.Errorf("table %s: commit version %d: %w", t.name, next.Version, err)
+			}
+		}
+		// Commit point. Data files (written by the caller's Writer) and the transaction file are
+		// durable before this create; a crash before it leaves them unreferenced, never a
+		// half-visible version.
+		err = t.putManifest(ctx, next)
+		if err == nil {
+			t.setLatest(next)
+			return next, nil
+		}
+		if !errors.Is(err, objstore.ErrExists) {
+			// The outcome is unknown (the create may have landed before the error): look.
+			if m, rerr := t.Manifest(ctx, next.Version); rerr == nil && m.Transaction.File == summary.File {
+				t.setLatest(m)
+				return m, nil
+			}
+			return nil, fmt.Errorf("table %s: commit version %d: %w", t.name, next.Version, err)
+		}
+		if attempt+1 >= t.opts.CommitRetries {
+			return nil, fmt.Errorf("table %s: %s lost the race for a new version %d times: %w", t.name, txn.Operation, attempt+1, ErrTooManyRetries)
+		}
+		if err := sleepJitter(ctx, attempt); err != nil {
+			return nil, err
+		}
+		if latest, err = t.Latest(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleepJitter backs off after a lost race: full jitter over an exponentially growing window,
+// capped at 100ms, so colliding committers spread out.
+func sleepJitter(ctx context.Context, attempt int) error {
+	window := time.Millisecond << min(attempt, 7)
+	if window > 100*time.Millisecond {
+		window = 100 * time.Millisecond
+	}
+	d := time.Duration(rand.Int64N(int64(window)) + 1)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// apply derives the manifest that txn produces on top of base.
+func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
+	next := base.clone()
+	next.Version = base.Version + 1
+	now := time.Now().UnixNano()
+	if now <= base.TimestampNanos {
+		now = base.TimestampNanos + 1 // keep timestamps strictly increasing for ManifestAsOf
+	}
+	next.TimestampNanos = now
+
+	assign := func(frags []Fragment) []Fragment {
+		out := make([]Fragment, len(frags))
+		for i, f := range frags {
+			f.ID = next.NextFragmentID
+			next.NextFragmentID++
+			out[i] = f
+		}
+		return out
+	}
+	switch txn.Operation {
+	case OpAppend:
+		next.Fragments = append(next.Fragments, assign(txn.Fragments)...)
+	case OpOverwrite:
+		next.Fragments = assign(txn.Fragments)
+		if len(txn.Schema) > 0 {
+			sc, err := decodeSchema(txn.Schema)
+			if err != nil {
+				return nil, fmt.Errorf("table %s: overwrite schema: %w", t.name, err)
+			}
+			next.Schema, next.schema = txn.Schema, sc
+		}
+	default:
+		return nil, fmt.Errorf("table %s: cannot commit operation %q", t.name, txn.Operation)
+	}
+
+	if ep, ok := txn.Epoch(); ok {
+		if wm, ok := next.Streams[ep.QueryID]; ok && wm.Epoch >= ep.EpochID {
+			return nil, &EpochCommittedError{QueryID: ep.QueryID, EpochID: ep.EpochID, WatermarkEpoch: wm.Epoch, Version: wm.Version}
+		}
+		next.Streams[ep.QueryID] = StreamWatermark{Epoch: ep.EpochID, Version: next.Version, TimestampNanos: now}
+	}
+	cutoff := now - int64(t.opts.StreamWatermarkRetention)
+	for q, wm := range next.Streams {
+		if wm.TimestampNanos < cutoff {
+			delete(next.Streams, q)
+		}
+	}
+	return next, nil
+}
+
+// EpochProperties returns the transaction properties that stamp a streaming epoch, merged over
+// extra (which may be nil).
+func EpochProperties(id EpochIdentity, extra map[string]string) map[string]string {
+	p := cloneMap(extra)
+	if p == nil {
+		p = make(map[string]string, 2)
+	}
+	p[PropQueryID] = id.QueryID
+	p[PropEpochID] = strconv.FormatInt(id.EpochID, 10)
+	return p
+}
+
+// Append writes recs as new fragments and commits them as one Append transaction.
+func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, props map[string]string) (*Manifest, error) {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("table %s: append of no batches", t.name)
+	}
+	w, err := t.NewWriter(ctx, recs[0].Schema())
+	if err != nil {
+		return nil, err
+	}
+	return t.writeAndCommit(ctx, w, recs, &Transaction{Operation: OpAppend, Properties: props})
+}
+
+// Overwrite replaces the table's contents with recs (no batches: truncate) as one transaction.
+// The schema stays the table's; recs must fit it.
+func (t *Table) Overwrite(ctx context.Context, in *arrow.Schema, recs []arrow.RecordBatch, props map[string]string) (*Manifest, error) {
+	w, err := t.NewWriter(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return t.writeAndCommit(ctx, w, recs, &Transaction{Operation: OpOverwrite, Properties: props})
+}
+
+func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.RecordBatch, txn *Transaction) (*Manifest, error) {
+	for _, r := range recs {
+		if err := w.Write(ctx, r); err != nil {
+			w.Abort(ctx)
+			return nil, err
+		}
+	}
+	frags, err := w.Finish(ctx)
+	if err != nil {
+		w.Abort(ctx)
+		return nil, err
+	}
+	txn.Fragments = frags
+	m, err := t.Commit(ctx, txn)
+	if err != nil {
+		if CommitDefinitelyFailed(err) {
+			w.Abort(ctx)
+		} // else the outcome is unknown: the files may be referenced, leave them to cleanup
+		return nil, err
+	}
+	return m, nil
+}
+
+// CommitDefinitelyFailed reports whether err from Commit proves that no manifest references the
+// transaction, so its data files may be deleted at once.
+func CommitDefinitelyFailed(err error) bool {
+	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochAlreadyCommitted) ||
+		errors.Is(err, ErrTooManyRetries) || errors.Is(err, ErrSchemaMismatch)
+}

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors callers branch on. They are wrapped with the table and version involved.
+var (
+	// ErrTableNotFound: no version of the table exists.
+	ErrTableNotFound = errors.New("table not found")
+	// ErrTableExists: Create found an existing table.
+	ErrTableExists = errors.New("table already exists")
+	// ErrVersionNotFound: the requested version does not exist (or was cleaned up).
+	ErrVersionNotFound = errors.New("version not found")
+	// ErrInvalidTableName: the name does not follow ValidateTableName's grammar.
+	ErrInvalidTableName = errors.New("invalid table name")
+	// ErrSchemaMismatch: written data does not fit the table's schema.
+	ErrSchemaMismatch = errors.New("schema mismatch")
+	// ErrCorruptManifest: a manifest could not be decoded.
+	ErrCorruptManifest = errors.New("corrupt manifest")
+	// ErrUnsupportedFormat: a manifest was written by a newer, unknown format version.
+	ErrUnsupportedFormat = errors.New("unsupported manifest format version")
+	// ErrCommitConflict: a concurrent commit cannot be reconciled with this one.
+	ErrCommitConflict = errors.New("commit conflict")
+	// ErrTooManyRetries: the commit lost the race for a new version too many times.
+	ErrTooManyRetries = errors.New("commit retries exhausted")
+	// ErrEpochAlreadyCommitted: the manifest's watermark for the transaction's streaming query is
+	// already at or past its epoch. See EpochCommittedError for the details.
+	ErrEpochAlreadyCommitted = errors.New("streaming epoch already committed")
+)
+
+// ConflictError names both sides of an unresolvable commit conflict.
+type ConflictError struct {
+	Table        string
+	Operation    Operation // ours
+	ReadVersion  uint64
+	TheirOp      Operation
+	TheirVersion uint64
+	Reason       string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("commit conflict on table %s: %s (read version %d) conflicts with %s committed at version %d: %s",
+		e.Table, e.Operation, e.ReadVersion, e.TheirOp, e.TheirVersion, e.Reason)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrCommitConflict }
+
+// EpochCommittedError reports that the table's watermark for a streaming query already covers the
+// epoch a transaction tried to commit: either the very same epoch (a replay that raced another
+// committer) or a later one.
+type EpochCommittedError struct {
+	QueryID        string
+	EpochID        int64
+	WatermarkEpoch int64
+	Version        uint64 // version that advanced the watermark to WatermarkEpoch
+}
+
+func (e *EpochCommittedError) Error() string {
+	return fmt.Sprintf("query %q epoch %d: table watermark is already at epoch %d (version %d)",
+		e.QueryID, e.EpochID, e.WatermarkEpoch, e.Version)
+}
+
+func (e *EpochCommittedError) Unwrap() error { return ErrEpochAlreadyCommitted }

@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// FormatVersion is the manifest format this build writes. A manifest with a higher number was
+// written by a newer flight-sink and is refused rather than misread.
+const FormatVersion = 1
+
+// Manifest is one version of a table: the complete description of what the version contains.
+// Manifests are immutable once committed.
+//
+// NB: the field order is the JSON order. The header fields (format, version, timestamp,
+// transaction summary) come first so History can decode them from a short ranged read without
+// parsing the fragment list.
+type Manifest struct {
+	FormatVersion  int                `json:"format_version"`
+	Version        uint64             `json:"version"`
+	TimestampNanos int64              `json:"timestamp_nanos"`
+	Transaction    TransactionSummary `json:"transaction"`
+
+	// Schema is the Arrow IPC encoding of the table schema.
+	Schema     []byte            `json:"schema"`
+	PrimaryKey []string          `json:"primary_key,omitempty"`
+	Config     map[string]string `json:"config,omitempty"`
+
+	Fragments      []Fragment `json:"fragments"`
+	NextFragmentID uint64     `json:"next_fragment_id"`
+
+	// Streams holds every streaming query's last committed epoch (the per-query watermark).
+	Streams map[string]StreamWatermark `json:"streams,omitempty"`
+
+	schema *arrow.Schema // decoded Schema, set by decodeManifest / newManifest
+}
+
+// TransactionSummary is the part of a transaction that History reports, copied into the manifest
+// so that reading history needs one small read per version.
+type TransactionSummary struct {
+	File        string            `json:"file"`
+	ReadVersion uint64            `json:"read_version"`
+	Operation   Operation         `json:"operation"`
+	Properties  map[string]string `json:"properties,omitempty"`
+}
+
+// Fragment is a horizontal slice of the table: one or more data files holding the same rows.
+// A row's address is Fragment.ID<<32 | row offset.
+type Fragment struct {
+	ID           uint64     `json:"id"`
+	Files        []DataFile `json:"files"`
+	PhysicalRows int64      `json:"physical_rows"`
+	DeletionFile string     `json:"deletion_file,omitempty"`
+	DeletedRows  int64      `json:"deleted_rows,omitempty"`
+}
+
+// DataFile is one Parquet file of a fragment, relative to the table.
+type DataFile struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// StreamWatermark is a streaming query's last committed epoch.
+type StreamWatermark struct {
+	Epoch          int64  `json:"epoch"`
+	Version        uint64 `json:"version"`
+	TimestampNanos int64  `json:"timestamp_nanos"`
+}
+
+// ArrowSchema returns the table schema of this version.
+func (m *Manifest) ArrowSchema() *arrow.Schema { return m.schema }
+
+// Timestamp returns the commit time of this version.
+func (m *Manifest) Timestamp() time.Time { return time.Unix(0, m.TimestampNanos) }
+
+// Rows returns the number of live rows (physical rows less deleted rows).
+func (m *Manifest) Rows() int64 {
+	var n int64
+	for _, f := range m.Fragments {
+		n += f.PhysicalRows - f.DeletedRows
+	}
+	return n
+}
+
+// clone returns a deep-enough copy of m to derive the next version from.
+func (m *Manifest) clone() *Manifest {
+	c := *m
+	c.Fragments = append([]Fragment(nil), m.Fragments...)
+	c.Config = cloneMap(m.Config)
+	c.Streams = make(map[string]StreamWatermark, len(m.Streams))
+	for k, v := range m.Streams {
+		c.Streams[k] = v
+	}
+	c.PrimaryKey = append([]string(nil), m.PrimaryKey...)
+	return &c
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func encodeManifest(m *Manifest) ([]byte, error) {
+	return json.Marshal(m)
+}
+
+// decodeManifest parses a manifest; key names the file in errors.
+func decodeManifest(key string, data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%w %s: %v", ErrCorruptManifest, key, err)
+	}
+	if m.FormatVersion > FormatVersion {
+		return nil, fmt.Errorf("%w: %s has format version %d, this build reads up to %d (upgrade flight-sink)",
+			ErrUnsupportedFormat, key, m.FormatVersion, FormatVersion)
+	}
+	if m.FormatVersion < 1 || m.Version == 0 || len(m.Schema) == 0 {
+		return nil, fmt.Errorf("%w %s: missing format version, version or schema", ErrCorruptManifest, key)
+	}
+	if v, ok := parseManifestKey(key); ok && v != m.Version {
+		return nil, fmt.Errorf("%w %s: file holds version %d", ErrCorruptManifest, key, m.Version)
+	}
+	sc, err := decodeSchema(m.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: schema: %v", ErrCorruptManifest, key, err)
+	}
+	m.schema = sc
+	return &m, nil
+}
+
+// manifestHeader is what History needs of a manifest.
+type manifestHeader struct {
+	FormatVersion  int
+	Version        uint64
+	TimestampNanos int64
+	Transaction    TransactionSummary
+}
+
+// decodeManifestHeader decodes the leading header fields of a manifest from a prefix of its bytes.
+// It returns io.ErrUnexpectedEOF when the prefix is too short to hold the whole header.
+func decodeManifestHeader(key string, prefix []byte) (manifestHeader, error) {
+	var h manifestHeader
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	tok, err := dec.Token()
+	if err != nil {
+		return h, headerErr(key, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return h, fmt.Errorf("%w %s: not a JSON object", ErrCorruptManifest, key)
+	}
+	seenTxn := false
+	for dec.More() && !seenTxn {
+		tok, err := dec.Token()
+		if err != nil {
+			return h, headerErr(key, err)
+		}
+		name, _ := tok.(string)
+		var target any
+		switch name {
+		case "format_version":
+			target = &h.FormatVersion
+		case "version":
+			target = &h.Version
+		case "timestamp_nanos":
+			target = &h.TimestampNanos
+		case "transaction":
+			target = &h.Transaction
+			seenTxn = true
+		default:
+			var skip json.RawMessage
+			target = &skip
+		}
+		if err := dec.Decode(target); err != nil {
+			return h, headerErr(key, err)
+		}
+	}
+	if !seenTxn {
+		return h, fmt.Errorf("%w %s: no transaction summary", ErrCorruptManifest, key)
+	}
+	if h.FormatVersion > FormatVersion {
+		return h, fmt.Errorf("%w: %s has format version %d, this build reads up to %d (upgrade flight-sink)",
+			ErrUnsupportedFormat, key, h.FormatVersion, FormatVersion)
+	}
+	return h, nil
+}
+
+func headerErr(key string, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return io.ErrUnexpectedEOF
+	}
+	if se, ok := err.(*json.SyntaxError); ok && se.Error() == "unexpected end of JSON input" {
+		return io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w %s: %v", ErrCorruptManifest, key, err)
+}

@@ -1,0 +1,283 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// tmpPrefix marks files a Local store is still writing; List never returns them.
+const tmpPrefix = ".tmp-"
+
+// Local is a Store on a local directory, the embedded default.
+//
+// Durability: Put and PutIfAbsent write a temporary file, fsync it, move it into place and fsync
+// the directory, so an object is either absent or complete after a crash.
+type Local struct {
+	root string
+}
+
+// NewLocal returns a Store rooted at dir, creating dir if needed.
+func NewLocal(dir string) (*Local, error) {
+	if dir == "" {
+		return nil, errors.New("local store: empty root path")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local store %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("local store %q: %w", dir, err)
+	}
+	return &Local{root: abs}, nil
+}
+
+// Root returns the absolute directory of the store.
+func (l *Local) Root() string { return l.root }
+
+func (l *Local) String() string { return "file://" + l.root }
+
+func (l *Local) path(key string) (string, error) {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") {
+		return "", fmt.Errorf("local store: invalid key %q", key)
+	}
+	for _, part := range strings.Split(key, "/") {
+		if part == ".." || part == "." {
+			return "", fmt.Errorf("local store: invalid key %q", key)
+		}
+	}
+	return filepath.Join(l.root, filepath.FromSlash(key)), nil
+}
+
+func notFound(key string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return err
+}
+
+// Get implements Store.
+func (l *Local) Get(ctx context.Context, key string) ([]byte, error) {
+	p, err := l.path(key)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, notFound(key, err)
+	}
+	return b, nil
+}
+
+// GetRange implements Store.
+func (l *Local) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	p, err := l.path(key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, notFound(key, err)
+	}
+	defer f.Close()
+	buf := make([]byte, length)
+	n, err := f.ReadAt(buf, offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return buf[:n], nil
+}
+
+// Stat implements Store.
+func (l *Local) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	p, err := l.path(key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return ObjectInfo{}, notFound(key, err)
+	}
+	if fi.IsDir() {
+		return ObjectInfo{}, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// writeTemp writes body to a synced temporary file in the directory of p and returns its path.
+func writeTemp(p string, body io.Reader) (string, error) {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(dir, tmpPrefix+uuid.NewString())
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, body); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return "", err
+	}
+	// fsync before the file gets its real name: a crash must never leave a named, short object.
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Put implements Store.
+func (l *Local) Put(ctx context.Context, key string, body io.Reader) error {
+	p, err := l.path(key)
+	if err != nil {
+		return err
+	}
+	tmp, err := writeTemp(p, body)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("put %s: sync dir: %w", key, err)
+	}
+	return nil
+}
+
+// PutIfAbsent implements Store with link(2), which fails with EEXIST when the name is taken and
+// never replaces it: the file system arbitrates races between processes.
+func (l *Local) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	p, err := l.path(key)
+	if err != nil {
+		return err
+	}
+	tmp, err := writeTemp(p, strings.NewReader(string(data)))
+	if err != nil {
+		return fmt.Errorf("put-if-absent %s: %w", key, err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, p); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: %w", key, ErrExists)
+		}
+		return fmt.Errorf("put-if-absent %s: %w", key, err)
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("put-if-absent %s: sync dir: %w", key, err)
+	}
+	return nil
+}
+
+// List implements Store.
+func (l *Local) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error) {
+	// Walk from the deepest directory the prefix names, then filter by the full prefix.
+	dirKey := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		dirKey = prefix[:i]
+	}
+	start := l.root
+	if dirKey != "" {
+		p, err := l.path(dirKey)
+		if err != nil {
+			return nil, err
+		}
+		start = p
+	}
+	var out []ObjectInfo
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), tmpPrefix) {
+			return nil
+		}
+		rel, err := filepath.Rel(l.root, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) || (startAfter != "" && key <= startAfter) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // deleted while we walked
+			}
+			return err
+		}
+		out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Delete implements Store.
+func (l *Local) Delete(ctx context.Context, key string) error {
+	p, err := l.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
+// DeletePrefix implements Store.
+func (l *Local) DeletePrefix(ctx context.Context, prefix string) error {
+	if prefix == "" {
+		return errors.New("delete prefix: refusing to delete the whole store")
+	}
+	objs, err := l.List(ctx, prefix, "")
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := l.Delete(ctx, o.Key); err != nil {
+			return err
+		}
+	}
+	if strings.HasSuffix(prefix, "/") {
+		if p, err := l.path(strings.TrimSuffix(prefix, "/")); err == nil {
+			os.RemoveAll(p) // empty directories and abandoned temp files
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Directory names inside a table, fixed by the design contract.
+const (
+	versionsDir     = "_versions/"
+	transactionsDir = "_transactions/"
+	dataDir         = "data/"
+	stagingDir      = "_staging/"
+	manifestSuffix  = ".manifest"
+)
+
+// tableNameRE is the grammar of table names: they become one path element under the root, so they
+// may never contain a separator, start with a dot or underscore, or be empty.
+var tableNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// ValidateTableName reports whether name is a legal table name: 1 to 128 characters of
+// [A-Za-z0-9_.-], starting with a letter or digit, and never "..". A legal name can never address
+// anything outside the table root.
+func ValidateTableName(name string) error {
+	if !tableNameRE.MatchString(name) || strings.Contains(name, "..") {
+		return fmt.Errorf("%w: %q (use 1-128 characters of letters, digits, '_', '.', '-', starting with a letter or digit)", ErrInvalidTableName, name)
+	}
+	return nil
+}
+
+// makeManifestKey returns the key of version v's manifest relative to the table.
+func makeManifestKey(v uint64) string {
+	return fmt.Sprintf("%s%020d%s", versionsDir, v, manifestSuffix)
+}
+
+// parseManifestKey is the inverse of makeManifestKey; ok is false for any other key.
+func parseManifestKey(key string) (v uint64, ok bool) {
+	i := strings.LastIndex(key, versionsDir)
+	if i < 0 {
+		return 0, false
+	}
+	name := key[i+len(versionsDir):]
+	if len(name) != 20+len(manifestSuffix) || !strings.HasSuffix(name, manifestSuffix) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(name[:20], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// makeTransactionKey returns the key of a transaction file relative to the table.
+func makeTransactionKey(readVersion uint64, id string) string {
+	return fmt.Sprintf("%s%d-%s.txn", transactionsDir, readVersion, id)
+}
+
+// makeDataKey returns the key of a data file relative to the table. Data file names are random:
+// they never derive from a stream's (query_id, epoch_id), so a replay can never overwrite data.
+func makeDataKey(id string) string { return dataDir + id + ".parquet" }

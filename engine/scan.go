@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// ScanOptions select what a scan reads.
+type ScanOptions struct {
+	// Version to read; 0 reads the latest.
+	Version uint64
+	// Columns to project, in the order wanted; empty reads every column.
+	Columns []string
+	// BatchSize is the number of rows per record batch. Default 65,536.
+	BatchSize int64
+}
+
+// Scan opens a streaming read of one version. Fragments are read one at a time, batch by batch,
+// so memory stays bounded by a batch and a file footer whatever the table's size. The caller must
+// Release the returned reader.
+func (t *Table) Scan(ctx context.Context, o ScanOptions) (*Scanner, error) {
+	var m *Manifest
+	var err error
+	if o.Version == 0 {
+		m, err = t.Latest(ctx)
+	} else {
+		m, err = t.Manifest(ctx, o.Version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.ScanManifest(ctx, m, o)
+}
+
+// ScanManifest is Scan of an already loaded manifest (o.Version is ignored).
+func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*Scanner, error) {
+	full := m.ArrowSchema()
+	fieldIdx := make([]int, 0, full.NumFields())
+	if len(o.Columns) == 0 {
+		for i := range full.Fields() {
+			fieldIdx = append(fieldIdx, i)
+		}
+	} else {
+		for _, c := range o.Columns {
+			js := full.FieldIndices(c)
+			if len(js) == 0 {
+				return nil, fmt.Errorf("table %s: %w: no column %q in %s", t.name, ErrSchemaMismatch, c, fieldList(full))
+			}
+			fieldIdx = append(fieldIdx, js[0])
+		}
+	}
+	fields := make([]arrow.Field, len(fieldIdx))
+	for i, j := range fieldIdx {
+		fields[i] = full.Field(j)
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 64 * 1024
+	}
+	md := full.Metadata()
+	return &Scanner{
+		ctx: ctx, t: t, frags: m.Fragments, fieldIdx: fieldIdx, batchSize: o.BatchSize,
+		schema: arrow.NewSchema(fields, &md), refs: 1,
+	}, nil
+}
+
+// Scanner streams the record batches of one version. It implements array.RecordReader.
+type Scanner struct {
+	ctx       context.Context
+	t         *Table
+	frags     []Fragment
+	fieldIdx  []int
+	batchSize int64
+	schema    *arrow.Schema
+	refs      int64
+
+	next int // next fragment to open
+	file objstore.ReadAtSeekCloser
+	pr   *file.Reader
+	rr   pqarrow.RecordReader
+	cur  arrow.RecordBatch
+	err  error
+	done bool
+}
+
+var _ array.RecordReader = (*Scanner)(nil)
+
+// Schema returns the projected schema.
+func (s *Scanner) Schema() *arrow.Schema { return s.schema }
+
+// Retain increases the reference count.
+func (s *Scanner) Retain() { atomic.AddInt64(&s.refs, 1) }
+
+// Release decreases the reference count and closes the scan at zero.
+func (s *Scanner) Release() {
+	if atomic.AddInt64(&s.refs, -1) == 0 {
+		s.closeFragment()
+		if s.cur != nil {
+			s.cur.Release()
+			s.cur = nil
+		}
+	}
+}
+
+// Err returns the first error the scan met.
+func (s *Scanner) Err() error { return s.err }
+
+// RecordBatch returns the current batch, valid until the next call to Next.
+func (s *Scanner) RecordBatch() arrow.RecordBatch { return s.cur }
+
+// Record returns the current batch.
+//
+// Deprecated: use RecordBatch.
+func (s *Scanner) Record() arrow.RecordBatch { return s.cur }
+
+// Next advances to the next non-empty batch.
+func (s *Scanner) Next() bool {
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	for !s.done && s.err == nil {
+		if s.rr == nil {
+			if s.next >= len(s.frags) {
+				s.done = true
+				return false
+			}
+			if err := s.openFragment(s.frags[s.next]); err != nil {
+				s.err = err
+				return false
+			}
+			s.next++
+		}
+		if s.rr.Next() {
+			rec := s.rr.RecordBatch()
+			if rec.NumRows() == 0 {
+				continue
+			}
+			// Stamp the table's field definitions (names, nullability, metadata) on the batch.
+			s.cur = array.NewRecordBatch(s.schema, rec.Columns(), rec.NumRows())
+			return true
+		}
+		if err := s.rr.Err(); err != nil {
+			s.err = fmt.Errorf("table %s: read fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
+			return false
+		}
+		s.closeFragment()
+	}
+	return false
+}
+
+func (s *Scanner) openFragment(f Fragment) error {
+	if len(f.Files) != 1 {
+		return fmt.Errorf("table %s: fragment %d has %d data files; this build reads one per fragment", s.t.name, f.ID, len(f.Files))
+	}
+	key := s.t.key(f.Files[0].Path)
+	r, _, err := objstore.OpenReader(s.ctx, s.t.store, key)
+	if err != nil {
+		return fmt.Errorf("table %s: open fragment %d: %w", s.t.name, f.ID, err)
+	}
+	pr, err := file.NewParquetReader(r)
+	if err != nil {
+		r.Close()
+		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
+	}
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: s.batchSize}, s.t.opts.Allocator)
+	if err != nil {
+		pr.Close()
+		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
+	}
+	cols, err := fr.Manifest.GetFieldIndices(s.fieldIdx)
+	if err != nil {
+		pr.Close()
+		return fmt.Errorf("table %s: project data file %s: %w", s.t.name, key, err)
+	}
+	rr, err := fr.GetRecordReader(s.ctx, cols, nil)
+	if err != nil {
+		pr.Close()
+		return fmt.Errorf("table %s: read data file %s: %w", s.t.name, key, err)
+	}
+	s.file, s.pr, s.rr = r, pr, rr
+	return nil
+}
+
+func (s *Scanner) closeFragment() {
+	if s.rr != nil {
+		s.rr.Release()
+		s.rr = nil
+	}
+	if s.pr != nil {
+		s.pr.Close() // closes the underlying file too
+		s.pr = nil
+	}
+	s.file = nil
+}
+
+// ReadAll scans o fully into memory; for tests and small tables.
+func (t *Table) ReadAll(ctx context.Context, o ScanOptions) ([]arrow.RecordBatch, error) {
+	s, err := t.Scan(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	var out []arrow.RecordBatch
+	for s.Next() {
+		r := s.RecordBatch()
+		r.Retain()
+		out = append(out, r)
+	}
+	if err := s.Err(); err != nil {
+		for _, r := range out {
+			r.Release()
+		}
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,384 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/google/uuid"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Options tune a table handle. The zero value is usable; EnsureDefaults fills it in.
+type Options struct {
+	// TargetRowsPerFragment splits appended data into fragments (one Parquet file each) of at most
+	// this many rows. Default 1,048,576.
+	TargetRowsPerFragment int64
+	// MaxRowGroupRows bounds a Parquet row group. Default 131,072.
+	MaxRowGroupRows int64
+	// CommitRetries bounds how often a commit retries after losing the race for a version.
+	// Default 64.
+	CommitRetries int
+	// StreamWatermarkRetention drops a streaming query's watermark from new manifests once the
+	// query has not committed for this long. Default 30 days.
+	StreamWatermarkRetention time.Duration
+	// Allocator for Arrow memory. Default memory.DefaultAllocator.
+	Allocator memory.Allocator
+	// Logger for warnings. Default slog.Default().
+	Logger *slog.Logger
+	// BeforeManifestWrite, when set, is called after a commit's data and transaction files are
+	// written and before its manifest is created; an error aborts the commit there. It exists for
+	// fault-injection tests of crash safety.
+	BeforeManifestWrite func(version uint64) error
+}
+
+// EnsureDefaults fills unset options with their defaults and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.TargetRowsPerFragment <= 0 {
+		o.TargetRowsPerFragment = 1 << 20
+	}
+	if o.MaxRowGroupRows <= 0 {
+		o.MaxRowGroupRows = 128 * 1024
+	}
+	if o.CommitRetries <= 0 {
+		o.CommitRetries = 64
+	}
+	if o.StreamWatermarkRetention <= 0 {
+		o.StreamWatermarkRetention = 30 * 24 * time.Hour
+	}
+	if o.Allocator == nil {
+		o.Allocator = memory.DefaultAllocator
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// CreateOptions describe a new table.
+type CreateOptions struct {
+	PrimaryKey []string
+	Config     map[string]string
+	// Properties are stamped on the Create transaction.
+	Properties map[string]string
+}
+
+// Table is a handle on one table in a store. It caches the newest manifest it has seen; every
+// method that needs the latest state refreshes it. A Table is safe for concurrent use, and any
+// number of Tables, in any number of processes, may commit to the same table at once.
+type Table struct {
+	store  objstore.Store
+	name   string
+	prefix string
+	opts   Options
+
+	mu     sync.Mutex
+	latest *Manifest // newest manifest seen; nil before the first read
+}
+
+func newTable(store objstore.Store, name string, opts *Options) *Table {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	return &Table{store: store, name: name, prefix: name + "/", opts: o}
+}
+
+// Name returns the table's name (its directory under the store root).
+func (t *Table) Name() string { return t.name }
+
+// Store returns the object store the table lives in.
+func (t *Table) Store() objstore.Store { return t.store }
+
+// URI returns a printable location of the table.
+func (t *Table) URI() string { return t.store.String() + "/" + t.name }
+
+func (t *Table) key(rel string) string { return t.prefix + rel }
+
+// Create creates a table with the given schema as version 1. It fails with ErrTableExists if any
+// version of the table exists (including one created concurrently by another process).
+func Create(ctx context.Context, store objstore.Store, name string, schema *arrow.Schema, co CreateOptions, opts *Options) (*Table, error) {
+	if err := ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	for _, k := range co.PrimaryKey {
+		if len(schema.FieldIndices(k)) != 1 {
+			return nil, fmt.Errorf("create table %s: primary key column %q is not in the schema %s", name, k, fieldList(schema))
+		}
+	}
+	t := newTable(store, name, opts)
+	existing, err := t.listVersions(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(existing) > 0 {
+		return nil, fmt.Errorf("create table %s: %w", name, ErrTableExists)
+	}
+	sb, err := encodeSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	txn := &Transaction{ID: uuid.NewString(), ReadVersion: 0, Operation: OpCreate, Properties: co.Properties, Schema: sb}
+	m := &Manifest{
+		FormatVersion: FormatVersion, Version: 1, TimestampNanos: time.Now().UnixNano(),
+		Schema: sb, PrimaryKey: co.PrimaryKey, Config: cloneMap(co.Config), NextFragmentID: 1,
+		Fragments: []Fragment{}, schema: schema,
+	}
+	if _, err := t.writeTransaction(ctx, txn, m); err != nil {
+		return nil, err
+	}
+	if err := t.putManifest(ctx, m); err != nil {
+		if errors.Is(err, objstore.ErrExists) {
+			return nil, fmt.Errorf("create table %s: %w", name, ErrTableExists)
+		}
+		return nil, err
+	}
+	t.setLatest(m)
+	return t, nil
+}
+
+// Open opens an existing table. It fails with ErrTableNotFound if the table has no version.
+func Open(ctx context.Context, store objstore.Store, name string, opts *Options) (*Table, error) {
+	if err := ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	t := newTable(store, name, opts)
+	if _, err := t.Latest(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// listVersions lists the committed versions greater than after, ascending.
+func (t *Table) listVersions(ctx context.Context, after uint64) ([]uint64, error) {
+	start := ""
+	if after > 0 {
+		start = t.key(makeManifestKey(after))
+	}
+	objs, err := t.store.List(ctx, t.key(versionsDir), start)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: list versions: %w", t.name, err)
+	}
+	vs := make([]uint64, 0, len(objs))
+	for _, o := range objs {
+		if v, ok := parseManifestKey(o.Key); ok && v > after {
+			vs = append(vs, v)
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	return vs, nil
+}
+
+// Versions lists every version that still has a manifest, ascending.
+func (t *Table) Versions(ctx context.Context) ([]uint64, error) { return t.listVersions(ctx, 0) }
+
+func (t *Table) cachedLatest() *Manifest {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.latest
+}
+
+func (t *Table) setLatest(m *Manifest) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.latest == nil || m.Version > t.latest.Version {
+		t.latest = m
+	}
+}
+
+// Latest returns the newest committed manifest. Only versions after the cached one are listed,
+// so the cost does not grow with the length of the history.
+func (t *Table) Latest(ctx context.Context) (*Manifest, error) {
+	cached := t.cachedLatest()
+	var after uint64
+	if cached != nil {
+		after = cached.Version
+	}
+	vs, err := t.listVersions(ctx, after)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		if cached == nil {
+			return nil, fmt.Errorf("table %s at %s: %w", t.name, t.store, ErrTableNotFound)
+		}
+		return cached, nil
+	}
+	m, err := t.Manifest(ctx, vs[len(vs)-1])
+	if err != nil {
+		return nil, err
+	}
+	t.setLatest(m)
+	return m, nil
+}
+
+// Manifest reads version v's manifest.
+func (t *Table) Manifest(ctx context.Context, v uint64) (*Manifest, error) {
+	if c := t.cachedLatest(); c != nil && c.Version == v {
+		return c, nil
+	}
+	key := t.key(makeManifestKey(v))
+	b, err := t.store.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return nil, fmt.Errorf("table %s version %d: %w", t.name, v, ErrVersionNotFound)
+		}
+		return nil, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
+	}
+	return decodeManifest(key, b)
+}
+
+// ManifestAsOf returns the newest version committed at or before ts.
+func (t *Table) ManifestAsOf(ctx context.Context, ts time.Time) (*Manifest, error) {
+	vs, err := t.listVersions(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	// Versions are committed in timestamp order (each commit reads its predecessor first), so a
+	// binary search over the listed versions finds the boundary.
+	var found *Manifest
+	lo, hi := 0, len(vs)-1
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		m, err := t.Manifest(ctx, vs[mid])
+		if err != nil {
+			return nil, err
+		}
+		if !m.Timestamp().After(ts) {
+			found = m
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("table %s: no version at or before %s: %w", t.name, ts.Format(time.RFC3339Nano), ErrVersionNotFound)
+	}
+	return found, nil
+}
+
+func (t *Table) putManifest(ctx context.Context, m *Manifest) error {
+	b, err := encodeManifest(m)
+	if err != nil {
+		return err
+	}
+	return t.store.PutIfAbsent(ctx, t.key(makeManifestKey(m.Version)), b)
+}
+
+// writeTransaction writes txn's file and records its summary in m.
+func (t *Table) writeTransaction(ctx context.Context, txn *Transaction, m *Manifest) (string, error) {
+	b, err := encodeTransaction(txn)
+	if err != nil {
+		return "", err
+	}
+	rel := makeTransactionKey(txn.ReadVersion, txn.ID)
+	if err := t.store.PutIfAbsent(ctx, t.key(rel), b); err != nil {
+		return "", fmt.Errorf("table %s: write transaction %s: %w", t.name, rel, err)
+	}
+	m.Transaction = TransactionSummary{File: rel, ReadVersion: txn.ReadVersion, Operation: txn.Operation, Properties: txn.Properties}
+	return rel, nil
+}
+
+// ReadTransaction reads the full transaction file a manifest points at.
+func (t *Table) ReadTransaction(ctx context.Context, m *Manifest) (*Transaction, error) {
+	key := t.key(m.Transaction.File)
+	b, err := t.store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: read transaction %s: %w", t.name, key, err)
+	}
+	return decodeTransaction(key, b)
+}
+
+// HistoryEntry is one version in History.
+type HistoryEntry struct {
+	Version         uint64            `json:"version"`
+	Timestamp       time.Time         `json:"timestamp"`
+	Operation       Operation         `json:"operation"`
+	ReadVersion     uint64            `json:"read_version"`
+	Properties      map[string]string `json:"properties,omitempty"`
+	TransactionFile string            `json:"transaction_file"`
+	// Missing is set when the version's manifest no longer exists (removed by cleanup); the other
+	// fields are then zero.
+	Missing bool `json:"missing,omitempty"`
+}
+
+// headerReadSize is how much of a manifest History reads first; the header almost always fits.
+const headerReadSize = 8 << 10
+
+// History returns up to lookback versions, newest first, ending at the latest version. A version
+// inside that window whose manifest was removed appears with Missing set instead of failing the
+// whole call, so a caller can degrade gracefully.
+func (t *Table) History(ctx context.Context, lookback int) ([]HistoryEntry, error) {
+	latest, err := t.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t.HistoryFrom(ctx, latest.Version, lookback)
+}
+
+// HistoryFrom is History ending at version newest instead of the latest version.
+func (t *Table) HistoryFrom(ctx context.Context, newest uint64, lookback int) ([]HistoryEntry, error) {
+	if lookback <= 0 {
+		return nil, nil
+	}
+	n := lookback
+	if uint64(n) > newest {
+		n = int(newest)
+	}
+	out := make([]HistoryEntry, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16) // manifests are small reads; overlap their latency
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i], errs[i] = t.historyEntry(ctx, newest-uint64(i))
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (t *Table) historyEntry(ctx context.Context, v uint64) (HistoryEntry, error) {
+	key := t.key(makeManifestKey(v))
+	b, err := t.store.GetRange(ctx, key, 0, headerReadSize)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return HistoryEntry{Version: v, Missing: true}, nil
+		}
+		return HistoryEntry{}, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
+	}
+	h, err := decodeManifestHeader(key, b)
+	if errors.Is(err, io.ErrUnexpectedEOF) && len(b) == headerReadSize {
+		if b, err = t.store.Get(ctx, key); err == nil {
+			h, err = decodeManifestHeader(key, b)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("%w %s: truncated", ErrCorruptManifest, key)
+		}
+		return HistoryEntry{}, err
+	}
+	return HistoryEntry{
+		Version: h.Version, Timestamp: time.Unix(0, h.TimestampNanos), Operation: h.Transaction.Operation,
+		ReadVersion: h.Transaction.ReadVersion, Properties: h.Transaction.Properties, TransactionFile: h.Transaction.File,
+	}, nil
+}
