@@ -382,3 +382,26 @@ func (t *Table) historyEntry(ctx context.Context, v uint64) (HistoryEntry, error
 		ReadVersion: h.Transaction.ReadVersion, Properties: h.Transaction.Properties, TransactionFile: h.Transaction.File,
 	}, nil
 }
+
+// ListTables returns the names of the tables under the store's root: every valid table name
+// directory that holds at least one manifest.
+func ListTables(ctx context.Context, store objstore.Store) ([]string, error) {
+	names, err := objstore.ListPrefixes(ctx, store, "")
+	if err != nil {
+		return nil, fmt.Errorf("list tables in %s: %w", store, err)
+	}
+	var out []string
+	for _, n := range names {
+		if ValidateTableName(n) != nil {
+			continue
+		}
+		objs, err := store.List(ctx, n+"/"+versionsDir, "")
+		if err != nil {
+			return nil, err
+		}
+		if len(objs) > 0 {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

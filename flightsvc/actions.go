@@ -1,0 +1,250 @@
+package flightsvc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+
+	"github.com/flight-sink/flight-sink/streaming"
+)
+
+// action is one DoAction handler: it takes the JSON body and returns a value encoded as the JSON
+// result.
+type action struct {
+	description string
+	run         func(s *Service, ctx context.Context, body []byte) (any, error)
+}
+
+// actions is the DoAction table; ListActions lists it. Each body and result is documented in
+// docs/protocol.md.
+var actions = map[string]action{
+	"create_table": {
+		description: `Create a table. Body: {"table", "schema": [{"name","type","nullable"}], "primary_key"?: [cols], "memwal"?: {"shards": n}}. Result: {"table","version"}.`,
+		run:         (*Service).actCreateTable,
+	},
+	"commit_epoch": {
+		description: `Commit the staged partitions of a multi-writer epoch as one transaction, exactly once. Body: {"table","query_id","epoch_id","mode","stages":[tokens]}. Result: an ack like DoPut's (committed|duplicate|empty).`,
+		run:         (*Service).actCommitEpoch,
+	},
+	"epoch_status": {
+		description: `Whether an epoch is committed. Body: {"table","query_id","epoch_id"}. Result: {"committed": bool, "version"}.`,
+		run:         (*Service).actEpochStatus,
+	},
+	"history": {
+		description: `Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: [{"version","timestamp","operation","properties",...}].`,
+		run:         (*Service).actHistory,
+	},
+	"table_stats": {
+		description: `Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","streams": {query_id: {"epoch","version"}}}.`,
+		run:         (*Service).actTableStats,
+	},
+}
+
+// ListActions lists the actions this server runs.
+func (s *Service) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
+	names := make([]string, 0, len(actions))
+	for n := range actions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := stream.Send(&flight.ActionType{Type: n, Description: actions[n].description}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DoAction runs one action and sends its JSON result.
+func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	act, ok := actions[a.GetType()]
+	if !ok {
+		return toStatus(fmt.Errorf("%w: unknown action %q (ListActions lists the actions this server runs)", streaming.ErrInvalidRequest, a.GetType()))
+	}
+	res, err := act.run(s, stream.Context(), a.GetBody())
+	if err != nil {
+		return toStatus(err)
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.Send(&flight.Result{Body: body})
+}
+
+type columnSpec struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Nullable *bool  `json:"nullable"`
+}
+
+func (s *Service) actCreateTable(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table      string       `json:"table"`
+		Schema     []columnSpec `json:"schema"`
+		PrimaryKey []string     `json:"primary_key"`
+		MemWAL     *struct {
+			Shards int `json:"shards"`
+		} `json:"memwal"`
+	}
+	if err := decodeJSON("create_table body", body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Schema) == 0 {
+		return nil, fmt.Errorf("%w: create_table needs a non-empty \"schema\"", streaming.ErrInvalidRequest)
+	}
+	fields := make([]arrow.Field, len(req.Schema))
+	for i, c := range req.Schema {
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: schema column %d has no name", streaming.ErrInvalidRequest, i)
+		}
+		dt, err := parseArrowType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("%w: column %q: %v", streaming.ErrInvalidRequest, c.Name, err)
+		}
+		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: c.Nullable == nil || *c.Nullable}
+	}
+	spec := streaming.CreateSpec{PrimaryKey: req.PrimaryKey}
+	if req.MemWAL != nil {
+		spec.MemWAL = &struct {
+			Shards int `json:"shards"`
+		}{Shards: req.MemWAL.Shards}
+	}
+	t, err := s.sink.CreateTable(ctx, req.Table, arrow.NewSchema(fields, nil), spec)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"table": t.Name(), "version": m.Version}, nil
+}
+
+func (s *Service) actCommitEpoch(ctx context.Context, body []byte) (any, error) {
+	var req streaming.CommitStagedRequest
+	if err := decodeJSON("commit_epoch body", body, &req); err != nil {
+		return nil, err
+	}
+	return s.sink.CommitStaged(ctx, req)
+}
+
+func (s *Service) actEpochStatus(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table   string `json:"table"`
+		QueryID string `json:"query_id"`
+		EpochID *int64 `json:"epoch_id"`
+	}
+	if err := decodeJSON("epoch_status body", body, &req); err != nil {
+		return nil, err
+	}
+	if req.EpochID == nil {
+		return nil, fmt.Errorf("%w: epoch_status needs \"epoch_id\"", streaming.ErrInvalidRequest)
+	}
+	st, err := s.sink.EpochStatus(ctx, req.Table, req.QueryID, *req.EpochID)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"committed": st.Committed, "version": st.Version}, nil
+}
+
+func (s *Service) actHistory(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table string `json:"table"`
+		Limit int    `json:"limit"`
+	}
+	if err := decodeJSON("history body", body, &req); err != nil {
+		return nil, err
+	}
+	if req.Limit == 0 {
+		req.Limit = 20
+	}
+	if req.Limit < 1 || req.Limit > streaming.MaxLookback {
+		return nil, fmt.Errorf("%w: history limit must be 1..%d, got %d", streaming.ErrInvalidRequest, streaming.MaxLookback, req.Limit)
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return nil, err
+	}
+	h, err := t.History(ctx, req.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (s *Service) actTableStats(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table string `json:"table"`
+	}
+	if err := decodeJSON("table_stats body", body, &req); err != nil {
+		return nil, err
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var bytes int64
+	for _, f := range m.Fragments {
+		for _, df := range f.Files {
+			bytes += df.SizeBytes
+		}
+	}
+	return map[string]any{
+		"table": t.Name(), "version": m.Version, "rows": m.Rows(), "fragments": len(m.Fragments),
+		"data_bytes": bytes, "primary_key": m.PrimaryKey, "streams": m.Streams,
+	}, nil
+}
+
+// parseArrowType reads the Arrow type names users write in create_table: the names arrow's
+// DataType.String gives (int64, utf8, timestamp[us, tz=UTC], ...) plus common aliases.
+func parseArrowType(name string) (arrow.DataType, error) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	simple := map[string]arrow.DataType{
+		"bool": arrow.FixedWidthTypes.Boolean, "boolean": arrow.FixedWidthTypes.Boolean,
+		"int8": arrow.PrimitiveTypes.Int8, "int16": arrow.PrimitiveTypes.Int16,
+		"int32": arrow.PrimitiveTypes.Int32, "int64": arrow.PrimitiveTypes.Int64,
+		"uint8": arrow.PrimitiveTypes.Uint8, "uint16": arrow.PrimitiveTypes.Uint16,
+		"uint32": arrow.PrimitiveTypes.Uint32, "uint64": arrow.PrimitiveTypes.Uint64,
+		"float16": arrow.FixedWidthTypes.Float16, "float32": arrow.PrimitiveTypes.Float32,
+		"float": arrow.PrimitiveTypes.Float32, "float64": arrow.PrimitiveTypes.Float64,
+		"double": arrow.PrimitiveTypes.Float64, "utf8": arrow.BinaryTypes.String,
+		"string": arrow.BinaryTypes.String, "large_utf8": arrow.BinaryTypes.LargeString,
+		"large_string": arrow.BinaryTypes.LargeString, "binary": arrow.BinaryTypes.Binary,
+		"large_binary": arrow.BinaryTypes.LargeBinary, "date32": arrow.FixedWidthTypes.Date32,
+		"date64": arrow.FixedWidthTypes.Date64,
+	}
+	if dt, ok := simple[n]; ok {
+		return dt, nil
+	}
+	if strings.HasPrefix(n, "timestamp[") && strings.HasSuffix(n, "]") {
+		inner := strings.TrimSuffix(strings.TrimPrefix(n, "timestamp["), "]")
+		unit, tz, _ := strings.Cut(inner, ",")
+		tz = strings.TrimSpace(tz)
+		if tz != "" {
+			if !strings.HasPrefix(tz, "tz=") {
+				return nil, fmt.Errorf("bad timestamp type %q (want timestamp[us] or timestamp[us, tz=UTC])", name)
+			}
+			tz = strings.TrimSpace(strings.TrimPrefix(tz, "tz="))
+			if strings.EqualFold(tz, "utc") {
+				tz = "UTC"
+			}
+		}
+		units := map[string]arrow.TimeUnit{"s": arrow.Second, "ms": arrow.Millisecond, "us": arrow.Microsecond, "ns": arrow.Nanosecond}
+		u, ok := units[strings.TrimSpace(unit)]
+		if !ok {
+			return nil, fmt.Errorf("bad timestamp unit in %q (use s, ms, us or ns)", name)
+		}
+		return &arrow.TimestampType{Unit: u, TimeZone: tz}, nil
+	}
+	return nil, fmt.Errorf("unknown Arrow type %q (use names like int64, float64, bool, utf8, binary, date32, timestamp[us, tz=UTC])", name)
+}

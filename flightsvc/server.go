@@ -1,0 +1,160 @@
+package flightsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/streaming"
+)
+
+// Config configures a flight-sink server.
+type Config struct {
+	// Listen is the gRPC address. Default 127.0.0.1:8815.
+	Listen string
+	// Root is the table root URI (a path, file:// or s3://). Default ./flight-sink-data.
+	Root string
+	// S3 configures s3:// roots; nil uses the standard AWS environment.
+	S3 *objstore.S3Options
+	// MaxMessageBytes is the gRPC receive limit for one message. Default 256 MiB.
+	MaxMessageBytes int
+	// ShutdownGrace is how long a shutdown waits for in-flight calls before cancelling them.
+	// Default 30s.
+	ShutdownGrace time.Duration
+	// Sink options.
+	Sink streaming.Options
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills unset fields and returns c.
+func (c *Config) EnsureDefaults() *Config {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8815"
+	}
+	if c.Root == "" {
+		c.Root = "./flight-sink-data"
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 256 << 20
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Sink.Logger == nil {
+		c.Sink.Logger = c.Logger
+	}
+	if c.Sink.Engine.Logger == nil {
+		c.Sink.Engine.Logger = c.Logger
+	}
+	return c
+}
+
+// Server is a running flight-sink gRPC server.
+type Server struct {
+	cfg  Config
+	grpc *grpc.Server
+	lis  net.Listener
+	svc  *Service
+}
+
+// recoverUnary turns a panic in one call into an Internal error for that call only.
+func recoverUnary(logger *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				logger.Error("panic in request", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
+				err = status.Errorf(codes.Internal, "internal error in %s (the server logged it and keeps serving)", info.FullMethod)
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+func recoverStream(logger *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				logger.Error("panic in request", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
+				err = status.Errorf(codes.Internal, "internal error in %s (the server logged it and keeps serving)", info.FullMethod)
+			}
+		}()
+		return h(srv, ss)
+	}
+}
+
+// NewServer opens the root and binds the listener; Serve starts answering.
+func NewServer(ctx context.Context, cfg Config) (*Server, error) {
+	cfg.EnsureDefaults()
+	store, err := objstore.Open(ctx, cfg.Root, cfg.S3)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	sink := streaming.NewSink(store, &cfg.Sink)
+	svc := NewService(sink, memory.DefaultAllocator, cfg.Logger)
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger)),
+		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger)),
+	)
+	flight.RegisterFlightServiceServer(gs, svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	return &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc}, nil
+}
+
+// Addr returns the bound address.
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Sink returns the server's sink.
+func (s *Server) Sink() *streaming.Sink { return s.svc.sink }
+
+// Serve answers calls until ctx is cancelled, then drains: in-flight calls get ShutdownGrace to
+// finish (an epoch either commits and is acknowledged, or fails and commits nothing), after which
+// the rest are cancelled.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(s.lis) }()
+	s.cfg.Logger.Info("flight-sink serving", "addr", s.lis.Addr().String(), "root", s.cfg.Root)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.cfg.Logger.Info("flight-sink shutting down: draining in-flight calls", "grace", s.cfg.ShutdownGrace)
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.ShutdownGrace):
+		s.cfg.Logger.Warn("shutdown grace expired: cancelling remaining calls")
+		s.grpc.Stop()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	s.cfg.Logger.Info("flight-sink stopped")
+	return nil
+}

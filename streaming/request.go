@@ -1,0 +1,155 @@
+package streaming
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/flight-sink/flight-sink/engine"
+)
+
+// Errors callers branch on (flightsvc maps them to gRPC codes).
+var (
+	// ErrInvalidRequest: the request is malformed; nothing was written.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrQueryReused: an epoch below the query's watermark that was never committed, which means
+	// the query id is being reused by a query with a new checkpoint.
+	ErrQueryReused = errors.New("query_id reused with a new checkpoint?")
+	// ErrUnsupported: a valid request this build or this table cannot serve.
+	ErrUnsupported = errors.New("not supported")
+	// ErrStageNotFound: a commit_epoch named a stage that does not exist.
+	ErrStageNotFound = errors.New("stage not found")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// Mode is a Spark output mode.
+type Mode string
+
+// Output modes.
+const (
+	ModeAppend   Mode = "append"
+	ModeComplete Mode = "complete"
+	ModeUpdate   Mode = "update"
+)
+
+// Route chooses where an epoch lands.
+type Route string
+
+// Routes.
+const (
+	RouteAuto   Route = "auto"
+	RouteDirect Route = "direct"
+	RouteMemWAL Route = "memwal"
+)
+
+// Look-back bounds for the dedupe history scan.
+const (
+	DefaultLookback = 100
+	MaxLookback     = 10000
+)
+
+// Partition identifies one task attempt's share of a multi-writer epoch.
+type Partition struct {
+	ID      int64 `json:"id"`
+	Attempt int64 `json:"attempt"`
+}
+
+// CreateSpec asks for the table to be created from the stream's schema if it does not exist.
+type CreateSpec struct {
+	PrimaryKey []string `json:"primary_key,omitempty"`
+	MemWAL     *struct {
+		Shards int `json:"shards"`
+	} `json:"memwal,omitempty"`
+}
+
+// EpochRequest is one epoch write (or one partition of one).
+type EpochRequest struct {
+	Table     string
+	QueryID   string
+	EpochID   int64
+	Mode      Mode
+	Route     Route
+	Lookback  int
+	Partition *Partition
+	Create    *CreateSpec
+}
+
+// Normalize validates r in place: it trims the query id once (that trimmed id is the one stamped),
+// fills defaults, and returns an error wrapping ErrInvalidRequest for anything malformed.
+func (r *EpochRequest) Normalize() error {
+	if err := engine.ValidateTableName(r.Table); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	r.QueryID = strings.TrimSpace(r.QueryID)
+	if r.QueryID == "" {
+		return invalid("query_id is required for epoch writes (use Spark's StreamingQuery.id); it was missing or blank")
+	}
+	if r.EpochID < 0 {
+		return invalid("epoch_id must be >= 0, got %d", r.EpochID)
+	}
+	switch r.Mode {
+	case "":
+		r.Mode = ModeAppend
+	case ModeAppend, ModeComplete, ModeUpdate:
+	default:
+		return invalid("mode must be append, complete or update, got %q", r.Mode)
+	}
+	switch r.Route {
+	case "":
+		r.Route = RouteAuto
+	case RouteAuto, RouteDirect, RouteMemWAL:
+	default:
+		return invalid("route must be auto, direct or memwal, got %q", r.Route)
+	}
+	if err := normalizeLookback(&r.Lookback); err != nil {
+		return err
+	}
+	if p := r.Partition; p != nil && (p.ID < 0 || p.Attempt < 0) {
+		return invalid("partition id and attempt must be >= 0, got id %d attempt %d", p.ID, p.Attempt)
+	}
+	if c := r.Create; c != nil && c.MemWAL != nil && (c.MemWAL.Shards < 1 || c.MemWAL.Shards > 1024) {
+		return invalid("create.memwal.shards must be 1..1024, got %d", c.MemWAL.Shards)
+	}
+	return nil
+}
+
+func normalizeLookback(l *int) error {
+	if *l == 0 {
+		*l = DefaultLookback
+		return nil
+	}
+	if *l < 1 || *l > MaxLookback {
+		return invalid("dedupe_lookback_versions must be 1..%d, got %d", MaxLookback, *l)
+	}
+	return nil
+}
+
+// Status of an acknowledged write.
+type Status string
+
+// Ack statuses.
+const (
+	StatusCommitted Status = "committed"
+	StatusDuplicate Status = "duplicate"
+	StatusEmpty     Status = "empty"
+	StatusStaged    Status = "staged"
+)
+
+// Ack is the answer to an epoch write. It is returned only once what it reports is durable.
+type Ack struct {
+	Status  Status `json:"status"`
+	Table   string `json:"table"`
+	QueryID string `json:"query_id,omitempty"`
+	EpochID *int64 `json:"epoch_id,omitempty"`
+	Version uint64 `json:"version,omitempty"`
+	Rows    int64  `json:"rows"`
+	Stage   string `json:"stage,omitempty"`
+}
+
+func newAck(status Status, r *EpochRequest) Ack {
+	e := r.EpochID
+	return Ack{Status: status, Table: r.Table, QueryID: r.QueryID, EpochID: &e}
+}

@@ -1,0 +1,202 @@
+package streaming
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Config keys the sink stores in a table's config.
+const (
+	ConfigMemWALShards = "flight_sink.memwal.shards"
+)
+
+// Options configure a Sink.
+type Options struct {
+	// Engine options for every table the sink opens.
+	Engine engine.Options
+	// StageTTL is how long an uncommitted stage is kept before cleanup may remove it. Default 24h.
+	StageTTL time.Duration
+	// Logger for warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills unset options and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	o.Engine.EnsureDefaults()
+	if o.StageTTL <= 0 {
+		o.StageTTL = 24 * time.Hour
+	}
+	if o.Logger == nil {
+		o.Logger = o.Engine.Logger
+	}
+	return o
+}
+
+// Sink lands epochs in the tables of one store root. It is safe for concurrent use; several
+// Sinks (in several processes) may serve the same root at once.
+type Sink struct {
+	store objstore.Store
+	opts  Options
+
+	mu     sync.Mutex
+	tables map[string]*engine.Table
+}
+
+// NewSink returns a Sink on store.
+func NewSink(store objstore.Store, opts *Options) *Sink {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	return &Sink{store: store, opts: o, tables: make(map[string]*engine.Table)}
+}
+
+// Store returns the sink's store.
+func (s *Sink) Store() objstore.Store { return s.store }
+
+// Table opens (and caches) an existing table.
+func (s *Sink) Table(ctx context.Context, name string) (*engine.Table, error) {
+	if err := engine.ValidateTableName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	s.mu.Lock()
+	t := s.tables[name]
+	s.mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	t, err := engine.Open(ctx, s.store, name, &s.opts.Engine)
+	if err != nil {
+		return nil, err
+	}
+	return s.cache(t), nil
+}
+
+func (s *Sink) cache(t *engine.Table) *engine.Table {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.tables[t.Name()]; c != nil {
+		return c
+	}
+	s.tables[t.Name()] = t
+	return t
+}
+
+// CreateTable creates a table; a table created concurrently by someone else is ErrTableExists.
+func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec CreateSpec) (*engine.Table, error) {
+	co := engine.CreateOptions{PrimaryKey: spec.PrimaryKey}
+	if spec.MemWAL != nil {
+		co.Config = map[string]string{ConfigMemWALShards: strconv.Itoa(spec.MemWAL.Shards)}
+	}
+	t, err := engine.Create(ctx, s.store, name, schema, co, &s.opts.Engine)
+	if err != nil {
+		if errors.Is(err, engine.ErrInvalidTableName) {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+		return nil, err
+	}
+	return s.cache(t), nil
+}
+
+// openOrCreate opens the table, creating it from schema when spec is set and it does not exist.
+func (s *Sink) openOrCreate(ctx context.Context, name string, schema *arrow.Schema, spec *CreateSpec) (*engine.Table, error) {
+	t, err := s.Table(ctx, name)
+	if err == nil || spec == nil || !errors.Is(err, engine.ErrTableNotFound) {
+		if err != nil && errors.Is(err, engine.ErrTableNotFound) {
+			return nil, fmt.Errorf("%w (send \"create\": true to create it from the stream's schema)", err)
+		}
+		return t, err
+	}
+	t, err = s.CreateTable(ctx, name, schema, *spec)
+	if errors.Is(err, engine.ErrTableExists) { // lost a creation race: use the winner's table
+		return s.Table(ctx, name)
+	}
+	return t, err
+}
+
+// BatchSource is a stream of record batches of one schema (a Flight DoPut reader fits).
+type BatchSource interface {
+	Schema() *arrow.Schema
+	Next() bool
+	RecordBatch() arrow.RecordBatch
+	Err() error
+}
+
+// drain consumes the rest of src without writing it.
+func drain(src BatchSource) error {
+	for src.Next() {
+	}
+	return src.Err()
+}
+
+// Append lands src as one plain Append with no epoch identity (Flight PATH descriptors).
+// An empty stream commits nothing.
+func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, error) {
+	t, err := s.Table(ctx, table)
+	if err != nil {
+		return Ack{}, err
+	}
+	frags, rows, w, err := s.writeAll(ctx, t, src)
+	if err != nil {
+		return Ack{}, err
+	}
+	if rows == 0 {
+		return Ack{Status: StatusEmpty, Table: table}, nil
+	}
+	m, err := t.Commit(ctx, &engine.Transaction{Operation: engine.OpAppend, Fragments: frags})
+	if err != nil {
+		abortIfFailed(ctx, w, err)
+		return Ack{}, err
+	}
+	return Ack{Status: StatusCommitted, Table: table, Version: m.Version, Rows: rows}, nil
+}
+
+// writeAll writes every batch of src into new data files of t. On error the files are removed.
+func (s *Sink) writeAll(ctx context.Context, t *engine.Table, src BatchSource) ([]engine.Fragment, int64, *engine.Writer, error) {
+	w, err := t.NewWriter(ctx, src.Schema())
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var rows int64
+	for src.Next() {
+		rec := src.RecordBatch()
+		if err := w.Write(ctx, rec); err != nil {
+			w.Abort(context.WithoutCancel(ctx))
+			return nil, 0, nil, err
+		}
+		rows += rec.NumRows()
+	}
+	// A reader that stops on an error must fail the whole write: committing what was read so far
+	// would acknowledge a partial epoch.
+	if err := src.Err(); err != nil {
+		w.Abort(context.WithoutCancel(ctx))
+		return nil, 0, nil, fmt.Errorf("read stream: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		w.Abort(context.WithoutCancel(ctx))
+		return nil, 0, nil, err
+	}
+	frags, err := w.Finish(ctx)
+	if err != nil {
+		w.Abort(context.WithoutCancel(ctx))
+		return nil, 0, nil, err
+	}
+	return frags, rows, w, nil
+}
+
+func abortIfFailed(ctx context.Context, w *engine.Writer, err error) {
+	if w != nil && engine.CommitDefinitelyFailed(err) {
+		w.Abort(context.WithoutCancel(ctx))
+	}
+}
