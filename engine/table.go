@@ -195,25 +195,58 @@ func (t *Table) setLatest(m *Manifest) {
 	}
 }
 
-// Latest returns the newest committed manifest. Only versions after the cached one are listed,
-// so the cost does not grow with the length of the history.
+// Latest returns the newest committed manifest.
+//
+// Versions are dense: a commit only ever creates the version right after the newest one it saw,
+// and cleanup removes only old versions. So once a version is known, the newest is found by
+// probing the following versions one by one; the cost does not grow with the length of the
+// history. After a few probes (someone else committed a lot) it lists from the known version.
 func (t *Table) Latest(ctx context.Context) (*Manifest, error) {
 	cached := t.cachedLatest()
-	var after uint64
-	if cached != nil {
-		after = cached.Version
+	if cached == nil {
+		return t.latestByList(ctx, 0)
 	}
+	v := cached.Version
+	for probes := 0; ; probes++ {
+		if probes == maxLatestProbes {
+			return t.latestByList(ctx, v)
+		}
+		_, err := t.store.Stat(ctx, t.key(makeManifestKey(v+1)))
+		if errors.Is(err, objstore.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("table %s: probe version %d: %w", t.name, v+1, err)
+		}
+		v++
+	}
+	if v == cached.Version {
+		return cached, nil
+	}
+	m, err := t.Manifest(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	t.setLatest(m)
+	return m, nil
+}
+
+// maxLatestProbes bounds the forward probes Latest makes before it lists instead.
+const maxLatestProbes = 4
+
+func (t *Table) latestByList(ctx context.Context, after uint64) (*Manifest, error) {
 	vs, err := t.listVersions(ctx, after)
 	if err != nil {
 		return nil, err
 	}
-	if len(vs) == 0 {
-		if cached == nil {
-			return nil, fmt.Errorf("table %s at %s: %w", t.name, t.store, ErrTableNotFound)
-		}
-		return cached, nil
+	newest := after
+	if len(vs) > 0 {
+		newest = vs[len(vs)-1]
 	}
-	m, err := t.Manifest(ctx, vs[len(vs)-1])
+	if newest == 0 {
+		return nil, fmt.Errorf("table %s at %s: %w", t.name, t.store, ErrTableNotFound)
+	}
+	m, err := t.Manifest(ctx, newest)
 	if err != nil {
 		return nil, err
 	}
