@@ -74,7 +74,7 @@ func epochOf(props map[string]string) (engine.EpochIdentity, bool) {
 // sending data for an epoch that already landed.
 func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (epochState, error) {
 	r := EpochRequest{Table: table, QueryID: q, EpochID: e}
-	if err := r.Normalize(); err != nil {
+	if err := s.normalize(&r); err != nil {
 		return epochState{}, err
 	}
 	t, err := s.Table(ctx, table)

@@ -12,7 +12,7 @@ import (
 // once, and returns the acknowledgement. r is normalised first. The ack is returned only after
 // what it reports is durable; on any error nothing is committed.
 func (s *Sink) WriteEpoch(ctx context.Context, r EpochRequest, src BatchSource) (Ack, error) {
-	if err := r.Normalize(); err != nil {
+	if err := s.normalize(&r); err != nil {
 		return Ack{}, err
 	}
 	t, err := s.openOrCreate(ctx, r.Table, src.Schema(), r.Create)

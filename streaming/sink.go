@@ -26,6 +26,8 @@ type Options struct {
 	Engine engine.Options
 	// StageTTL is how long an uncommitted stage is kept before cleanup may remove it. Default 24h.
 	StageTTL time.Duration
+	// DefaultLookback is the dedupe look-back used when a request sets none. Default 100.
+	DefaultLookback int
 	// Logger for warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -38,6 +40,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Logger == nil {
 		o.Logger = o.Engine.Logger
+	}
+	if o.DefaultLookback < 1 || o.DefaultLookback > MaxLookback {
+		o.DefaultLookback = DefaultLookback
 	}
 	return o
 }
@@ -199,4 +204,12 @@ func abortIfFailed(ctx context.Context, w *engine.Writer, err error) {
 	if w != nil && engine.CommitDefinitelyFailed(err) {
 		w.Abort(context.WithoutCancel(ctx))
 	}
+}
+
+// normalize validates r, applying the sink's default look-back when r sets none.
+func (s *Sink) normalize(r *EpochRequest) error {
+	if r.Lookback == 0 {
+		r.Lookback = s.opts.DefaultLookback
+	}
+	return r.Normalize()
 }

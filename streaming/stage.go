@@ -91,7 +91,7 @@ type CommitStagedRequest struct {
 // left alone; they stay invisible and cleanup removes them after Options.StageTTL.
 func (s *Sink) CommitStaged(ctx context.Context, c CommitStagedRequest) (Ack, error) {
 	r := EpochRequest{Table: c.Table, QueryID: c.QueryID, EpochID: c.EpochID, Mode: c.Mode, Lookback: c.Lookback}
-	if err := r.Normalize(); err != nil {
+	if err := s.normalize(&r); err != nil {
 		return Ack{}, err
 	}
 	t, err := s.Table(ctx, r.Table)

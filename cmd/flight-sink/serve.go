@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flight-sink/flight-sink/flightsvc"
+)
+
+// ServeCmd runs the Arrow Flight server.
+type ServeCmd struct {
+	Listen          string        `default:"127.0.0.1:8815" env:"FLIGHT_SINK_LISTEN" help:"gRPC listen address."`
+	Root            string        `default:"./flight-sink-data" env:"FLIGHT_SINK_ROOT" help:"Table root URI: a path, file:///path or s3://bucket/prefix."`
+	MaxMessageBytes int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
+	DedupeLookback  int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
+	ShutdownGrace   time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
+	StageTTL        time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
+	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
+	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
+}
+
+// Run serves until SIGINT/SIGTERM, then drains in-flight calls and exits.
+func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(c.LogLevel))); err != nil {
+		return err
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var logger *slog.Logger
+	if c.LogFormat == "json" {
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, hopts))
+	} else {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, hopts))
+	}
+	if c.DedupeLookback < 1 || c.DedupeLookback > 10000 {
+		return fmt.Errorf("--dedupe-lookback must be 1..10000, got %d", c.DedupeLookback)
+	}
+	cfg := flightsvc.Config{
+		Listen: c.Listen, Root: c.Root, S3: g.S3Options(), MaxMessageBytes: c.MaxMessageBytes,
+		ShutdownGrace: c.ShutdownGrace, Logger: logger,
+	}
+	cfg.Sink.StageTTL = c.StageTTL
+	cfg.Sink.DefaultLookback = c.DedupeLookback
+	srv, err := flightsvc.NewServer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return srv.Serve(ctx)
+}

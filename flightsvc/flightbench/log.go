@@ -1,0 +1,10 @@
+package flightbench
+
+import (
+	"io"
+	"log/slog"
+)
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
