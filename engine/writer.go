@@ -149,6 +149,7 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 	if w.props == nil {
 		opts := []parquet.WriterProperty{
 			parquet.WithCompression(compress.Codecs.Zstd),
+			parquet.WithCompressionLevel(zstdLevel),
 			parquet.WithDictionaryDefault(false),
 			parquet.WithMaxRowGroupLength(w.t.opts.MaxRowGroupRows),
 			parquet.WithAllocator(w.t.opts.Allocator),
@@ -217,3 +218,8 @@ func (w *Writer) Abort(ctx context.Context) {
 	}
 	w.written = nil
 }
+
+// zstdLevel is the zstd level of data files: level 1 (the encoder's fastest) encodes about twice
+// as fast as the default level 3 for files a few percent larger, the right trade for a sink whose
+// data is compacted later anyway.
+const zstdLevel = 1

@@ -88,6 +88,16 @@ func (l *Local) GetRange(ctx context.Context, key string, offset, length int64) 
 		return nil, notFound(key, err)
 	}
 	defer f.Close()
+	if offset < 0 || length < 0 {
+		return nil, fmt.Errorf("read %s: invalid range offset %d length %d", key, offset, length)
+	}
+	// Size the buffer by what the file holds, not by length: "read to the end" callers pass a
+	// huge length, and the contract truncates a range at the object's end.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	length = max(0, min(length, fi.Size()-offset))
 	buf := make([]byte, length)
 	n, err := f.ReadAt(buf, offset)
 	if err != nil && !errors.Is(err, io.EOF) {

@@ -75,7 +75,11 @@ type S3 struct {
 
 // NewS3 returns a Store on an S3 bucket.
 func NewS3(ctx context.Context, o S3Options) (Store, error) {
-	return newS3(ctx, o)
+	s, err := newS3(ctx, o)
+	if err != nil {
+		return nil, err // not a typed nil *S3 inside a non-nil Store
+	}
+	return s, nil
 }
 
 // newS3 is NewS3 with extra client options, so tests can put a faulty transport under the client.
@@ -120,6 +124,8 @@ func newS3(ctx context.Context, o S3Options, extra ...func(*s3.Options)) (*S3, e
 	})
 	s := &S3{
 		client: client,
+		// The manager package is marked deprecated in favour of feature/s3/transfermanager, which
+		// is still v0; its Uploader is stable and does what Put needs.
 		uploader: manager.NewUploader(client, func(u *manager.Uploader) {
 			u.PartSize = s3PartSize
 			u.Concurrency = s3UploadConcurrency
@@ -133,6 +139,9 @@ func newS3(ctx context.Context, o S3Options, extra ...func(*s3.Options)) (*S3, e
 }
 
 func (s *S3) String() string {
+	if s.root == "" {
+		return "s3://" + s.bucket
+	}
 	return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.root, "/")
 }
 
@@ -343,6 +352,29 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo,
 	}
 	// S3 already lists in UTF-8 byte order; sort anyway so the contract does not rest on a server.
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// ListPrefixes implements PrefixLister with a delimited listing, so finding the shards or
+// generations under a prefix does not list every object below them.
+func (s *S3) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
+	full := s.root + prefix
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &full, Delimiter: aws.String("/")}
+	var out []string
+	pages := s3.NewListObjectsV2Paginator(s.client, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list prefixes %s: %w", prefix, err)
+		}
+		for _, cp := range page.CommonPrefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), full), "/")
+			if name != "" {
+				out = append(out, name)
+			}
+		}
+	}
+	sort.Strings(out)
 	return out, nil
 }
 
