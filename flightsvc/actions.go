@@ -39,6 +39,10 @@ var actions = map[string]action{
 		description: `Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: [{"version","timestamp","operation","properties",...}].`,
 		run:         (*Service).actHistory,
 	},
+	"cleanup": {
+		description: `Remove expired multi-writer stages and files no version references that are older than the stage TTL. Body: {"table","dry_run"?: bool}. Result: {"stages_expired","data_files_removed","transaction_files_removed","bytes_removed"}.`,
+		run:         (*Service).actCleanup,
+	},
 	"table_stats": {
 		description: `Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","streams": {query_id: {"epoch","version"}}}.`,
 		run:         (*Service).actTableStats,
@@ -247,4 +251,15 @@ func parseArrowType(name string) (arrow.DataType, error) {
 		return &arrow.TimestampType{Unit: u, TimeZone: tz}, nil
 	}
 	return nil, fmt.Errorf("unknown Arrow type %q (use names like int64, float64, bool, utf8, binary, date32, timestamp[us, tz=UTC])", name)
+}
+
+func (s *Service) actCleanup(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table  string `json:"table"`
+		DryRun bool   `json:"dry_run"`
+	}
+	if err := decodeJSON("cleanup body", body, &req); err != nil {
+		return nil, err
+	}
+	return s.sink.Cleanup(ctx, req.Table, req.DryRun)
 }
