@@ -159,6 +159,15 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 		}
 		next.Streams[ep.QueryID] = StreamWatermark{Epoch: ep.EpochID, Version: next.Version, TimestampNanos: now}
 	}
+	for shard, gen := range txn.MemWALMerged {
+		if cur, ok := next.MemWALMerged[shard]; ok && cur >= gen {
+			return nil, fmt.Errorf("table %s: shard %s generation %d (merged watermark %d): %w", t.name, shard, gen, cur, ErrGenerationAlreadyMerged)
+		}
+		if next.MemWALMerged == nil {
+			next.MemWALMerged = make(map[string]uint64)
+		}
+		next.MemWALMerged[shard] = gen
+	}
 	cutoff := now - int64(t.opts.StreamWatermarkRetention)
 	for q, wm := range next.Streams {
 		if wm.TimestampNanos < cutoff {
@@ -229,5 +238,6 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 // transaction, so its data files may be deleted at once.
 func CommitDefinitelyFailed(err error) bool {
 	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochAlreadyCommitted) ||
+		errors.Is(err, ErrGenerationAlreadyMerged) ||
 		errors.Is(err, ErrTooManyRetries) || errors.Is(err, ErrSchemaMismatch)
 }

@@ -37,6 +37,12 @@ type Manifest struct {
 	// Streams holds every streaming query's last committed epoch (the per-query watermark).
 	Streams map[string]StreamWatermark `json:"streams,omitempty"`
 
+	// MemWALMerged holds, per MemWAL shard id, the highest flushed generation whose rows are in
+	// the base table (the merged-generation watermark). Generations merge in ascending order, so
+	// every generation at or below it is merged; readers skip those and a compactor never merges
+	// them twice.
+	MemWALMerged map[string]uint64 `json:"memwal_merged,omitempty"`
+
 	schema *arrow.Schema // decoded Schema, set by decodeManifest / newManifest
 }
 
@@ -97,6 +103,12 @@ func (m *Manifest) clone() *Manifest {
 		c.Streams[k] = v
 	}
 	c.PrimaryKey = append([]string(nil), m.PrimaryKey...)
+	if m.MemWALMerged != nil {
+		c.MemWALMerged = make(map[string]uint64, len(m.MemWALMerged))
+		for k, v := range m.MemWALMerged {
+			c.MemWALMerged[k] = v
+		}
+	}
 	return &c
 }
 

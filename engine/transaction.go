@@ -40,6 +40,9 @@ type Transaction struct {
 	Fragments []Fragment `json:"fragments,omitempty"`
 	// Schema replaces the table schema (Overwrite only; empty keeps the schema).
 	Schema []byte `json:"schema,omitempty"`
+	// MemWALMerged advances MemWAL shards' merged-generation watermarks in the same transaction
+	// as the Append that folds those generations into the table (shard id -> generation).
+	MemWALMerged map[string]uint64 `json:"memwal_merged,omitempty"`
 }
 
 // Epoch returns the streaming identity stamped in the properties, if any.
