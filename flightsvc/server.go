@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -34,6 +35,14 @@ type Config struct {
 	// ShutdownGrace is how long a shutdown waits for in-flight calls before cancelling them.
 	// Default 30s.
 	ShutdownGrace time.Duration
+	// AuthTokens, when set, are the bearer tokens a call must carry (any one of them).
+	AuthTokens []string
+	// TLSCert and TLSKey enable TLS; TLSClientCA additionally requires client certificates
+	// signed by that CA (mTLS).
+	TLSCert, TLSKey, TLSClientCA string
+	// AllowUnauthenticatedRemote permits a non-loopback Listen without AuthTokens. Without it
+	// such a configuration is refused, so a server is never open to the network by accident.
+	AllowUnauthenticatedRemote bool
 	// Sink options.
 	Sink streaming.Options
 	// Logger; default slog.Default().
@@ -106,18 +115,49 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.AuthTokens) == 0 && !isLoopback(cfg.Listen) && !cfg.AllowUnauthenticatedRemote {
+		return nil, fmt.Errorf("refusing to listen on %s without --auth-token: only loopback addresses are served unauthenticated (pass --allow-unauthenticated-remote to override)", cfg.Listen)
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("TLS needs both a certificate and a key")
+	}
+	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
+		return nil, errors.New("a client CA (mTLS) needs a server certificate and key")
+	}
+	auth := &tokenAuth{}
+	for _, t := range cfg.AuthTokens {
+		if t = strings.TrimSpace(t); t != "" {
+			auth.tokens = append(auth.tokens, []byte(t))
+		}
+	}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		// Recovery is outermost so a panic anywhere, auth included, stays in its call.
+		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger), auth.unary()),
+		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger), auth.stream()),
+	}
+	if cfg.TLSCert != "" {
+		creds, err := serverTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	if len(auth.tokens) == 0 {
+		if isLoopback(cfg.Listen) {
+			cfg.Logger.Info("no auth token configured: serving unauthenticated on loopback only", "addr", lis.Addr().String())
+		} else {
+			cfg.Logger.Warn("no auth token configured and listening beyond loopback: anyone who can reach the port can write", "addr", lis.Addr().String())
+		}
+	}
 	sink := streaming.NewSink(store, &cfg.Sink)
 	svc := NewService(sink, memory.DefaultAllocator, cfg.Logger)
-	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
-		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger)),
-		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger)),
-	)
+	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -19,6 +19,11 @@ type ServeCmd struct {
 	DedupeLookback  int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
 	ShutdownGrace   time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
 	StageTTL        time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
+	AuthToken       []string      `name:"auth-token" sep:"," env:"FLIGHT_SINK_AUTH_TOKEN" placeholder:"TOKEN" help:"Bearer token clients must send (authorization: Bearer <token>); repeat the flag or comma-separate for several. Without one, only loopback addresses are served."`
+	TLSCert         string        `name:"tls-cert" env:"FLIGHT_SINK_TLS_CERT" type:"existingfile" help:"TLS certificate file (PEM); with --tls-key enables TLS."`
+	TLSKey          string        `name:"tls-key" env:"FLIGHT_SINK_TLS_KEY" type:"existingfile" help:"TLS private key file (PEM)."`
+	TLSClientCA     string        `name:"tls-client-ca" env:"FLIGHT_SINK_TLS_CLIENT_CA" type:"existingfile" help:"CA file (PEM) client certificates must be signed by: enables mTLS."`
+	AllowRemote     bool          `name:"allow-unauthenticated-remote" env:"FLIGHT_SINK_ALLOW_UNAUTHENTICATED_REMOTE" help:"Serve a non-loopback address without --auth-token (not recommended)."`
 	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
 	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
 }
@@ -42,6 +47,8 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	cfg := flightsvc.Config{
 		Listen: c.Listen, Root: c.Root, S3: g.S3Options(), MaxMessageBytes: c.MaxMessageBytes,
 		ShutdownGrace: c.ShutdownGrace, Logger: logger,
+		AuthTokens: c.AuthToken, TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSClientCA: c.TLSClientCA,
+		AllowUnauthenticatedRemote: c.AllowRemote,
 	}
 	cfg.Sink.StageTTL = c.StageTTL
 	cfg.Sink.DefaultLookback = c.DedupeLookback
