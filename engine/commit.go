@@ -24,6 +24,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (*Manifest, error)
 	if txn.ID == "" {
 		txn.ID = uuid.NewString()
 	}
+	start := time.Now()
 	latest, err := t.Latest(ctx)
 	if err != nil {
 		return nil, err
@@ -48,6 +49,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (*Manifest, error)
 				}
 				theirs := TransactionSummary{Operation: h.Operation, Properties: h.Properties, ReadVersion: h.ReadVersion, File: h.TransactionFile}
 				if err := checkConflict(t.name, txn, theirs, h.Version); err != nil {
+					commitConflict.Add(ctx, 1)
 					return nil, err
 				}
 			}
@@ -78,6 +80,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (*Manifest, error)
 		err = t.putManifest(ctx, next)
 		if err == nil {
 			t.setLatest(next)
+			recordCommit(ctx, txn.Operation, start, attempt)
 			return next, nil
 		}
 		if !errors.Is(err, objstore.ErrExists) {

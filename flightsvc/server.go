@@ -26,6 +26,9 @@ import (
 type Config struct {
 	// Listen is the gRPC address. Default 127.0.0.1:8815.
 	Listen string
+	// HTTPListen is the address of the HTTP endpoints (/metrics, /healthz, /status); empty
+	// disables them.
+	HTTPListen string
 	// Root is the table root URI (a path, file:// or s3://). Default ./flight-sink-data.
 	Root string
 	// S3 configures s3:// roots; nil uses the standard AWS environment.
@@ -81,6 +84,7 @@ type Server struct {
 	grpc *grpc.Server
 	lis  net.Listener
 	svc  *Service
+	http *httpServer // nil when HTTPListen is empty
 }
 
 // recoverUnary turns a panic in one call into an Internal error for that call only.
@@ -162,7 +166,22 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	return &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc}, nil
+	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc}
+	if cfg.HTTPListen != "" {
+		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc); err != nil {
+			lis.Close()
+			return nil, err
+		}
+	}
+	return srv, nil
+}
+
+// HTTPAddr returns the bound address of the HTTP endpoints, or nil when they are disabled.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.http == nil {
+		return nil
+	}
+	return s.http.lis.Addr()
 }
 
 // Addr returns the bound address.
@@ -177,6 +196,15 @@ func (s *Server) Sink() *streaming.Sink { return s.svc.sink }
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
+	if s.http != nil {
+		go func() {
+			if err := s.http.serve(); err != nil {
+				s.cfg.Logger.Error("http endpoints stopped", "err", err)
+			}
+		}()
+		defer s.http.shutdown(context.Background())
+		s.cfg.Logger.Info("http endpoints serving", "addr", s.http.lis.Addr().String(), "paths", "/metrics /healthz /status")
+	}
 	s.cfg.Logger.Info("flight-sink serving", "addr", s.lis.Addr().String(), "root", s.cfg.Root)
 	select {
 	case err := <-errc:

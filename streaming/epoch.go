@@ -12,6 +12,14 @@ import (
 // once, and returns the acknowledgement. r is normalised first. The ack is returned only after
 // what it reports is durable; on any error nothing is committed.
 func (s *Sink) WriteEpoch(ctx context.Context, r EpochRequest, src BatchSource) (Ack, error) {
+	ack, err := s.writeEpoch(ctx, r, src)
+	if err == nil {
+		recordAck(ctx, ack, r.Mode)
+	}
+	return ack, err
+}
+
+func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) (Ack, error) {
 	if err := s.normalize(&r); err != nil {
 		return Ack{}, err
 	}

@@ -90,6 +90,14 @@ type CommitStagedRequest struct {
 // and each partition may appear once (one attempt per partition). Stages of other attempts are
 // left alone; they stay invisible and cleanup removes them after Options.StageTTL.
 func (s *Sink) CommitStaged(ctx context.Context, c CommitStagedRequest) (Ack, error) {
+	ack, err := s.commitStaged(ctx, c)
+	if err == nil {
+		recordAck(ctx, ack, c.Mode)
+	}
+	return ack, err
+}
+
+func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, error) {
 	r := EpochRequest{Table: c.Table, QueryID: c.QueryID, EpochID: c.EpochID, Mode: c.Mode, Lookback: c.Lookback}
 	if err := s.normalize(&r); err != nil {
 		return Ack{}, err

@@ -14,6 +14,7 @@ import (
 // ServeCmd runs the Arrow Flight server.
 type ServeCmd struct {
 	Listen          string        `default:"127.0.0.1:8815" env:"FLIGHT_SINK_LISTEN" help:"gRPC listen address."`
+	HTTPListen      string        `name:"http-listen" default:"127.0.0.1:8816" env:"FLIGHT_SINK_HTTP_LISTEN" help:"Address of /metrics (Prometheus), /healthz and /status; \"off\" disables them."`
 	Root            string        `default:"./flight-sink-data" env:"FLIGHT_SINK_ROOT" help:"Table root URI: a path, file:///path or s3://bucket/prefix."`
 	MaxMessageBytes int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
 	DedupeLookback  int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
@@ -45,13 +46,16 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		return fmt.Errorf("--dedupe-lookback must be 1..10000, got %d", c.DedupeLookback)
 	}
 	cfg := flightsvc.Config{
-		Listen: c.Listen, Root: c.Root, S3: g.S3Options(), MaxMessageBytes: c.MaxMessageBytes,
+		Listen: c.Listen, HTTPListen: c.HTTPListen, Root: c.Root, S3: g.S3Options(), MaxMessageBytes: c.MaxMessageBytes,
 		ShutdownGrace: c.ShutdownGrace, Logger: logger,
 		AuthTokens: c.AuthToken, TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSClientCA: c.TLSClientCA,
 		AllowUnauthenticatedRemote: c.AllowRemote,
 	}
 	cfg.Sink.StageTTL = c.StageTTL
 	cfg.Sink.DefaultLookback = c.DedupeLookback
+	if cfg.HTTPListen == "off" {
+		cfg.HTTPListen = ""
+	}
 	srv, err := flightsvc.NewServer(ctx, cfg)
 	if err != nil {
 		return err

@@ -1,0 +1,38 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Engine instruments, on the global OpenTelemetry meter provider (the server installs one that
+// exports to Prometheus; without one they cost nothing).
+var (
+	meter          = otel.Meter("github.com/flight-sink/flight-sink/engine")
+	commitLatency  metric.Float64Histogram
+	commitsTotal   metric.Int64Counter
+	commitRetries  metric.Int64Counter
+	commitConflict metric.Int64Counter
+)
+
+func init() {
+	commitLatency, _ = meter.Float64Histogram("flight_sink.commit.duration",
+		metric.WithUnit("s"), metric.WithDescription("Time to commit one transaction, from the first manifest attempt to success."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+	commitsTotal, _ = meter.Int64Counter("flight_sink.commits", metric.WithDescription("Transactions committed, by operation."))
+	commitRetries, _ = meter.Int64Counter("flight_sink.commit.retries", metric.WithDescription("Manifest creations lost to a concurrent committer and retried."))
+	commitConflict, _ = meter.Int64Counter("flight_sink.commit.conflicts", metric.WithDescription("Commits refused by the conflict matrix."))
+}
+
+func recordCommit(ctx context.Context, op Operation, start time.Time, retries int) {
+	attrs := metric.WithAttributes(attribute.String("operation", string(op)))
+	commitLatency.Record(ctx, time.Since(start).Seconds(), attrs)
+	commitsTotal.Add(ctx, 1, attrs)
+	if retries > 0 {
+		commitRetries.Add(ctx, int64(retries), attrs)
+	}
+}

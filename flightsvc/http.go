@@ -1,0 +1,158 @@
+package flightsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/flight-sink/flight-sink/engine"
+)
+
+// Metrics are process-wide: the OpenTelemetry meter provider is global, so it is installed once
+// and every server in the process serves the same registry.
+var (
+	metricsOnce     sync.Once
+	metricsRegistry *prometheus.Registry
+	metricsErr      error
+)
+
+func installMetrics() (*prometheus.Registry, error) {
+	metricsOnce.Do(func() {
+		reg := prometheus.NewRegistry()
+		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+		if err != nil {
+			metricsErr = fmt.Errorf("prometheus exporter: %w", err)
+			return
+		}
+		otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)))
+		metricsRegistry = reg
+	})
+	return metricsRegistry, metricsErr
+}
+
+// httpServer serves /metrics, /healthz and /status.
+type httpServer struct {
+	srv *http.Server
+	lis net.Listener
+	svc *Service
+}
+
+func newHTTPServer(addr string, svc *Service) (*httpServer, error) {
+	reg, err := installMetrics()
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen on %s: %w", addr, err)
+	}
+	h := &httpServer{lis: lis, svc: svc}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/status", h.status)
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return h, nil
+}
+
+func (h *httpServer) serve() error {
+	if err := h.srv.Serve(h.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (h *httpServer) shutdown(ctx context.Context) { h.srv.Shutdown(ctx) }
+
+// statusQuery is one streaming query's row on the status page.
+type statusQuery struct {
+	QueryID string
+	Epoch   int64
+	Version uint64
+	When    string
+}
+
+type statusTable struct {
+	Name      string
+	Version   uint64
+	Rows      int64
+	Fragments int
+	Bytes     int64
+	Committed string
+	Queries   []statusQuery
+	Err       string
+}
+
+var statusTmpl = template.Must(template.New("status").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>flight-sink status</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+h1{font-size:20px} h2{font-size:16px;margin:1.5em 0 .3em}
+table{border-collapse:collapse;margin:.3em 0 1em} td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}
+th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
+</style></head><body>
+<h1>flight-sink</h1>
+<p>Root <code>{{.Root}}</code> &middot; {{len .Tables}} table(s) &middot; page generated {{.Now}}</p>
+{{range .Tables}}
+<h2 id="table-{{.Name}}">Table {{.Name}}</h2>
+{{if .Err}}<p class="err">{{.Err}}</p>{{else}}
+<table><tr><th>version</th><th>rows</th><th>fragments</th><th>data bytes</th><th>last commit</th></tr>
+<tr><td class="num">{{.Version}}</td><td class="num">{{.Rows}}</td><td class="num">{{.Fragments}}</td><td class="num">{{.Bytes}}</td><td>{{.Committed}}</td></tr></table>
+{{if .Queries}}<table><tr><th>streaming query</th><th>last epoch</th><th>at version</th><th>committed</th></tr>
+{{range .Queries}}<tr><td>{{.QueryID}}</td><td class="num">{{.Epoch}}</td><td class="num">{{.Version}}</td><td>{{.When}}</td></tr>
+{{end}}</table>{{else}}<p>No streaming queries have written this table.</p>{{end}}
+{{end}}{{else}}<p>No tables yet.</p>{{end}}
+</body></html>
+`))
+
+// status renders a read-only HTML page of every table: version, rows, and each streaming query's
+// last epoch and time. It uses no external assets.
+func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	names, err := engine.ListTables(ctx, h.svc.sink.Store())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var tables []statusTable
+	for _, n := range names {
+		st := statusTable{Name: n}
+		_, m, err := h.svc.manifestFor(ctx, ticket{Table: n})
+		if err != nil {
+			st.Err = err.Error()
+			tables = append(tables, st)
+			continue
+		}
+		st.Version, st.Rows, st.Fragments = m.Version, m.Rows(), len(m.Fragments)
+		st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
+		for _, f := range m.Fragments {
+			for _, df := range f.Files {
+				st.Bytes += df.SizeBytes
+			}
+		}
+		for q, wm := range m.Streams {
+			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version,
+				When: time.Unix(0, wm.TimestampNanos).UTC().Format(time.RFC3339)})
+		}
+		sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
+		tables = append(tables, st)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	statusTmpl.Execute(w, map[string]any{"Root": h.svc.sink.Store().String(), "Tables": tables, "Now": time.Now().UTC().Format(time.RFC3339)})
+}
