@@ -10,6 +10,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
@@ -20,7 +23,16 @@ import (
 // every version committed after it is checked against txn with the conflict matrix. A streaming
 // transaction (PropQueryID/PropEpochID in its properties) also advances that query's watermark,
 // and fails with an *EpochCommittedError if the watermark already covers its epoch.
-func (t *Table) Commit(ctx context.Context, txn *Transaction) (*Manifest, error) {
+func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err error) {
+	ctx, span := tracer.Start(ctx, "engine.Commit", trace.WithAttributes(
+		attribute.String("table", t.name), attribute.String("operation", string(txn.Operation))))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	if txn.ID == "" {
 		txn.ID = uuid.NewString()
 	}
@@ -81,6 +93,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (*Manifest, error)
 		if err == nil {
 			t.setLatest(next)
 			recordCommit(ctx, txn.Operation, start, attempt)
+			span.SetAttributes(attribute.Int64("version", int64(next.Version)), attribute.Int("retries", attempt))
 			return next, nil
 		}
 		if !errors.Is(err, objstore.ErrExists) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -80,7 +81,8 @@ func (c *Config) EnsureDefaults() *Config {
 
 // Server is a running flight-sink gRPC server.
 type Server struct {
-	cfg  Config
+	stopTracing func(context.Context)
+	cfg         Config
 	grpc *grpc.Server
 	lis  net.Listener
 	svc  *Service
@@ -134,7 +136,12 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 			auth.tokens = append(auth.tokens, []byte(t))
 		}
 	}
+	stopTracing, err := setupTracing(ctx, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	opts := []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		// Recovery is outermost so a panic anywhere, auth included, stays in its call.
@@ -166,7 +173,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc}
+	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, stopTracing: stopTracing}
 	if cfg.HTTPListen != "" {
 		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc); err != nil {
 			lis.Close()
@@ -223,6 +230,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
 	}
+	s.stopTracing(context.Background())
 	s.cfg.Logger.Info("flight-sink stopped")
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/flight-sink/flight-sink/engine"
 )
 
@@ -17,7 +19,15 @@ type epochState struct {
 //
 // Returns an error wrapping ErrQueryReused when e is below q's watermark but not in the history
 // window: that epoch was never committed by this query's checkpoint.
-func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64, lookback int) (epochState, error) {
+func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64, lookback int) (st epochState, err error) {
+	ctx, span := tracer.Start(ctx, "streaming.Dedupe")
+	defer func() {
+		span.SetAttributes(attribute.Bool("committed", st.Committed))
+		if err != nil {
+			span.RecordError(err)
+		}
+		span.End()
+	}()
 	m, err := t.Latest(ctx)
 	if err != nil {
 		return epochState{}, err

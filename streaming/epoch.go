@@ -12,10 +12,12 @@ import (
 // once, and returns the acknowledgement. r is normalised first. The ack is returned only after
 // what it reports is durable; on any error nothing is committed.
 func (s *Sink) WriteEpoch(ctx context.Context, r EpochRequest, src BatchSource) (Ack, error) {
+	ctx, span := startSpan(ctx, "streaming.WriteEpoch", &r)
 	ack, err := s.writeEpoch(ctx, r, src)
 	if err == nil {
 		recordAck(ctx, ack, r.Mode)
 	}
+	endSpan(span, ack, err)
 	return ack, err
 }
 

@@ -90,10 +90,12 @@ type CommitStagedRequest struct {
 // and each partition may appear once (one attempt per partition). Stages of other attempts are
 // left alone; they stay invisible and cleanup removes them after Options.StageTTL.
 func (s *Sink) CommitStaged(ctx context.Context, c CommitStagedRequest) (Ack, error) {
+	ctx, span := startSpan(ctx, "streaming.CommitStaged", &EpochRequest{Table: c.Table, QueryID: c.QueryID, EpochID: c.EpochID, Mode: c.Mode})
 	ack, err := s.commitStaged(ctx, c)
 	if err == nil {
 		recordAck(ctx, ack, c.Mode)
 	}
+	endSpan(span, ack, err)
 	return ack, err
 }
 

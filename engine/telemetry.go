@@ -9,10 +9,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Engine instruments, on the global OpenTelemetry meter provider (the server installs one that
+// Engine instruments and tracer, on the global OpenTelemetry providers (the server installs one that
 // exports to Prometheus; without one they cost nothing).
 var (
 	meter          = otel.Meter("github.com/flight-sink/flight-sink/engine")
+	tracer         = otel.Tracer("github.com/flight-sink/flight-sink/engine")
 	commitLatency  metric.Float64Histogram
 	commitsTotal   metric.Int64Counter
 	commitRetries  metric.Int64Counter

@@ -1,0 +1,54 @@
+package httpcheck
+
+import (
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// TestEpochIsTraced checks that one epoch produces the DoPut server span with the dedupe, write
+// and commit spans beneath it, all in one trace.
+func TestEpochIsTraced(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
+
+	grpcAddr, _ := start(t)
+	c, err := flight.NewClientWithMiddleware(grpcAddr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s := putEpoch(t, c, "traced", "q", 0, 5); s != "committed" {
+		t.Fatalf("epoch: %s", s)
+	}
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		byName[s.Name()] = s
+	}
+	doput, ok := byName["arrow.flight.protocol.FlightService/DoPut"]
+	if !ok {
+		names := []string{}
+		for n := range byName {
+			names = append(names, n)
+		}
+		t.Fatalf("no DoPut server span; spans: %v", names)
+	}
+	for _, name := range []string{"streaming.WriteEpoch", "streaming.Dedupe", "engine.Commit"} {
+		s, ok := byName[name]
+		if !ok {
+			t.Errorf("no %s span", name)
+			continue
+		}
+		if s.SpanContext().TraceID() != doput.SpanContext().TraceID() {
+			t.Errorf("%s is not in the DoPut trace", name)
+		}
+	}
+}
