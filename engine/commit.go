@@ -169,7 +169,12 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 		return nil, fmt.Errorf("table %s: cannot commit operation %q", t.name, txn.Operation)
 	}
 
-	if ep, ok := txn.Epoch(); ok {
+	ep, isEpoch := txn.Epoch()
+	if _, stamped := txn.Properties[PropQueryID]; stamped != isEpoch || (isEpoch && ep.QueryID == "") {
+		return nil, fmt.Errorf("table %s: transaction properties %s=%q %s=%q are not a valid epoch identity (need a non-empty query id and an integer epoch id, or neither)",
+			t.name, PropQueryID, txn.Properties[PropQueryID], PropEpochID, txn.Properties[PropEpochID])
+	}
+	if isEpoch {
 		if wm, ok := next.Streams[ep.QueryID]; ok && wm.Epoch >= ep.EpochID {
 			return nil, &EpochCommittedError{QueryID: ep.QueryID, EpochID: ep.EpochID, WatermarkEpoch: wm.Epoch, Version: wm.Version}
 		}

@@ -49,7 +49,12 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 			fieldIdx = append(fieldIdx, i)
 		}
 	} else {
+		seen := make(map[string]bool, len(o.Columns))
 		for _, c := range o.Columns {
+			if seen[c] {
+				return nil, fmt.Errorf("table %s: %w: column %q is projected twice", t.name, ErrSchemaMismatch, c)
+			}
+			seen[c] = true
 			js := full.FieldIndices(c)
 			if len(js) == 0 {
 				return nil, fmt.Errorf("table %s: %w: no column %q in %s", t.name, ErrSchemaMismatch, c, fieldList(full))
@@ -175,10 +180,14 @@ func (s *Scanner) openFragment(f Fragment) error {
 		pr.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
-	cols, err := fr.Manifest.GetFieldIndices(s.fieldIdx)
-	if err != nil {
-		pr.Close()
-		return fmt.Errorf("table %s: project data file %s: %w", s.t.name, key, err)
+	// GetRecordReader takes leaf (Parquet column) indices; a nested field has several.
+	var cols []int
+	for _, j := range s.fieldIdx {
+		if j >= len(fr.Manifest.Fields) {
+			pr.Close()
+			return fmt.Errorf("table %s: data file %s has %d columns, the table %d", s.t.name, key, len(fr.Manifest.Fields), len(s.fieldIdx))
+		}
+		cols = appendLeaves(cols, &fr.Manifest.Fields[j])
 	}
 	rr, err := fr.GetRecordReader(s.ctx, cols, nil)
 	if err != nil {
@@ -187,6 +196,17 @@ func (s *Scanner) openFragment(f Fragment) error {
 	}
 	s.file, s.pr, s.rr = r, pr, rr
 	return nil
+}
+
+// appendLeaves appends the Parquet leaf column indices under f, in schema order.
+func appendLeaves(dst []int, f *pqarrow.SchemaField) []int {
+	if f.IsLeaf() {
+		return append(dst, f.ColIndex)
+	}
+	for i := range f.Children {
+		dst = appendLeaves(dst, &f.Children[i])
+	}
+	return dst
 }
 
 func (s *Scanner) closeFragment() {

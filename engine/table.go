@@ -112,7 +112,7 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	}
 	for _, k := range co.PrimaryKey {
 		if len(schema.FieldIndices(k)) != 1 {
-			return nil, fmt.Errorf("create table %s: primary key column %q is not in the schema %s", name, k, fieldList(schema))
+			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, ErrSchemaMismatch, k, fieldList(schema))
 		}
 	}
 	t := newTable(store, name, opts)
@@ -221,6 +221,17 @@ func (t *Table) Latest(ctx context.Context) (*Manifest, error) {
 		v++
 	}
 	if v == cached.Version {
+		// Nothing after the cached version. Confirm it still exists: if cleanup removed it, newer
+		// versions exist and were removed too, and only a listing finds the newest. (Cleanup
+		// removes versions oldest first, so an existing cached version means none after it was
+		// removed.)
+		_, err := t.store.Stat(ctx, t.key(makeManifestKey(v)))
+		if errors.Is(err, objstore.ErrNotFound) {
+			return t.latestByList(ctx, v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("table %s: probe version %d: %w", t.name, v, err)
+		}
 		return cached, nil
 	}
 	m, err := t.Manifest(ctx, v)

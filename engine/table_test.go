@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -288,6 +289,71 @@ func TestCorruptManifest(t *testing.T) {
 				// Older versions stay readable.
 				requireSameIDs(t, "version 3", scanRows(t, tbl, 3), idRange(0, 20))
 			})
+		}
+	})
+}
+
+// TestHistoryLargeProperties commits transactions whose properties do not fit History's first
+// ranged read of a manifest: History must read on and still return them whole.
+func TestHistoryLargeProperties(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		tbl := createRowsTable(t, store, "bigprops", nil)
+		big := map[string]string{}
+		for i := range 40 {
+			big[fmt.Sprintf("key-%02d", i)] = strings.Repeat(string(rune('a'+i%26)), 500)
+		}
+		m := appendIDs(t, tbl, idRange(0, 3), big)
+		appendIDs(t, tbl, idRange(3, 3), map[string]string{"small": "1"})
+		hist, err := tbl.History(t.Context(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) != 3 || hist[1].Version != m.Version || len(hist[1].Properties) != len(big) ||
+			hist[1].Properties["key-39"] != big["key-39"] || hist[0].Properties["small"] != "1" {
+			t.Fatalf("history with %d bytes of properties: %d entries, version %d has %d properties",
+				40*500, len(hist), hist[1].Version, len(hist[1].Properties))
+		}
+	})
+}
+
+// TestStaleHandleAfterCleanup keeps a handle idle while other writers move the table on and old
+// versions are removed (as a retention cleanup does, the newest ones kept). The idle handle's
+// cached version is gone: it must still find the true latest version and commit after it, never
+// re-create a removed version number on top of its stale state.
+func TestStaleHandleAfterCleanup(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		ctx := t.Context()
+		tbl := createRowsTable(t, store, "stale", nil)
+		appendIDs(t, tbl, idRange(0, 5), nil)
+		appendIDs(t, tbl, idRange(5, 5), nil) // tbl has seen version 3
+		other, err := Open(ctx, store, "stale", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range int64(5) {
+			appendIDs(t, other, idRange(10+k*5, 5), nil) // versions 4..8
+		}
+		for v := uint64(1); v <= 5; v++ {
+			if err := store.Delete(ctx, tbl.key(makeManifestKey(v))); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		if v := latestVersion(t, tbl); v != 8 {
+			t.Fatalf("stale handle: Latest is version %d, want 8", v)
+		}
+		m := appendIDs(t, tbl, idRange(100, 5), nil)
+		if m.Version != 9 {
+			t.Fatalf("stale handle committed version %d, want 9", m.Version)
+		}
+		requireSameIDs(t, "after the stale handle's append", scanRows(t, other, 0),
+			append(idRange(0, 35), idRange(100, 5)...))
+		vs, err := other.Versions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(vs) != "[6 7 8 9]" {
+			t.Fatalf("versions after cleanup and one more commit: %v, want [6 7 8 9]", vs)
 		}
 	})
 }

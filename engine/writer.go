@@ -43,6 +43,9 @@ func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema) (*Writer, error
 	if err != nil {
 		return nil, err
 	}
+	if in == nil {
+		in = m.ArrowSchema() // e.g. a truncate: no batches, so no schema of their own
+	}
 	return t.NewWriterFor(m.ArrowSchema(), in)
 }
 
