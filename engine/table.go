@@ -110,6 +110,9 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	if err := ValidateTableName(name); err != nil {
 		return nil, err
 	}
+	if err := validateNewSchema(schema); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", name, err)
+	}
 	for _, k := range co.PrimaryKey {
 		if len(schema.FieldIndices(k)) != 1 {
 			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, ErrSchemaMismatch, k, fieldList(schema))
@@ -448,4 +451,23 @@ func ListTables(ctx context.Context, store objstore.Store) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// validateNewSchema rejects schemas no write could ever fit: no columns, an unnamed column, or a
+// name used twice (CheckAppendSchema matches columns by name).
+func validateNewSchema(sc *arrow.Schema) error {
+	if sc.NumFields() == 0 {
+		return fmt.Errorf("%w: a table needs at least one column", ErrSchemaMismatch)
+	}
+	seen := make(map[string]bool, sc.NumFields())
+	for i, f := range sc.Fields() {
+		if f.Name == "" {
+			return fmt.Errorf("%w: column %d has no name", ErrSchemaMismatch, i)
+		}
+		if seen[f.Name] {
+			return fmt.Errorf("%w: column %q appears more than once", ErrSchemaMismatch, f.Name)
+		}
+		seen[f.Name] = true
+	}
+	return nil
 }

@@ -83,10 +83,10 @@ func (c *Config) EnsureDefaults() *Config {
 type Server struct {
 	stopTracing func(context.Context)
 	cfg         Config
-	grpc *grpc.Server
-	lis  net.Listener
-	svc  *Service
-	http *httpServer // nil when HTTPListen is empty
+	grpc        *grpc.Server
+	lis         net.Listener
+	svc         *Service
+	http        *httpServer // nil when HTTPListen is empty
 }
 
 // recoverUnary turns a panic in one call into an Internal error for that call only.
@@ -142,6 +142,8 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	opts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		// Stop waits for handlers to return: after a shutdown no epoch is still mid-commit.
+		grpc.WaitForHandlers(true),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		// Recovery is outermost so a panic anywhere, auth included, stays in its call.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -65,9 +67,31 @@ func (p *putStream) Recv() (*flight.FlightData, error) {
 
 // batchReader adapts a Flight reader to streaming.BatchSource, classifying its errors: a broken
 // IPC stream is the client's bad input, a cancelled call stays a cancellation.
-type batchReader struct{ *flight.Reader }
+type batchReader struct {
+	*flight.Reader
+	err error // a batch that failed validation
+}
 
-func (b batchReader) Err() error {
+// Next validates every batch before the write path sees it: buffers from the wire are untrusted,
+// and corrupt offsets would otherwise panic deep in the Parquet encoder.
+func (b *batchReader) Next() bool {
+	if b.err != nil || !b.Reader.Next() {
+		return false
+	}
+	rec := b.Reader.RecordBatch()
+	for i, col := range rec.Columns() {
+		if err := array.ValidateFull(col); err != nil {
+			b.err = fmt.Errorf("%w: column %q of the DoPut stream is malformed: %v", streaming.ErrInvalidRequest, rec.Schema().Field(i).Name, err)
+			return false
+		}
+	}
+	return true
+}
+
+func (b *batchReader) Err() error {
+	if b.err != nil {
+		return b.err
+	}
 	err := b.Reader.Err()
 	if err == nil || errors.Is(err, io.EOF) {
 		return nil
@@ -107,13 +131,13 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		if len(desc.Path) != 1 {
 			return status.Errorf(codes.InvalidArgument, "PATH descriptor must be one element, the table name; got %q", desc.Path)
 		}
-		ack, err = s.sink.Append(ctx, desc.Path[0], batchReader{rdr})
+		ack, err = s.sink.Append(ctx, desc.Path[0], &batchReader{Reader: rdr})
 	case flight.DescriptorCMD:
 		req, _, perr := parsePutCommand(desc.Cmd)
 		if perr != nil {
 			return toStatus(perr)
 		}
-		ack, err = s.sink.WriteEpoch(ctx, req, batchReader{rdr})
+		ack, err = s.sink.WriteEpoch(ctx, req, &batchReader{Reader: rdr})
 	default:
 		return status.Errorf(codes.InvalidArgument, "descriptor type %v is not supported; use CMD (epoch JSON) or PATH (table name)", desc.Type)
 	}
@@ -147,7 +171,7 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	defer sc.Release()
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc.Schema()), ipc.WithAllocator(s.alloc))
 	for sc.Next() {
-		if err := w.Write(sc.RecordBatch()); err != nil {
+		if err := writeBounded(w, sc.RecordBatch()); err != nil {
 			w.Close()
 			return toStatus(err)
 		}
@@ -262,4 +286,46 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 		}
 	}
 	return nil
+}
+
+// maxGetMessageBytes bounds the body of one DoGet message, so that clients with gRPC's default
+// 4 MiB receive limit (arrow-go's Flight client, for one) can read any table.
+const maxGetMessageBytes = 2 << 20
+
+// writeBounded writes rec as slices of at most about maxGetMessageBytes each.
+func writeBounded(w *flight.Writer, rec arrow.RecordBatch) error {
+	size, n := recordBytes(rec), rec.NumRows()
+	if size <= maxGetMessageBytes || n <= 1 {
+		return w.Write(rec)
+	}
+	step := max(1, n*maxGetMessageBytes/size)
+	for off := int64(0); off < n; off += step {
+		part := rec.NewSlice(off, min(n, off+step))
+		err := w.Write(part)
+		part.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordBytes is the size of rec's buffers (of the whole arrays, even when rec is a slice).
+func recordBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	var add func(d arrow.ArrayData)
+	add = func(d arrow.ArrayData) {
+		for _, b := range d.Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+		for _, c := range d.Children() {
+			add(c)
+		}
+	}
+	for _, c := range rec.Columns() {
+		add(c.Data())
+	}
+	return n
 }

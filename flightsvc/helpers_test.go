@@ -1,0 +1,607 @@
+package flightsvc_test
+
+// Shared helpers of the Flight integration suite. Every test talks to a real server on a real
+// loopback socket through arrow-go's Flight client: in-process (startServer) or as an OS process
+// (startProcess, for kill -9 and several processes on one root).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
+)
+
+// binDir holds the server binaries built for the process tests; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// testLogger discards server logs unless FLIGHTSVC_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("FLIGHTSVC_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// rowSchema is the schema the tests stream: an id that identifies every row, and a payload.
+var rowSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "payload", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// batch builds a rowSchema batch with the given ids; payload is "row-<id>".
+func batch(ids ...int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, rowSchema)
+	defer b.Release()
+	for _, id := range ids {
+		b.Field(0).(*array.Int64Builder).Append(id)
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("row-%d", id))
+	}
+	return b.NewRecordBatch()
+}
+
+// idRange returns n consecutive ids starting at from.
+func idRange(from, n int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = from + int64(i)
+	}
+	return out
+}
+
+// ack is the JSON app_metadata of a DoPut PutResult (and the result of commit_epoch).
+type ack struct {
+	Status  string `json:"status"`
+	Table   string `json:"table"`
+	QueryID string `json:"query_id"`
+	EpochID *int64 `json:"epoch_id"`
+	Version uint64 `json:"version"`
+	Rows    int64  `json:"rows"`
+	Stage   string `json:"stage"`
+}
+
+// cmd is a DoPut command or an action body, encoded as JSON.
+type cmd map[string]any
+
+// epochCmd is an append-mode epoch command that creates the table on first write.
+func epochCmd(table, query string, epoch int64) cmd {
+	return cmd{"table": table, "query_id": query, "epoch_id": epoch, "create": true}
+}
+
+// cmdDesc returns a CMD descriptor; c is JSON-encoded unless it is already []byte.
+func cmdDesc(t testing.TB, c any) *flight.FlightDescriptor {
+	t.Helper()
+	b, ok := c.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: b}
+}
+
+func pathDesc(path ...string) *flight.FlightDescriptor {
+	return &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: path}
+}
+
+// newClient dials addr with arrow-go's Flight client.
+func newClient(t testing.TB, addr string) flight.Client {
+	t.Helper()
+	c, err := flight.NewClientWithMiddleware(addr, nil, nil,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// flightConn is a Flight client on one server, in-process or not.
+type flightConn struct {
+	Addr   string
+	Client flight.Client
+}
+
+// testServer is an in-process server on a loopback socket.
+type testServer struct {
+	flightConn
+	Root string
+	Srv  *flightsvc.Server
+}
+
+// startServer starts an in-process server. Empty cfg.Listen and cfg.Root get a free loopback port
+// and a fresh temporary directory. The server stops (gracefully) when the test ends.
+func startServer(t testing.TB, cfg flightsvc.Config) *testServer {
+	t.Helper()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.Root == "" {
+		cfg.Root = t.TempDir()
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := flightsvc.NewServer(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("NewServer: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("server did not stop within 15s")
+		}
+	})
+	addr := srv.Addr().String()
+	return &testServer{flightConn: flightConn{Addr: addr, Client: newClient(t, addr)}, Root: cfg.Root, Srv: srv}
+}
+
+// testCtx bounds one call.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// put sends one DoPut stream (desc, then batches of schema) the way a client does and returns the
+// ack of its single PutResult, or the call's error (a gRPC status).
+func (c *flightConn) put(ctx context.Context, desc *flight.FlightDescriptor, schema *arrow.Schema, batches ...arrow.RecordBatch) (ack, error) {
+	stream, err := c.Client.DoPut(ctx)
+	if err != nil {
+		return ack{}, err
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	w.SetFlightDescriptor(desc)
+	for _, b := range batches {
+		// A send fails (io.EOF) when the server has already answered, e.g. with an error for a
+		// bad command; the answer itself comes from Recv below.
+		if err := w.Write(b); err != nil {
+			break
+		}
+	}
+	w.Close()
+	if err := stream.CloseSend(); err != nil {
+		return ack{}, err
+	}
+	return recvAck(stream)
+}
+
+// recvAck reads the one PutResult of a DoPut and checks that the stream then ends.
+func recvAck(stream flight.FlightService_DoPutClient) (ack, error) {
+	res, err := stream.Recv()
+	if err != nil {
+		return ack{}, err
+	}
+	var a ack
+	if err := json.Unmarshal(res.GetAppMetadata(), &a); err != nil {
+		return ack{}, fmt.Errorf("PutResult app_metadata %q is not an ack: %w", res.GetAppMetadata(), err)
+	}
+	if extra, err := stream.Recv(); err != io.EOF {
+		return a, fmt.Errorf("after the ack: got %v, %v; want io.EOF", extra, err)
+	}
+	return a, nil
+}
+
+// putCmd streams one batch per id list under command (JSON-encoded unless []byte).
+func (c *flightConn) putCmd(ctx context.Context, t testing.TB, command any, batches ...[]int64) (ack, error) {
+	t.Helper()
+	recs := make([]arrow.RecordBatch, len(batches))
+	for i, ids := range batches {
+		recs[i] = batch(ids...)
+		defer recs[i].Release()
+	}
+	return c.put(ctx, cmdDesc(t, command), rowSchema, recs...)
+}
+
+// mustPut is putCmd that fails the test on error.
+func (c *flightConn) mustPut(t testing.TB, command any, batches ...[]int64) ack {
+	t.Helper()
+	a, err := c.putCmd(testCtx(t), t, command, batches...)
+	if err != nil {
+		t.Fatalf("DoPut %v: %v", command, err)
+	}
+	return a
+}
+
+// putEpoch lands epoch e of query q in table (append mode, creating the table) as one batch.
+func (c *flightConn) putEpoch(t testing.TB, table, q string, e int64, ids []int64) ack {
+	t.Helper()
+	return c.mustPut(t, epochCmd(table, q, e), ids)
+}
+
+// wantAck checks an ack's status, and its version unless wantVersion is 0.
+func wantAck(t testing.TB, a ack, status string, wantVersion uint64) {
+	t.Helper()
+	if a.Status != status {
+		t.Fatalf("ack status %q, want %q (ack %+v)", a.Status, status, a)
+	}
+	if wantVersion != 0 && a.Version != wantVersion {
+		t.Fatalf("ack version %d, want %d (ack %+v)", a.Version, wantVersion, a)
+	}
+}
+
+// readResult is what a DoGet returned.
+type readResult struct {
+	Schema   *arrow.Schema
+	Rows     int64
+	IDs      []int64  // sorted; nil if the id column was not read
+	Payloads []string // in stream order; nil if the payload column was not read
+}
+
+// get reads a ticket (JSON-encoded unless []byte) to the end.
+func (c *flightConn) get(ctx context.Context, tk any) (readResult, error) {
+	b, ok := tk.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(tk); err != nil {
+			return readResult{}, err
+		}
+	}
+	stream, err := c.Client.DoGet(ctx, &flight.Ticket{Ticket: b})
+	if err != nil {
+		return readResult{}, err
+	}
+	rdr, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return readResult{}, err
+	}
+	defer rdr.Release()
+	res := readResult{Schema: rdr.Schema()}
+	idCol, payCol := -1, -1
+	if js := rdr.Schema().FieldIndices("id"); len(js) == 1 {
+		idCol, res.IDs = js[0], []int64{}
+	}
+	if js := rdr.Schema().FieldIndices("payload"); len(js) == 1 {
+		payCol, res.Payloads = js[0], []string{}
+	}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		res.Rows += rec.NumRows()
+		if idCol >= 0 {
+			res.IDs = append(res.IDs, rec.Column(idCol).(*array.Int64).Int64Values()...)
+		}
+		if payCol >= 0 {
+			col := rec.Column(payCol).(*array.String)
+			for i := 0; i < col.Len(); i++ {
+				res.Payloads = append(res.Payloads, col.Value(i))
+			}
+		}
+	}
+	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return readResult{}, err
+	}
+	slices.Sort(res.IDs)
+	return res, nil
+}
+
+// readIDs returns the sorted ids of the latest version of table.
+func (c *flightConn) readIDs(t testing.TB, table string) []int64 {
+	t.Helper()
+	r, err := c.get(testCtx(t), cmd{"table": table})
+	if err != nil {
+		t.Fatalf("DoGet %s: %v", table, err)
+	}
+	return r.IDs
+}
+
+// wantIDs checks that table holds exactly the given ids, each once.
+func (c *flightConn) wantIDs(t testing.TB, table string, want ...[]int64) {
+	t.Helper()
+	var all []int64
+	for _, w := range want {
+		all = append(all, w...)
+	}
+	slices.Sort(all)
+	got := c.readIDs(t, table)
+	if !slices.Equal(got, all) {
+		t.Fatalf("table %s: got %d rows, want %d (exactly once each)\n got: %s\nwant: %s",
+			table, len(got), len(all), abbrev(got), abbrev(all))
+	}
+}
+
+func abbrev(ids []int64) string {
+	if len(ids) <= 40 {
+		return fmt.Sprint(ids)
+	}
+	return fmt.Sprintf("%v ... %v", ids[:20], ids[len(ids)-20:])
+}
+
+// action runs a DoAction and returns the body of its single result.
+func (c *flightConn) action(ctx context.Context, typ string, body any) ([]byte, error) {
+	b, ok := body.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			return nil, err
+		}
+	}
+	stream, err := c.Client.DoAction(ctx, &flight.Action{Type: typ, Body: b})
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	n := 0
+	for {
+		r, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = r.GetBody()
+		n++
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("action %s: %d results, want 1", typ, n)
+	}
+	return out, nil
+}
+
+// mustAction runs an action and decodes its JSON result into out (unless out is nil).
+func (c *flightConn) mustAction(t testing.TB, typ string, body, out any) {
+	t.Helper()
+	b, err := c.action(testCtx(t), typ, body)
+	if err != nil {
+		t.Fatalf("action %s %v: %v", typ, body, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("action %s result %s: %v", typ, b, err)
+		}
+	}
+}
+
+// tableStats is the result of the table_stats action.
+type tableStats struct {
+	Table     string                            `json:"table"`
+	Version   uint64                            `json:"version"`
+	Rows      int64                             `json:"rows"`
+	Fragments int                               `json:"fragments"`
+	Streams   map[string]engine.StreamWatermark `json:"streams"`
+}
+
+func (c *flightConn) stats(t testing.TB, table string) tableStats {
+	t.Helper()
+	var s tableStats
+	c.mustAction(t, "table_stats", cmd{"table": table}, &s)
+	return s
+}
+
+func (c *flightConn) version(t testing.TB, table string) uint64 {
+	t.Helper()
+	return c.stats(t, table).Version
+}
+
+// history returns up to limit transactions of table, newest first.
+func (c *flightConn) history(t testing.TB, table string, limit int) []engine.HistoryEntry {
+	t.Helper()
+	var h []engine.HistoryEntry
+	c.mustAction(t, "history", cmd{"table": table, "limit": limit}, &h)
+	return h
+}
+
+// wantDenseHistory checks that table's versions run 1..latest with no gap, newest first.
+func (c *flightConn) wantDenseHistory(t testing.TB, table string) []engine.HistoryEntry {
+	t.Helper()
+	latest := c.version(t, table)
+	h := c.history(t, table, int(latest)+5)
+	if uint64(len(h)) != latest {
+		t.Fatalf("history has %d entries, latest version is %d", len(h), latest)
+	}
+	for i, e := range h {
+		if want := latest - uint64(i); e.Version != want || e.Missing {
+			t.Fatalf("history[%d] = version %d (missing %v), want version %d", i, e.Version, e.Missing, want)
+		}
+	}
+	return h
+}
+
+// wantCode checks that err is a gRPC status with code and, if given, a message containing each of
+// the substrings (case-insensitive).
+func wantCode(t testing.TB, err error, code codes.Code, substrs ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %v", code)
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("error %v is not a gRPC status, want %v", err, code)
+	}
+	if st.Code() != code {
+		t.Fatalf("got %v (%s), want %v", st.Code(), st.Message(), code)
+	}
+	for _, s := range substrs {
+		if !strings.Contains(strings.ToLower(st.Message()), strings.ToLower(s)) {
+			t.Fatalf("message %q does not mention %q", st.Message(), s)
+		}
+	}
+}
+
+// ---- servers as OS processes ----
+
+var (
+	serverBinOnce sync.Once
+	serverBin     string
+	serverBinErr  error
+)
+
+// servingLine matches the log line a server prints once it serves, capturing its address.
+// It reads slog's text (addr=H:P) and JSON ("addr":"H:P") formats.
+var servingLine = regexp.MustCompile(`flight-sink serving.*?\baddr"?[=:]"?(127\.0\.0\.1:[1-9][0-9]*)`)
+
+// serverBinary builds the product binary (cmd/flight-sink) once per test run.
+func serverBinary(t testing.TB) string {
+	t.Helper()
+	serverBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "flightsvc-test-bin-")
+		if err != nil {
+			serverBinErr = err
+			return
+		}
+		binDir = dir
+		bin := filepath.Join(dir, "flight-sink")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/flight-sink/flight-sink/cmd/flight-sink").CombinedOutput()
+		if err != nil {
+			serverBinErr = fmt.Errorf("build cmd/flight-sink: %v: %s", err, out)
+			return
+		}
+		serverBin = bin
+	})
+	if serverBinErr != nil {
+		t.Fatal(serverBinErr)
+	}
+	return serverBin
+}
+
+// procServer is a server running as an OS process.
+type procServer struct {
+	flightConn
+	Root   string
+	cmd    *exec.Cmd
+	out    *watchWriter
+	ready  chan struct{}
+	exited chan struct{}
+}
+
+// watchWriter collects a process's output and signals ready once the serving line appears.
+type watchWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addr  string
+	ready chan struct{}
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.addr == "" {
+		if m := servingLine.FindSubmatch(w.buf.Bytes()); m != nil {
+			w.addr = string(m[1])
+			close(w.ready)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// launch starts `flight-sink serve` on a free loopback port.
+func launch(bin, root string) (*procServer, error) {
+	c := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", root)
+	w := &watchWriter{ready: make(chan struct{})}
+	c.Stdout, c.Stderr = w, w
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	p := &procServer{Root: root, cmd: c, out: w, ready: w.ready, exited: make(chan struct{})}
+	go func() { c.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// stop ends the process: SIGTERM (graceful), then SIGKILL after 10 s.
+func (p *procServer) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// kill9 kills the process with SIGKILL: no shutdown code runs.
+func (p *procServer) kill9(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill -9: %v", err)
+	}
+	<-p.exited
+}
+
+// startProcess runs a server process on root and connects to it. It is stopped when the test ends.
+func startProcess(t testing.TB, root string) *procServer {
+	t.Helper()
+	bin := serverBinary(t)
+	p, err := launch(bin, root)
+	if err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(p.stop)
+	select {
+	case <-p.ready:
+	case <-p.exited:
+		t.Fatalf("server process exited before serving: %s", p.out)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server process not serving after 30s: %s", p.out)
+	}
+	p.out.mu.Lock()
+	p.Addr = p.out.addr
+	p.out.mu.Unlock()
+	p.Client = newClient(t, p.Addr)
+	return p
+}
+
+// codeOf returns the gRPC code of err (Unknown for a non-status error).
+func codeOf(err error) codes.Code { return status.Code(err) }
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
