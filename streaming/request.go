@@ -45,6 +45,9 @@ const (
 	RouteMemWAL Route = "memwal"
 )
 
+// MaxQueryIDBytes bounds a query id: every manifest carries each query's watermark.
+const MaxQueryIDBytes = 512
+
 // Look-back bounds for the dedupe history scan.
 const (
 	DefaultLookback = 100
@@ -86,6 +89,9 @@ func (r *EpochRequest) Normalize() error {
 	r.QueryID = strings.TrimSpace(r.QueryID)
 	if r.QueryID == "" {
 		return invalid("query_id is required for epoch writes (use Spark's StreamingQuery.id); it was missing or blank")
+	}
+	if len(r.QueryID) > MaxQueryIDBytes {
+		return invalid("query_id is %d bytes long; the limit is %d (it is stored in every manifest)", len(r.QueryID), MaxQueryIDBytes)
 	}
 	if r.EpochID < 0 {
 		return invalid("epoch_id must be >= 0, got %d", r.EpochID)
