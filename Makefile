@@ -1,0 +1,46 @@
+# flight-sink developer targets. `make run` starts the embedded server; `make test` runs every
+# test against real parts (local disk, a versitygw S3 server the Go tests start themselves).
+
+GO ?= go
+# Where `go install` puts binaries: GOBIN, else the first GOPATH entry's bin.
+GOBIN_DIR := $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
+export PATH := $(GOBIN_DIR):$(PATH)
+
+VERSITYGW_VERSION := v1.8.0
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
+# Benchmark duration per benchmark: `make bench BENCHTIME=10s` for steadier numbers.
+BENCHTIME ?= 1s
+# Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
+PKGS ?= ./...
+
+.PHONY: build run test bench lint tools
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
+
+# The embedded default: tables in the local directory ./flight-sink-data, Flight on loopback.
+run: build
+	bin/flight-sink serve
+
+# The Go tests start and stop their own S3 server (engine/objstore/storetest, from TestMain);
+# FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not found" into a failure instead of a skip.
+test: tools
+	$(GO) vet $(PKGS)
+	FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
+# >>> Python client tests (clients/pyspark, pytest) will be added here, after the Go tests. <<<
+
+# Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
+bench: tools build
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) $(PKGS)
+	bin/flight-sink bench
+
+lint:
+	@unformatted="$$(gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# versitygw is the real S3 server the tests run against (see DESIGN.md section 6).
+tools:
+	@command -v versitygw >/dev/null 2>&1 || test -x "$(GOBIN_DIR)/versitygw" || \
+		{ echo "installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR)"; \
+		  $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/flight-sink/flight-sink/engine"
+)
+
+// InspectCmd describes one version of a table from its manifest.
+type InspectCmd struct {
+	Table   string `arg:"" name:"TABLE_URI" help:"Table URI: ./root/table, file:///root/table or s3://bucket/prefix/table."`
+	Version uint64 `env:"FLIGHT_SINK_INSPECT_VERSION" placeholder:"N" help:"Version to describe; 0 (the default) describes the latest."`
+	JSON    bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of text."`
+}
+
+// inspectJSON is the --json output; the text output shows the same facts.
+type inspectJSON struct {
+	Table           string            `json:"table"`
+	URI             string            `json:"uri"`
+	Version         uint64            `json:"version"`
+	LatestVersion   uint64            `json:"latest_version"`
+	FormatVersion   int               `json:"format_version"`
+	Timestamp       string            `json:"timestamp"`
+	Operation       engine.Operation  `json:"operation"`
+	ReadVersion     uint64            `json:"read_version"`
+	Properties      map[string]string `json:"properties,omitempty"`
+	TransactionFile string            `json:"transaction_file"`
+	Schema          []fieldJSON       `json:"schema"`
+	PrimaryKey      []string          `json:"primary_key"`
+	Config          map[string]string `json:"config"`
+	Rows            int64             `json:"rows"`
+	PhysicalRows    int64             `json:"physical_rows"`
+	DeletedRows     int64             `json:"deleted_rows"`
+	TotalBytes      int64             `json:"total_bytes"`
+	NextFragmentID  uint64            `json:"next_fragment_id"`
+	Fragments       []fragmentJSON    `json:"fragments"`
+	Streams         []streamJSON      `json:"streams"`
+}
+
+type fieldJSON struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Nullable bool   `json:"nullable"`
+}
+
+type fragmentJSON struct {
+	ID           uint64     `json:"id"`
+	Rows         int64      `json:"rows"`
+	PhysicalRows int64      `json:"physical_rows"`
+	DeletedRows  int64      `json:"deleted_rows"`
+	DeletionFile string     `json:"deletion_file,omitempty"`
+	Bytes        int64      `json:"bytes"`
+	Files        []fileJSON `json:"files"`
+}
+
+type fileJSON struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// streamJSON is one streaming query's watermark: its last committed epoch.
+type streamJSON struct {
+	QueryID   string `json:"query_id"`
+	Epoch     int64  `json:"epoch"`
+	Version   uint64 `json:"version"`
+	Timestamp string `json:"timestamp"`
+}
+
+// Run prints the description.
+func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error {
+	t, err := openTable(ctx, g, c.Table)
+	if err != nil {
+		return err
+	}
+	latest, err := t.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	m := latest
+	if c.Version != 0 && c.Version != latest.Version {
+		if m, err = t.Manifest(ctx, c.Version); err != nil {
+			return err
+		}
+	}
+	d := describe(t, m, latest.Version)
+	if c.JSON {
+		enc := json.NewEncoder(kctx.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	return writeInspectText(kctx.Stdout, d)
+}
+
+// describe gathers what inspect reports about manifest m.
+func describe(t *engine.Table, m *engine.Manifest, latest uint64) *inspectJSON {
+	d := &inspectJSON{
+		Table: t.Name(), URI: t.URI(), Version: m.Version, LatestVersion: latest, FormatVersion: m.FormatVersion,
+		Timestamp: timeJSON(m.Timestamp()), Operation: m.Transaction.Operation, ReadVersion: m.Transaction.ReadVersion,
+		Properties: m.Transaction.Properties, TransactionFile: m.Transaction.File,
+		PrimaryKey: m.PrimaryKey, Config: m.Config, Rows: m.Rows(), NextFragmentID: m.NextFragmentID,
+		Schema: []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: []streamJSON{},
+	}
+	if d.PrimaryKey == nil {
+		d.PrimaryKey = []string{}
+	}
+	if d.Config == nil {
+		d.Config = map[string]string{}
+	}
+	for _, f := range m.ArrowSchema().Fields() {
+		d.Schema = append(d.Schema, fieldJSON{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
+	}
+	for _, f := range m.Fragments {
+		fj := fragmentJSON{ID: f.ID, Rows: f.PhysicalRows - f.DeletedRows, PhysicalRows: f.PhysicalRows,
+			DeletedRows: f.DeletedRows, DeletionFile: f.DeletionFile, Files: []fileJSON{}}
+		for _, df := range f.Files {
+			fj.Files = append(fj.Files, fileJSON{Path: df.Path, SizeBytes: df.SizeBytes})
+			fj.Bytes += df.SizeBytes
+		}
+		d.PhysicalRows += f.PhysicalRows
+		d.DeletedRows += f.DeletedRows
+		d.TotalBytes += fj.Bytes
+		d.Fragments = append(d.Fragments, fj)
+	}
+	for q, wm := range m.Streams {
+		d.Streams = append(d.Streams, streamJSON{QueryID: q, Epoch: wm.Epoch, Version: wm.Version,
+			Timestamp: timeJSON(time.Unix(0, wm.TimestampNanos))})
+	}
+	sort.Slice(d.Streams, func(i, j int) bool { return d.Streams[i].QueryID < d.Streams[j].QueryID })
+	return d
+}
+
+func writeInspectText(out io.Writer, d *inspectJSON) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	latest := "latest"
+	if d.Version != d.LatestVersion {
+		latest = fmt.Sprintf("latest is %d", d.LatestVersion)
+	}
+	ts, _ := time.Parse(time.RFC3339Nano, d.Timestamp)
+	fmt.Fprintf(w, "table:\t%s\n", d.Table)
+	fmt.Fprintf(w, "uri:\t%s\n", d.URI)
+	fmt.Fprintf(w, "version:\t%d (%s), committed %s\n", d.Version, latest, timeText(ts))
+	fmt.Fprintf(w, "operation:\t%s (read version %d) %s\n", d.Operation, d.ReadVersion, propertiesText(d.Properties))
+	fmt.Fprintf(w, "rows:\t%d", d.Rows)
+	if d.DeletedRows > 0 {
+		fmt.Fprintf(w, " (%d physical, %d deleted)", d.PhysicalRows, d.DeletedRows)
+	}
+	fmt.Fprintf(w, "\n")
+	fmt.Fprintf(w, "fragments:\t%d\n", len(d.Fragments))
+	fmt.Fprintf(w, "total bytes:\t%d (%s)\n", d.TotalBytes, bytesText(d.TotalBytes))
+	pk := "-"
+	if len(d.PrimaryKey) > 0 {
+		pk = strings.Join(d.PrimaryKey, ", ")
+	}
+	fmt.Fprintf(w, "primary key:\t%s\n", pk)
+	fmt.Fprintf(w, "config:\t%s\n", propertiesText(d.Config))
+	fmt.Fprintf(w, "format version:\t%d\n", d.FormatVersion)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\nschema:\n")
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, f := range d.Schema {
+		null := "not null"
+		if f.Nullable {
+			null = "nullable"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", f.Name, f.Type, null)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\nfragments:\n")
+	if len(d.Fragments) == 0 {
+		fmt.Fprintf(out, "  (none)\n")
+	} else {
+		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(w, "  ID\tROWS\tDELETED\tFILE\tSIZE\n")
+		for _, f := range d.Fragments {
+			deleted := fmt.Sprint(f.DeletedRows)
+			if f.DeletionFile != "" {
+				deleted += " (" + f.DeletionFile + ")"
+			}
+			for i, df := range f.Files {
+				if i == 0 {
+					fmt.Fprintf(w, "  %d\t%d\t%s\t%s\t%s\n", f.ID, f.Rows, deleted, df.Path, bytesText(df.SizeBytes))
+				} else {
+					fmt.Fprintf(w, "  \t\t\t%s\t%s\n", df.Path, bytesText(df.SizeBytes))
+				}
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(out, "\nstreaming watermarks:\n")
+	if len(d.Streams) == 0 {
+		fmt.Fprintf(out, "  (none)\n")
+		return nil
+	}
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "  QUERY ID\tEPOCH\tVERSION\tCOMMITTED\n")
+	for _, s := range d.Streams {
+		ts, _ := time.Parse(time.RFC3339Nano, s.Timestamp)
+		fmt.Fprintf(w, "  %s\t%d\t%d\t%s\n", s.QueryID, s.Epoch, s.Version, timeText(ts))
+	}
+	return w.Flush()
+}

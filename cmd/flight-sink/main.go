@@ -1,0 +1,109 @@
+// Command flight-sink is the flight-sink server and its admin tool.
+//
+// Admin subcommands (history, inspect) work on a table URI directly, without a running server:
+// a table root URI with the table name as its last path element, e.g. ./flight-sink-data/events,
+// file:///data/events or s3://bucket/prefix/events. serve runs the Arrow Flight server.
+//
+// Every flag has a matching FLIGHT_SINK_* environment variable. Errors are printed as one line
+// on stderr and the process exits with status 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Globals are the flags every subcommand accepts. A subcommand's Run method receives them by
+// declaring a *Globals parameter (and a context.Context, cancelled on SIGINT/SIGTERM, likewise).
+type Globals struct {
+	S3Endpoint string `name:"s3-endpoint" env:"FLIGHT_SINK_S3_ENDPOINT" placeholder:"URL" group:"s3" help:"S3 endpoint for s3:// URIs, e.g. http://127.0.0.1:7070 for an S3-compatible server. Default: AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, then AWS."`
+	S3Region   string `name:"s3-region" env:"FLIGHT_SINK_S3_REGION" placeholder:"REGION" group:"s3" help:"S3 region. Default: AWS_REGION / the shared AWS config, then us-east-1."`
+	// S3PathStyle shares its variable with objstore.PathStyleEnv, so one setting reaches both the
+	// flag and a store opened without options.
+	S3PathStyle bool `name:"s3-path-style" env:"FLIGHT_SINK_S3_PATH_STYLE" group:"s3" help:"Address buckets as http://host/bucket (needed by most S3-compatible servers)."`
+
+	Progress string `enum:"auto,always,never" default:"auto" env:"FLIGHT_SINK_PROGRESS" help:"Progress bars on stderr for long work: auto (only on a terminal), always or never."`
+}
+
+// S3Options returns the S3 settings of the flags. Bucket and prefix come from each URI, and
+// credentials from the AWS default chain.
+func (g *Globals) S3Options() *objstore.S3Options {
+	return &objstore.S3Options{Endpoint: g.S3Endpoint, Region: g.S3Region, PathStyle: g.S3PathStyle}
+}
+
+// CLI is the command line grammar.
+type CLI struct {
+	Globals
+
+	History HistoryCmd `cmd:"" help:"List a table's versions, newest first, with their operations and properties."`
+	Inspect InspectCmd `cmd:"" help:"Describe one version of a table: schema, rows, fragments and files, streaming watermarks, config."`
+	Serve   ServeCmd   `cmd:"" help:"Serve tables over Arrow Flight."`
+	Bench   BenchCmd   `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
+	Version VersionCmd `cmd:"" help:"Print the version of flight-sink."`
+}
+
+const description = `flight-sink lands streaming micro-batches (Arrow record batches stamped with a query id and an
+epoch id) exactly once in versioned, transactional tables on a local disk or S3, and serves them
+back over Arrow Flight.
+
+A TABLE_URI is a table root plus the table name as its last path element:
+./flight-sink-data/events, file:///data/events or s3://bucket/prefix/events.`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses args, runs the selected subcommand and returns the process exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	var cli CLI
+	parser, err := kong.New(&cli,
+		kong.Name("flight-sink"),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.ExplicitGroups([]kong.Group{{
+			Key:   "s3",
+			Title: "S3 flags (for s3:// URIs)",
+			Description: "Credentials come from the standard AWS chain: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY " +
+				"(/ AWS_SESSION_TOKEN), AWS_PROFILE and the shared config files, or an instance role.",
+		}}),
+	)
+	if err != nil {
+		// The grammar is static, so this is a programming error.
+		fmt.Fprintf(stderr, "flight-sink: internal error: %v\n", err)
+		return 1
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "flight-sink: %s (see flight-sink --help)\n", oneLine(err))
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	kctx.Bind(&cli.Globals)
+	if err := kctx.Run(); err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			fmt.Fprintln(stderr, "flight-sink: interrupted")
+			return 1
+		}
+		fmt.Fprintf(stderr, "flight-sink: %s\n", oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+// oneLine renders err on a single line: wrapped errors from servers may carry newlines.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
