@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
@@ -41,7 +42,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := storetest.Run(m) // a real S3 server for the tests that put a root on S3
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -539,8 +540,11 @@ func (w *watchWriter) String() string {
 }
 
 // launch starts `flight-sink serve` on a free loopback port.
-func launch(bin, root string) (*procServer, error) {
+func launch(bin, root string, env ...string) (*procServer, error) {
 	c := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", root)
+	if len(env) > 0 {
+		c.Env = append(os.Environ(), env...)
+	}
 	w := &watchWriter{ready: make(chan struct{})}
 	c.Stdout, c.Stderr = w, w
 	if err := c.Start(); err != nil {
@@ -577,10 +581,10 @@ func (p *procServer) kill9(t testing.TB) {
 }
 
 // startProcess runs a server process on root and connects to it. It is stopped when the test ends.
-func startProcess(t testing.TB, root string) *procServer {
+func startProcess(t testing.TB, root string, env ...string) *procServer {
 	t.Helper()
 	bin := serverBinary(t)
-	p, err := launch(bin, root)
+	p, err := launch(bin, root, env...)
 	if err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 )
 
 func TestKill9AndRestart(t *testing.T) {
@@ -87,8 +89,17 @@ func TestTwoProcessesOneTable(t *testing.T) {
 		t.Skip("builds and runs server processes")
 	}
 	t.Parallel()
-	root := t.TempDir()
-	procs := []*procServer{startProcess(t, root), startProcess(t, root)}
+	t.Run("local", func(t *testing.T) { twoProcessesOneTable(t, t.TempDir()) })
+	t.Run("s3", func(t *testing.T) {
+		uri, opts := storetest.S3(t)
+		twoProcessesOneTable(t, uri, storetest.S3Env(opts)...)
+	})
+}
+
+// twoProcessesOneTable runs two server processes on one root and has them commit epochs of
+// different queries, and the same epoch at once, to one table.
+func twoProcessesOneTable(t *testing.T, root string, env ...string) {
+	procs := []*procServer{startProcess(t, root, env...), startProcess(t, root, env...)}
 	procs[0].mustAction(t, "create_table", cmd{"table": "shared", "schema": []cmd{
 		{"name": "id", "type": "int64", "nullable": false}, {"name": "payload", "type": "utf8"}}}, nil)
 

@@ -43,10 +43,12 @@ var (
 // FLIGHT_SINK_REQUIRE_S3=1, where Main exits 1 and says how to install it. A binary that is found
 // but does not start is always an error.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
-func run(m *testing.M) int {
+// Run is Main without the exit: it returns m.Run's code (or 1 when the server cannot start), for
+// a TestMain that has its own clean-up to do afterwards.
+func Run(m *testing.M) int {
 	mainCalled = true
 	bin := findVersitygw()
 	if bin == "" {
