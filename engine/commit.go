@@ -44,6 +44,11 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 	if txn.ReadVersion == 0 || txn.ReadVersion > latest.Version {
 		txn.ReadVersion = latest.Version
 	}
+	// Row-level operations carry state across the versions they rebase over (rebase.go).
+	rb, err := t.newRowRebase(ctx, txn)
+	if err != nil {
+		return nil, err
+	}
 	checked := txn.ReadVersion
 	txnWritten := false
 	var summary TransactionSummary
@@ -64,12 +69,27 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 					commitConflict.Add(ctx, 1)
 					return nil, err
 				}
+				if rb != nil {
+					if err := rb.advance(ctx, h); err != nil {
+						if errors.Is(err, ErrCommitConflict) {
+							commitConflict.Add(ctx, 1)
+						}
+						return nil, err
+					}
+				}
 			}
 			checked = latest.Version
 		}
 		next, err := t.apply(latest, txn)
 		if err != nil {
 			return nil, err
+		}
+		// Files this attempt writes for next alone (deletion files); unreferenced if it loses.
+		var written []string
+		if rb != nil {
+			if written, err = rb.finish(ctx, latest, next); err != nil {
+				return nil, err
+			}
 		}
 		if !txnWritten {
 			// The transaction file is written once, before the first manifest attempt: the manifest
@@ -104,6 +124,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 			}
 			return nil, fmt.Errorf("table %s: commit version %d: %w", t.name, next.Version, err)
 		}
+		t.deleteFiles(ctx, written) // lost the race: nothing references them
 		if attempt+1 >= t.opts.CommitRetries {
 			return nil, fmt.Errorf("table %s: %s lost the race for a new version %d times: %w", t.name, txn.Operation, attempt+1, ErrTooManyRetries)
 		}
@@ -156,6 +177,16 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 	switch txn.Operation {
 	case OpAppend:
 		next.Fragments = append(next.Fragments, assign(txn.Fragments)...)
+	case OpDelete:
+		// Only deletion files change; rowRebase.finish writes them into next.
+	case OpUpdate, OpUpsert:
+		next.Fragments = append(next.Fragments, assign(txn.Fragments)...)
+	case OpRewrite:
+		frags, err := applyRewrite(next.Fragments, txn.Rewrite, assign(txn.Fragments))
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.name, err)
+		}
+		next.Fragments = frags
 	case OpOverwrite:
 		next.Fragments = assign(txn.Fragments)
 		if len(txn.Schema) > 0 {

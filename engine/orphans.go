@@ -4,90 +4,135 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
-// OrphanReport says what RemoveOrphans found and removed.
+// OrphanReport says what RemoveOrphans (or the file sweep of Cleanup) found and removed.
 type OrphanReport struct {
 	DataFilesRemoved        int   `json:"data_files_removed"`
+	DeletionFilesRemoved    int   `json:"deletion_files_removed"`
 	TransactionFilesRemoved int   `json:"transaction_files_removed"`
 	BytesRemoved            int64 `json:"bytes_removed"`
 	DryRun                  bool  `json:"dry_run,omitempty"`
 }
 
-// RemoveOrphans deletes data and transaction files that no existing manifest references and that
-// are older than grace. Such files are left by commits that failed or crashed before their
-// manifest was created, and by staged writes that were never committed.
+// RemoveOrphans deletes data, deletion and transaction files that no existing manifest
+// references and that are older than grace. Such files are left by commits that failed or
+// crashed before their manifest was created, by staged writes that were never committed, and by
+// versions that cleanup removed.
 //
 // REQUIRES: grace is longer than any write may take between writing its files and committing
 // them (for multi-writer epochs: longer than the stage TTL). A file younger than grace may belong
 // to an in-flight commit and is never removed.
 func (t *Table) RemoveOrphans(ctx context.Context, grace time.Duration, dryRun bool) (OrphanReport, error) {
+	rep, _, err := t.sweepFiles(ctx, nil, time.Now().Add(-grace), dryRun, nil)
+	return rep, err
+}
+
+// sweepFiles removes (or, dry, only lists) every data, deletion and transaction file that no
+// version except those in dropped references and that was last modified before cutoff. dropped
+// holds versions a dry-run cleanup would have removed, so that it decides like a real run. It
+// returns the table-relative keys it removed.
+func (t *Table) sweepFiles(ctx context.Context, dropped map[uint64]bool, cutoff time.Time, dryRun bool, progress func(done, total int)) (OrphanReport, []string, error) {
 	rep := OrphanReport{DryRun: dryRun}
 	// List the candidates before reading manifests: a file written after this listing is not a
 	// candidate, and a manifest committed after the listing can only reference files that are
-	// younger than grace (its writer wrote them recently) or already referenced before.
-	data, err := t.store.List(ctx, t.key(dataDir), "")
-	if err != nil {
-		return rep, fmt.Errorf("table %s: list data files: %w", t.name, err)
-	}
-	txns, err := t.store.List(ctx, t.key(transactionsDir), "")
-	if err != nil {
-		return rep, fmt.Errorf("table %s: list transaction files: %w", t.name, err)
-	}
-	versions, err := t.listVersions(ctx, 0)
-	if err != nil {
-		return rep, err
-	}
-	referenced := make(map[string]bool)
-	for _, v := range versions {
-		m, err := t.Manifest(ctx, v)
-		if errors.Is(err, ErrVersionNotFound) {
-			continue // removed meanwhile by another cleanup
-		}
+	// younger than the grace period (its writer wrote them recently) or were referenced by the
+	// version it was built on, which is read below.
+	var candidates []objstore.ObjectInfo
+	for _, dir := range []string{dataDir, deletionsDir, transactionsDir} {
+		objs, err := t.store.List(ctx, t.key(dir), "")
 		if err != nil {
-			return rep, err
+			return rep, nil, fmt.Errorf("table %s: list %s: %w", t.name, dir, err)
 		}
-		referenced[t.key(m.Transaction.File)] = true
-		for _, f := range m.Fragments {
-			for _, df := range f.Files {
-				referenced[t.key(df.Path)] = true
-			}
-			if f.DeletionFile != "" {
-				referenced[t.key(f.DeletionFile)] = true
-			}
+		candidates = append(candidates, objs...)
+	}
+	referenced, err := t.referencedFiles(ctx, dropped)
+	if err != nil {
+		return rep, nil, err
+	}
+	var removed []string
+	var victims []objstore.ObjectInfo
+	for _, o := range candidates {
+		if !referenced[o.Key] && o.ModTime.Before(cutoff) {
+			victims = append(victims, o)
 		}
 	}
-	cutoff := time.Now().Add(-grace)
-	remove := func(o objstore.ObjectInfo) (bool, error) {
-		if referenced[o.Key] || o.ModTime.After(cutoff) {
-			return false, nil
+	for i, o := range victims {
+		if !dryRun {
+			if err := t.store.Delete(ctx, o.Key); err != nil {
+				return rep, removed, fmt.Errorf("table %s: remove %s: %w", t.name, o.Key, err)
+			}
 		}
+		rel := strings.TrimPrefix(o.Key, t.prefix)
+		removed = append(removed, rel)
 		rep.BytesRemoved += o.Size
-		if dryRun {
-			return true, nil
-		}
-		return true, t.store.Delete(ctx, o.Key)
-	}
-	for _, o := range data {
-		ok, err := remove(o)
-		if err != nil {
-			return rep, err
-		}
-		if ok {
+		switch {
+		case strings.HasPrefix(rel, dataDir):
 			rep.DataFilesRemoved++
-		}
-	}
-	for _, o := range txns {
-		ok, err := remove(o)
-		if err != nil {
-			return rep, err
-		}
-		if ok {
+		case strings.HasPrefix(rel, deletionsDir):
+			rep.DeletionFilesRemoved++
+		default:
 			rep.TransactionFilesRemoved++
 		}
+		if progress != nil {
+			progress(i+1, len(victims))
+		}
 	}
-	return rep, nil
+	return rep, removed, nil
+}
+
+// referencedFiles returns the keys of every file a version of the table references, skipping
+// the versions in dropped. Manifests are read concurrently; a version removed meanwhile (by
+// another cleanup) is skipped.
+func (t *Table) referencedFiles(ctx context.Context, dropped map[uint64]bool) (map[string]bool, error) {
+	versions, err := t.listVersions(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	referenced := make(map[string]bool)
+	sem := make(chan struct{}, 16)
+	for _, v := range versions {
+		if dropped[v] {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m, err := t.Manifest(ctx, v)
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.Is(err, ErrVersionNotFound) {
+				return
+			}
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			referenced[t.key(m.Transaction.File)] = true
+			for _, f := range m.Fragments {
+				for _, df := range f.Files {
+					referenced[t.key(df.Path)] = true
+				}
+				if f.DeletionFile != "" {
+					referenced[t.key(f.DeletionFile)] = true
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return referenced, firstErr
 }

@@ -12,6 +12,7 @@ const (
 	versionsDir     = "_versions/"
 	transactionsDir = "_transactions/"
 	dataDir         = "data/"
+	deletionsDir    = "_deletions/"
 	stagingDir      = "_staging/"
 	manifestSuffix  = ".manifest"
 )
@@ -60,3 +61,32 @@ func makeTransactionKey(readVersion uint64, id string) string {
 // makeDataKey returns the key of a data file relative to the table. Data file names are random:
 // they never derive from a stream's (query_id, epoch_id), so a replay can never overwrite data.
 func makeDataKey(id string) string { return dataDir + id + ".parquet" }
+
+// makeDeletionKey returns the key, relative to the table, of a deletion file of fragment frag
+// written for version v. A new file is written for every change (it holds the whole bitmap, old
+// deletions merged), so a version's deletion files are never modified.
+func makeDeletionKey(frag, v uint64, id string) string {
+	return fmt.Sprintf("%s%d-%d-%s.bin", deletionsDir, frag, v, id)
+}
+
+// parseDeletionKey is the inverse of makeDeletionKey; ok is false for any other key.
+func parseDeletionKey(key string) (frag, v uint64, ok bool) {
+	i := strings.LastIndex(key, deletionsDir)
+	if i < 0 {
+		return 0, 0, false
+	}
+	name, found := strings.CutSuffix(key[i+len(deletionsDir):], ".bin")
+	if !found {
+		return 0, 0, false
+	}
+	parts := strings.SplitN(name, "-", 3)
+	if len(parts) != 3 || parts[2] == "" {
+		return 0, 0, false
+	}
+	frag, err1 := strconv.ParseUint(parts[0], 10, 64)
+	v, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return frag, v, true
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -21,6 +22,9 @@ type ScanOptions struct {
 	Columns []string
 	// BatchSize is the number of rows per record batch. Default 65,536.
 	BatchSize int64
+	// WithRowAddresses makes the scanner report each row's address (Scanner.RowAddresses), as
+	// DeleteRows takes them.
+	WithRowAddresses bool
 }
 
 // Scan opens a streaming read of one version. Fragments are read one at a time, batch by batch,
@@ -72,8 +76,18 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 	md := full.Metadata()
 	return &Scanner{
 		ctx: ctx, t: t, frags: m.Fragments, fieldIdx: fieldIdx, batchSize: o.BatchSize,
-		schema: arrow.NewSchema(fields, &md), refs: 1,
+		schema: arrow.NewSchema(fields, &md), refs: 1, withAddrs: o.WithRowAddresses,
 	}, nil
+}
+
+// scanFragments is ScanManifest restricted to frags (fragments of m).
+func (t *Table) scanFragments(ctx context.Context, m *Manifest, frags []Fragment, o ScanOptions) (*Scanner, error) {
+	s, err := t.ScanManifest(ctx, m, o)
+	if err != nil {
+		return nil, err
+	}
+	s.frags = frags
+	return s, nil
 }
 
 // Scanner streams the record batches of one version. It implements array.RecordReader.
@@ -93,6 +107,12 @@ type Scanner struct {
 	cur  arrow.RecordBatch
 	err  error
 	done bool
+
+	// Deletions: the open fragment's deleted offsets and the offset of its next raw batch.
+	dels      *roaring.Bitmap
+	offset    int64
+	withAddrs bool
+	addrs     []uint64 // addresses of cur's rows when withAddrs
 }
 
 var _ array.RecordReader = (*Scanner)(nil)
@@ -120,6 +140,10 @@ func (s *Scanner) Err() error { return s.err }
 // RecordBatch returns the current batch, valid until the next call to Next.
 func (s *Scanner) RecordBatch() arrow.RecordBatch { return s.cur }
 
+// RowAddresses returns the address of each row of the current batch (ScanOptions.
+// WithRowAddresses must be set), valid until the next call to Next.
+func (s *Scanner) RowAddresses() []uint64 { return s.addrs }
+
 // Record returns the current batch.
 //
 // Deprecated: use RecordBatch.
@@ -137,6 +161,10 @@ func (s *Scanner) Next() bool {
 				s.done = true
 				return false
 			}
+			if f := s.frags[s.next]; f.PhysicalRows > 0 && f.DeletedRows >= f.PhysicalRows {
+				s.next++ // every row deleted: nothing to read
+				continue
+			}
 			if err := s.openFragment(s.frags[s.next]); err != nil {
 				s.err = err
 				return false
@@ -145,8 +173,27 @@ func (s *Scanner) Next() bool {
 		}
 		if s.rr.Next() {
 			rec := s.rr.RecordBatch()
+			start := s.offset
+			s.offset += rec.NumRows()
 			if rec.NumRows() == 0 {
 				continue
+			}
+			keep := liveRows(s.dels, start, rec.NumRows())
+			if keep != nil && len(keep) == 0 {
+				continue // every row of this batch is deleted
+			}
+			if s.withAddrs {
+				s.addrs = rowAddresses(s.addrs[:0], s.frags[s.next-1].ID, start, rec.NumRows(), keep)
+			}
+			if keep != nil {
+				sel, err := selectRows(s.ctx, s.t.opts.Allocator, rec, keep)
+				if err != nil {
+					s.err = fmt.Errorf("table %s: apply deletions to fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
+					return false
+				}
+				s.cur = array.NewRecordBatch(s.schema, sel.Columns(), sel.NumRows())
+				sel.Release()
+				return true
 			}
 			// Stamp the table's field definitions (names, nullability, metadata) on the batch.
 			s.cur = array.NewRecordBatch(s.schema, rec.Columns(), rec.NumRows())
@@ -165,6 +212,11 @@ func (s *Scanner) openFragment(f Fragment) error {
 	if len(f.Files) != 1 {
 		return fmt.Errorf("table %s: fragment %d has %d data files; this build reads one per fragment", s.t.name, f.ID, len(f.Files))
 	}
+	dels, err := s.t.readDeletions(s.ctx, f)
+	if err != nil {
+		return err
+	}
+	s.dels, s.offset = dels, 0
 	key := s.t.key(f.Files[0].Path)
 	r, _, err := objstore.OpenReader(s.ctx, s.t.store, key)
 	if err != nil {

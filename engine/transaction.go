@@ -14,6 +14,16 @@ const (
 	OpCreate    Operation = "Create"
 	OpAppend    Operation = "Append"
 	OpOverwrite Operation = "Overwrite"
+	// OpDelete soft-deletes rows (Transaction.Deleted).
+	OpDelete Operation = "Delete"
+	// OpUpdate deletes the rows it changes (Deleted) and appends their new values (Fragments).
+	OpUpdate Operation = "Update"
+	// OpUpsert (merge-insert by primary key) deletes the rows whose keys it writes (Deleted) and
+	// appends every row it writes (Fragments).
+	OpUpsert Operation = "Upsert"
+	// OpRewrite (compaction) replaces fragments by new ones holding their live rows and records
+	// where each row went (Transaction.Rewrite).
+	OpRewrite Operation = "Rewrite"
 )
 
 // Transaction property keys the streaming sink stamps on every epoch commit.
@@ -35,15 +45,32 @@ type Transaction struct {
 	Operation   Operation         `json:"operation"`
 	Properties  map[string]string `json:"properties,omitempty"`
 
-	// Fragments added by Append, or the complete new contents of an Overwrite. Their IDs are
-	// assigned when the commit lands, so they are zero here.
+	// Fragments added by Append, Update or Upsert, the complete new contents of an Overwrite, or
+	// the fragments a Rewrite writes. Their IDs are assigned when the commit lands, so they are
+	// zero here.
 	Fragments []Fragment `json:"fragments,omitempty"`
 	// Schema replaces the table schema (Overwrite only; empty keeps the schema).
 	Schema []byte `json:"schema,omitempty"`
 	// MemWALMerged advances MemWAL shards' merged-generation watermarks in the same transaction
 	// as the Append that folds those generations into the table (shard id -> generation).
 	MemWALMerged map[string]uint64 `json:"memwal_merged,omitempty"`
+
+	// Deleted holds the rows a Delete, Update or Upsert removes, as row addresses of ReadVersion
+	// (the affected-rows bitmap). A commit that lands after a Rewrite maps them to their new
+	// addresses; the file keeps them as prepared.
+	Deleted *RowSet `json:"deleted,omitempty"`
+	// Rewrite is a Rewrite's change-of-address mapping: which fragments it replaced and where
+	// each of their live rows went.
+	Rewrite *ChangeOfAddress `json:"rewrite,omitempty"`
+
+	// In-process state of a prepared transaction; not part of the file.
+	base                      *Manifest           // the version it was prepared against
+	upsertKeys                map[string]struct{} // Upsert: the encoded keys it writes
+	rowsUpdated, rowsInserted int64               // Update/Upsert counts for WriteResult
 }
+
+// rowsDeleted returns how many rows the transaction deletes as prepared.
+func (t *Transaction) rowsDeleted() int64 { return t.Deleted.Len() }
 
 // Epoch returns the streaming identity stamped in the properties, if any.
 func (t *Transaction) Epoch() (EpochIdentity, bool) { return epochFromProperties(t.Properties) }
@@ -71,13 +98,19 @@ func decodeTransaction(key string, data []byte) (*Transaction, error) {
 }
 
 // checkConflict decides whether ours (which read an older version) can land after theirs, which
-// was committed at version theirVersion. It returns nil when ours can be rebased on top.
+// was committed at version theirVersion, judging by the operations alone. It returns nil when
+// ours may be rebased on top; for the row-level operations (Delete, Update, Upsert, Rewrite) the
+// rebase then looks at the rows themselves (rowRebase in rebase.go) and may still refuse.
 //
 // The matrix (docs/conflicts.md):
 //
-//	ours \ theirs   Create  Append   Overwrite
-//	Append          ok      ok       conflict (the table ours read was replaced)
-//	Overwrite       ok      ok       ok       (a blind replace; last writer wins)
+//	ours \ theirs   Create Append Overwrite Delete  Update  Upsert  Rewrite
+//	Append          ok     ok     conflict  ok      ok      ok      ok
+//	Overwrite       ok     ok     ok        ok      ok      ok      ok
+//	Delete          ok     ok     conflict  rows    rows    rows    remap
+//	Update          ok     ok     conflict  rows    rows    rows    remap
+//	Upsert          ok     keys   conflict  keys    keys    keys    remap
+//	Rewrite         ok     ok     conflict  carry   carry   carry   disjoint
 func checkConflict(table string, ours *Transaction, theirs TransactionSummary, theirVersion uint64) error {
 	conflict := func(reason string) error {
 		return &ConflictError{Table: table, Operation: ours.Operation, ReadVersion: ours.ReadVersion,
@@ -86,13 +119,20 @@ func checkConflict(table string, ours *Transaction, theirs TransactionSummary, t
 	switch ours.Operation {
 	case OpAppend:
 		switch theirs.Operation {
-		case OpAppend, OpCreate:
+		case OpAppend, OpCreate, OpDelete, OpUpdate, OpUpsert, OpRewrite:
 			return nil
 		case OpOverwrite:
 			return conflict("the table was overwritten after this append read it; retry the append against the new version")
 		}
 	case OpOverwrite:
 		return nil
+	case OpDelete, OpUpdate, OpUpsert, OpRewrite:
+		switch theirs.Operation {
+		case OpAppend, OpCreate, OpDelete, OpUpdate, OpUpsert, OpRewrite:
+			return nil
+		case OpOverwrite:
+			return conflict("the table was overwritten after this operation read it; the rows it changes are gone, retry against the new version")
+		}
 	}
 	return conflict("no rule to reconcile these operations")
 }

@@ -24,6 +24,7 @@ type Writer struct {
 	schema *arrow.Schema // the table schema files are written in
 	in     *arrow.Schema // the schema of batches given to Write
 	idx    []int         // table column i = input column idx[i]
+	target int64         // rows per fragment; Options.TargetRowsPerFragment unless compaction sets it
 
 	props *parquet.WriterProperties // chosen from the first batch
 	buf   bytes.Buffer
@@ -56,7 +57,7 @@ func (t *Table) NewWriterFor(target, in *arrow.Schema) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
-	return &Writer{t: t, schema: target, in: in, idx: idx}, nil
+	return &Writer{t: t, schema: target, in: in, idx: idx, target: t.opts.TargetRowsPerFragment}, nil
 }
 
 // Schema returns the table schema the writer writes.
@@ -78,7 +79,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	conf := conformRecord(w.schema, w.idx, rec)
 	defer conf.Release()
-	target := w.t.opts.TargetRowsPerFragment
+	target := w.target
 	var off int64
 	for off < conf.NumRows() {
 		if w.fw == nil {

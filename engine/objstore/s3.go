@@ -118,6 +118,9 @@ func newS3(ctx context.Context, o S3Options, extra ...func(*s3.Options)) (*S3, e
 			so.BaseEndpoint = aws.String(o.Endpoint)
 		}
 		so.UsePathStyle = pathStyle
+		// Validate response checksums only where the API requires them: S3-compatible servers
+		// that send none would otherwise make the SDK log a warning on every GET.
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		for _, fn := range extra {
 			fn(so)
 		}

@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Upsert (merge-insert by primary key) writes rows keyed by the table's primary key: a row whose
+// key the table holds replaces the row(s) with that key, a row with a new key is inserted, all in
+// one transaction. Replaced rows are deleted (deletion files) and every written row is appended.
+//
+// Keys are looked up by scanning the key columns of the version read; a primary-key index will
+// replace the scan. When the upsert lands after other commits it searches the fragments they
+// added for its keys too, so that a key inserted or replaced concurrently is replaced again
+// rather than duplicated (last writer wins).
+
+// PrepareUpsert returns an uncommitted Upsert of recs against version base (nil: the latest).
+// It writes recs' data files; commit the transaction with Table.Commit or Discard it.
+//
+// The table must have a primary key, and every key column of recs must be non-null. When recs
+// hold a key more than once, the last row with that key wins.
+//
+// REQUIRES: the transaction is committed (or discarded) well within cleanup's grace period.
+func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.RecordBatch) (*Transaction, error) {
+	m, err := t.resolveBase(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.PrimaryKey) == 0 {
+		return nil, fmt.Errorf("table %s: upsert needs a primary key and the table has none (append instead)", t.name)
+	}
+	txn := &Transaction{Operation: OpUpsert, ReadVersion: m.Version, Deleted: &RowSet{}, base: m,
+		upsertKeys: make(map[string]struct{})}
+	if len(recs) == 0 {
+		return txn, nil
+	}
+	in := recs[0].Schema()
+	idx, err := CheckAppendSchema(m.ArrowSchema(), in)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
+	}
+	// Last occurrence of each key wins: find it before writing anything.
+	type pos struct{ batch, row int }
+	last := make(map[string]pos)
+	for bi, rec := range recs {
+		if !rec.Schema().Equal(in) {
+			return nil, fmt.Errorf("table %s: upsert: %w: batch schema changed within one upsert", t.name, ErrSchemaMismatch)
+		}
+		conf := conformRecord(m.ArrowSchema(), idx, rec)
+		enc, err := newKeyEncoder(conf, m.PrimaryKey)
+		if err != nil {
+			conf.Release()
+			return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			k, ok := enc.key(i)
+			if !ok {
+				conf.Release()
+				return nil, fmt.Errorf("table %s: upsert: %w: row %d of batch %d has a null primary key (%v)", t.name, ErrSchemaMismatch, i, bi, m.PrimaryKey)
+			}
+			last[k] = pos{bi, i}
+		}
+		conf.Release()
+	}
+	for k := range last {
+		txn.upsertKeys[k] = struct{}{}
+	}
+
+	matched, found, err := t.findKeysCounting(ctx, m, m.Fragments, txn.upsertKeys)
+	if err != nil {
+		return nil, err
+	}
+	txn.Deleted = matched
+	txn.rowsUpdated = int64(found)
+	txn.rowsInserted = int64(len(last) - found)
+
+	w, err := t.NewWriterFor(m.ArrowSchema(), in)
+	if err != nil {
+		return nil, err
+	}
+	for bi, rec := range recs {
+		var keep []int32
+		dup := false
+		conf := conformRecord(m.ArrowSchema(), idx, rec)
+		enc, _ := newKeyEncoder(conf, m.PrimaryKey)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			k, _ := enc.key(i)
+			if last[k] == (pos{bi, i}) {
+				keep = append(keep, int32(i))
+			} else {
+				dup = true
+			}
+		}
+		conf.Release()
+		if len(keep) == 0 {
+			continue
+		}
+		out := rec
+		if dup {
+			if out, err = selectRows(ctx, t.opts.Allocator, rec, keep); err != nil {
+				w.Abort(ctx)
+				return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
+			}
+		}
+		err := w.Write(ctx, out)
+		if dup {
+			out.Release()
+		}
+		if err != nil {
+			w.Abort(ctx)
+			return nil, err
+		}
+	}
+	frags, err := w.Finish(ctx)
+	if err != nil {
+		w.Abort(ctx)
+		return nil, err
+	}
+	txn.Fragments = frags
+	return txn, nil
+}
+
+// Upsert merges recs into the table by primary key as one Upsert transaction with props (a
+// streaming "update" epoch stamps its identity there).
+func (t *Table) Upsert(ctx context.Context, recs []arrow.RecordBatch, props map[string]string) (WriteResult, error) {
+	txn, err := t.PrepareUpsert(ctx, nil, recs)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	txn.Properties = props
+	return t.commitRowChange(ctx, txn)
+}
+
+// upsertKeys returns the encoded keys an Upsert writes: from memory when it was prepared in this
+// process, else from its data files.
+func (t *Table) upsertKeys(ctx context.Context, txn *Transaction, m *Manifest) (map[string]struct{}, error) {
+	if txn.upsertKeys != nil {
+		return txn.upsertKeys, nil
+	}
+	keys := make(map[string]struct{})
+	s, err := t.scanFragments(ctx, m, txn.Fragments, ScanOptions{Columns: m.PrimaryKey})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	for s.Next() {
+		enc, err := newKeyEncoder(s.RecordBatch(), m.PrimaryKey)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < int(s.RecordBatch().NumRows()); i++ {
+			if k, ok := enc.key(i); ok {
+				keys[k] = struct{}{}
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	txn.upsertKeys = keys
+	return keys, nil
+}
+
+// findKeys returns the addresses of the live rows of frags (fragments of m) whose primary key is
+// in keys.
+func (t *Table) findKeys(ctx context.Context, m *Manifest, frags []Fragment, keys map[string]struct{}) (*RowSet, error) {
+	rows, _, err := t.findKeysCounting(ctx, m, frags, keys)
+	return rows, err
+}
+
+// findKeysCounting is findKeys that also counts how many distinct keys it found.
+func (t *Table) findKeysCounting(ctx context.Context, m *Manifest, frags []Fragment, keys map[string]struct{}) (*RowSet, int, error) {
+	rows := &RowSet{}
+	if len(keys) == 0 || len(frags) == 0 {
+		return rows, 0, nil
+	}
+	s, err := t.scanFragments(ctx, m, frags, ScanOptions{Columns: m.PrimaryKey, WithRowAddresses: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.Release()
+	seen := make(map[string]struct{})
+	for s.Next() {
+		rec := s.RecordBatch()
+		enc, err := newKeyEncoder(rec, m.PrimaryKey)
+		if err != nil {
+			return nil, 0, fmt.Errorf("table %s: %w", t.name, err)
+		}
+		addrs := s.RowAddresses()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			k, ok := enc.key(i)
+			if !ok {
+				continue
+			}
+			if _, hit := keys[k]; hit {
+				rows.Add(addrs[i])
+				seen[k] = struct{}{}
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, 0, err
+	}
+	return rows, len(seen), nil
+}
+
+// keyEncoder turns the primary-key columns of a row into one comparable string: per column a
+// fixed-width or length-prefixed encoding of the value, so distinct keys never collide.
+type keyEncoder struct {
+	parts []func(dst []byte, i int) []byte
+	cols  []arrow.Array
+	buf   []byte
+}
+
+func newKeyEncoder(rec arrow.RecordBatch, key []string) (*keyEncoder, error) {
+	e := &keyEncoder{}
+	for _, name := range key {
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("%w: primary key column %q is missing", ErrSchemaMismatch, name)
+		}
+		f, arr := rec.Schema().Field(idx[0]), rec.Column(idx[0])
+		e.cols = append(e.cols, arr)
+		k, kerr := kindOf(f)
+		var get func(int) literal
+		if kerr == nil {
+			var err error
+			if get, err = literalGetter(arr, k); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case kerr != nil:
+			// Any other type: its canonical string form, length-prefixed.
+			e.parts = append(e.parts, func(dst []byte, i int) []byte {
+				s := arr.ValueStr(i)
+				dst = binary.AppendUvarint(dst, uint64(len(s)))
+				return append(dst, s...)
+			})
+		case k == kindInt:
+			e.parts = append(e.parts, func(dst []byte, i int) []byte { return binary.BigEndian.AppendUint64(dst, uint64(get(i).i)) })
+		case k == kindUint:
+			e.parts = append(e.parts, func(dst []byte, i int) []byte { return binary.BigEndian.AppendUint64(dst, get(i).u) })
+		case k == kindFloat:
+			e.parts = append(e.parts, func(dst []byte, i int) []byte {
+				return binary.BigEndian.AppendUint64(dst, math.Float64bits(get(i).f+0)) // +0 folds -0 into 0
+			})
+		case k == kindString:
+			e.parts = append(e.parts, func(dst []byte, i int) []byte {
+				s := get(i).s
+				dst = binary.AppendUvarint(dst, uint64(len(s)))
+				return append(dst, s...)
+			})
+		case k == kindBool:
+			e.parts = append(e.parts, func(dst []byte, i int) []byte {
+				if get(i).b {
+					return append(dst, 1)
+				}
+				return append(dst, 0)
+			})
+		}
+	}
+	return e, nil
+}
+
+// key returns row i's encoded key; ok is false when a key column is null.
+func (e *keyEncoder) key(i int) (string, bool) {
+	e.buf = e.buf[:0]
+	for j, part := range e.parts {
+		if e.cols[j].IsNull(i) {
+			return "", false
+		}
+		e.buf = part(e.buf, i)
+	}
+	return string(e.buf), true
+}
