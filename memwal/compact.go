@@ -1,0 +1,318 @@
+package memwal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Transaction properties stamped on the Append that folds a shard's generations into the table.
+const (
+	PropFoldShard       = "flight_sink.memwal.shard"
+	PropFoldGenerations = "flight_sink.memwal.generations" // "<first>-<last>"
+	PropFoldRows        = "flight_sink.memwal.rows"
+)
+
+// RetirePolicy reports whether a merged generation's files may be deleted now. Compaction only
+// asks about generations at or below the shard's merged watermark, which the base table holds.
+// Index catch-up (every index covers the generation) plugs in here.
+type RetirePolicy func(shard string, generation uint64) bool
+
+// CompactOptions configure a Compactor. The zero value is usable.
+type CompactOptions struct {
+	// CanRetire gates the deletion of merged generations' directories. Nil retires every merged
+	// generation at once. A generation it holds back is deleted by a later compaction of the
+	// shard once it says yes.
+	CanRetire RetirePolicy
+	// Properties are stamped on the fold transaction, beside the PropFold* ones.
+	Properties map[string]string
+	// Shard options (manifest retries and retention, allocator, logger).
+	Shard Options
+	// BeforeDrain, when set, runs after the fold committed (or was found already merged) and
+	// before the drain; an error stops the compaction there. It exists for crash-safety tests.
+	BeforeDrain func(ctx context.Context, shard string) error
+}
+
+// Compactor folds a table's MemWAL shards into its base table (seed 000). It needs no ownership
+// of a shard and so never fences its writer: the base manifest's merged-generation watermark,
+// advanced in the fold's own transaction, proves which generations the table holds, and the drain
+// removes only those. A Compactor is safe for concurrent use; compactions of one shard in one
+// process run one at a time.
+type Compactor struct {
+	table *engine.Table
+	opts  CompactOptions
+}
+
+// NewCompactor returns a Compactor of tbl's shards.
+func NewCompactor(tbl *engine.Table, o *CompactOptions) *Compactor {
+	c := &Compactor{table: tbl}
+	if o != nil {
+		c.opts = *o
+	}
+	c.opts.Shard.EnsureDefaults()
+	return c
+}
+
+// shardLocks serialises compactions of one shard within the process (keyed by store, table and
+// shard), whatever Compactor runs them.
+var shardLocks sync.Map
+
+func (c *Compactor) lock(shard string) func() {
+	key := c.table.Store().String() + "|" + c.table.Name() + "|" + shard
+	mu, _ := shardLocks.LoadOrStore(key, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
+}
+
+// CompactShard folds every flushed generation of shard that the base table does not hold yet into
+// the table and reclaims the merged generations. It returns how many generations it drained from
+// the shard manifest: 0 when nothing is pending or the shard has no manifest.
+//
+// The sequence, each step safe to interrupt:
+//
+//  1. Read the shard manifest and the base manifest's merged watermark W for the shard.
+//  2. Append the rows of every listed generation above W to the table in ONE transaction (an
+//     Upsert by the primary key when the table has one) that also raises the watermark to the
+//     highest of them. From that commit on, readers skip those
+//     generations. If the engine finds them already merged (another compactor, or a rerun), the
+//     fold is skipped.
+//  3. Drain: remove from the current shard manifest exactly the generations read in step 1 that
+//     are at or below the watermark; a generation flushed meanwhile stays.
+//  4. Delete the drained generations' directories, best effort, once CanRetire allows.
+//
+// replay_after_wal_entry_position is never touched: the generations' WAL entries were behind it
+// before the fold began.
+func (c *Compactor) CompactShard(ctx context.Context, shard string) (int, error) {
+	return c.compact(ctx, shard, 0)
+}
+
+// CompactShardIfReady is CompactShard when at least minGenerations generations are waiting to be
+// folded, and returns 0 without touching anything otherwise.
+func (c *Compactor) CompactShardIfReady(ctx context.Context, shard string, minGenerations int) (int, error) {
+	return c.compact(ctx, shard, max(minGenerations, 1))
+}
+
+func (c *Compactor) compact(ctx context.Context, shard string, minPending int) (int, error) {
+	unlock := c.lock(shard)
+	defer unlock()
+	log := c.opts.Shard.Logger
+	ms := NewManifestStore(c.table.Store(), c.table.Name(), shard, &c.opts.Shard)
+	read, err := ms.ReadLatest(ctx)
+	if errors.Is(err, ErrNoManifest) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	base, err := c.table.Latest(ctx)
+	if err != nil {
+		return 0, err
+	}
+	watermark := base.MemWALMerged[shard]
+	pending := read.GenerationsAbove(watermark)
+	if len(pending) < minPending {
+		return 0, nil
+	}
+	if len(pending) > 0 {
+		watermark, err = c.fold(ctx, shard, ms.paths, base, pending)
+		if err != nil {
+			return 0, err
+		}
+	}
+	if c.opts.BeforeDrain != nil {
+		if err := c.opts.BeforeDrain(ctx, shard); err != nil {
+			return 0, fmt.Errorf("memwal shard %s: before drain: %w", shard, err)
+		}
+	}
+
+	// Drain exactly the generations we read that the base table holds, against the current
+	// manifest: a generation flushed after step 1 is not in merged and survives.
+	merged := make(map[uint64]bool)
+	for _, g := range read.FlushedGenerations {
+		if g.Generation <= watermark {
+			merged[g.Generation] = true
+		}
+	}
+	var drained []FlushedGeneration
+	if len(merged) > 0 {
+		_, err := ms.commitUnowned(ctx, "drain merged generations", func(cur *ShardManifest) error {
+			drained = drained[:0]
+			keep := cur.FlushedGenerations[:0]
+			for _, g := range cur.FlushedGenerations {
+				if merged[g.Generation] {
+					drained = append(drained, g)
+				} else {
+					keep = append(keep, g)
+				}
+			}
+			if len(drained) == 0 {
+				return errNoUpdate // drained already (by a compactor that was interrupted after it)
+			}
+			cur.FlushedGenerations = keep
+			return nil
+		})
+		if err != nil {
+			// The rows are in the table and the watermark hides the generations from readers;
+			// the next compaction drains them.
+			return 0, fmt.Errorf("memwal shard %s: drain merged generations: %w", shard, err)
+		}
+	}
+
+	// Delete after the drain, never before: until the manifest stopped listing a generation, a
+	// reader of an older base version could still resolve it.
+	for _, g := range drained {
+		c.retire(ctx, shard, ms.paths, g.Generation, log)
+	}
+	c.sweep(ctx, shard, ms, watermark, log)
+	return len(drained), nil
+}
+
+// fold writes the rows of gens (ascending, all above base's watermark) into the table in one
+// transaction that raises the shard's merged watermark to the last of them: an Append, or an
+// Upsert by the primary key when the table has one (so the base table holds one row per key,
+// the newest). It returns the watermark after the fold: the last generation, or whatever a
+// concurrent compactor raised it to when the engine finds the generations already merged.
+func (c *Compactor) fold(ctx context.Context, shard string, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (uint64, error) {
+	first, last := gens[0].Generation, gens[len(gens)-1].Generation
+	var txn *engine.Transaction
+	var discard func()
+	var rows int64
+	var err error
+	if len(base.PrimaryKey) == 0 {
+		txn, discard, rows, err = c.prepareAppend(ctx, paths, base, gens)
+	} else {
+		txn, discard, rows, err = c.prepareUpsert(ctx, paths, base, gens)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("memwal shard %s: fold generations %d-%d: %w", shard, first, last, err)
+	}
+	props := make(map[string]string, len(c.opts.Properties)+3)
+	for k, v := range c.opts.Properties {
+		props[k] = v
+	}
+	props[PropFoldShard] = shard
+	props[PropFoldGenerations] = fmt.Sprintf("%d-%d", first, last)
+	props[PropFoldRows] = strconv.FormatInt(rows, 10)
+	txn.Properties = props
+	txn.ReadVersion = base.Version
+	// TODO(engine): also state the watermark this fold read (base.MemWALMerged[shard]) so the
+	// engine can refuse the fold when another compactor raised the watermark to a generation
+	// between it and last; today the engine checks only last itself.
+	txn.MemWALMerged = map[string]uint64{shard: last}
+	if _, err := c.table.Commit(ctx, txn); err != nil {
+		if engine.CommitDefinitelyFailed(err) {
+			discard()
+		} // else the outcome is unknown: the files may be referenced, leave them to cleanup
+		if !errors.Is(err, engine.ErrGenerationAlreadyMerged) {
+			return 0, fmt.Errorf("memwal shard %s: fold generations %d-%d: %w", shard, first, last, err)
+		}
+		now, lerr := c.table.Latest(ctx)
+		if lerr != nil {
+			return 0, lerr
+		}
+		c.opts.Shard.Logger.Info("memwal: generations already merged, skipping to the drain", "table", c.table.Name(),
+			"shard", shard, "generations", props[PropFoldGenerations], "watermark", now.MemWALMerged[shard])
+		return now.MemWALMerged[shard], nil
+	}
+	return last, nil
+}
+
+// prepareAppend streams the generations' rows into new data files and returns the uncommitted
+// Append, a function that deletes its files, and the row count.
+func (c *Compactor) prepareAppend(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
+	schema := base.ArrowSchema()
+	w, err := c.table.NewWriterFor(schema, schema)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var rows int64
+	for _, g := range gens {
+		err := readGeneration(ctx, c.table.Store(), paths, g, schema, c.opts.Shard.Allocator, func(b arrow.RecordBatch) error {
+			rows += b.NumRows()
+			return w.Write(ctx, b)
+		})
+		if err != nil {
+			w.Abort(ctx)
+			return nil, nil, 0, err
+		}
+	}
+	frags, err := w.Finish(ctx)
+	if err != nil {
+		w.Abort(ctx)
+		return nil, nil, 0, err
+	}
+	return &engine.Transaction{Operation: engine.OpAppend, Fragments: frags}, func() { w.Abort(ctx) }, rows, nil
+}
+
+// prepareUpsert reads the generations' rows, oldest first, and prepares one Upsert of them: the
+// last row of a key (the newest generation, the latest WAL position) is the one written.
+func (c *Compactor) prepareUpsert(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
+	schema := base.ArrowSchema()
+	var batches []arrow.RecordBatch
+	defer func() { releaseAll(batches) }()
+	var rows int64
+	for _, g := range gens {
+		err := readGeneration(ctx, c.table.Store(), paths, g, schema, c.opts.Shard.Allocator, func(b arrow.RecordBatch) error {
+			b.Retain()
+			batches = append(batches, b)
+			rows += b.NumRows()
+			return nil
+		})
+		if err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	txn, err := c.table.PrepareUpsert(ctx, base, batches)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return txn, func() { c.table.Discard(ctx, txn) }, rows, nil
+}
+
+// retire deletes generation g's directory if the retirement policy allows; a failure only warns.
+func (c *Compactor) retire(ctx context.Context, shard string, paths shardPaths, g uint64, log *slog.Logger) {
+	if c.opts.CanRetire != nil && !c.opts.CanRetire(shard, g) {
+		return
+	}
+	dir := paths.root + makeGenDir(g)
+	if err := c.table.Store().DeletePrefix(ctx, dir); err != nil {
+		log.Warn("memwal: could not delete merged generation; it is unreferenced and a later compaction retries",
+			"table", c.table.Name(), "shard", shard, "generation", g, "dir", dir, "err", err)
+	}
+}
+
+// sweep deletes generation directories at or below the watermark that the shard manifest no
+// longer lists: left by a compaction interrupted between drain and delete, held back by the
+// retirement policy, or written by a flush that never committed.
+func (c *Compactor) sweep(ctx context.Context, shard string, ms *ManifestStore, watermark uint64, log *slog.Logger) {
+	if watermark == 0 {
+		return
+	}
+	names, err := objstore.ListPrefixes(ctx, c.table.Store(), ms.paths.genPrefix())
+	if err != nil {
+		log.Warn("memwal: could not list generations to sweep", "table", c.table.Name(), "shard", shard, "err", err)
+		return
+	}
+	cur, err := ms.ReadLatest(ctx)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		g, ok := parseGenDir(n)
+		if !ok || g > watermark {
+			continue
+		}
+		if _, listed := cur.Generation(g); listed {
+			continue
+		}
+		c.retire(ctx, shard, ms.paths, g, log)
+	}
+}

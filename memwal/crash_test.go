@@ -1,0 +1,152 @@
+package memwal
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+)
+
+const (
+	helperStoreEnv = "FLIGHT_SINK_MEMWAL_HELPER_STORE" // store URI of the child
+	crashEpochRows = 20
+	crashAcks      = 40 // acknowledged epochs before the kill
+)
+
+// TestHelperProcessWriter is not a test: it is the child that TestKillDuringStream kills. It puts
+// epoch after epoch into the shard and prints "ACK <epoch>" once each put returned.
+func TestHelperProcessWriter(t *testing.T) {
+	if os.Getenv(helperProcessEnv) != "1" {
+		t.Skip("helper process")
+	}
+	ctx := context.Background()
+	store, err := objstore.Open(ctx, os.Getenv(helperStoreEnv), nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	tbl, err := engine.Open(ctx, store, "events", nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	s, err := OpenShard(ctx, tbl, testShardID, &Options{MemtableMaxRows: 5 * crashEpochRows, MemtableMaxAge: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for e := int64(1); ; e++ {
+		rec := makeRows(e*1000, crashEpochRows, "k", e)
+		_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: e}, rec)
+		rec.Release()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Fprintf(out, "ACK %d\n", e)
+		out.Flush()
+	}
+}
+
+// kill -9 during a stream of epochs: after a restart every acknowledged epoch is there exactly
+// once, no epoch is there partly or twice, and a replay of an acknowledged epoch is refused.
+func TestKillDuringStream(t *testing.T) {
+	if os.Getenv(helperProcessEnv) == "1" {
+		t.Skip("in the helper process")
+	}
+	for _, st := range storetest.Stores(t) {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var uri string
+			env := append(os.Environ(), helperProcessEnv+"=1")
+			var store objstore.Store
+			if st.Name == "s3" {
+				var opts objstore.S3Options
+				uri, opts = storetest.S3(t)
+				var err error
+				if store, err = objstore.NewS3(ctx, opts); err != nil {
+					t.Fatal(err)
+				}
+				env = append(env, storetest.S3Env(opts)...)
+			} else {
+				dir := t.TempDir()
+				uri = dir
+				store, _ = objstore.NewLocal(dir)
+			}
+			tbl := createTable(t, store, nil)
+
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessWriter$", "-test.count=1")
+			cmd.Env = append(env, helperStoreEnv+"="+uri)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			acked := map[int64]bool{}
+			sc := bufio.NewScanner(stdout)
+			timeout := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+			defer timeout.Stop()
+			for len(acked) < crashAcks && sc.Scan() {
+				if e, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
+					n, _ := strconv.ParseInt(e, 10, 64)
+					acked[n] = true
+				}
+			}
+			if len(acked) < crashAcks {
+				cmd.Wait()
+				t.Fatalf("child stopped after %d acks: %s", len(acked), stderr.String())
+			}
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			for sc.Scan() { // acks printed before the kill still count
+				if e, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
+					n, _ := strconv.ParseInt(e, 10, 64)
+					acked[n] = true
+				}
+			}
+			cmd.Wait()
+
+			s := openShard(t, tbl, testShardID, nil)
+			perEpoch := map[int64]int{}
+			for _, r := range readMerged(t, tbl, s) {
+				perEpoch[r.ID/1000]++
+			}
+			for e, n := range perEpoch {
+				if n != crashEpochRows {
+					t.Fatalf("epoch %d has %d rows, want all %d or none", e, n, crashEpochRows)
+				}
+			}
+			for e := range acked {
+				if perEpoch[e] != crashEpochRows {
+					t.Fatalf("acknowledged epoch %d lost after kill -9 (%d rows)", e, perEpoch[e])
+				}
+				if ok, _ := s.EpochCommitted("q", e); !ok {
+					t.Fatalf("acknowledged epoch %d not committed after restart", e)
+				}
+			}
+			t.Logf("%d epochs acknowledged, %d present after kill -9 and restart", len(acked), len(perEpoch))
+			rec := makeRows(1000, crashEpochRows, "k", 1)
+			defer rec.Release()
+			if _, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 1}, rec); err == nil {
+				t.Fatal("a replay of acknowledged epoch 1 was accepted")
+			}
+		})
+	}
+}

@@ -1,0 +1,39 @@
+// Package memwal stages high-frequency writes of a table in MemWAL shards and folds them into the
+// base table later, so that a stream of small epochs does not become a stream of small fragments.
+//
+// A table has N shards, each identified by a UUID. Everything a shard owns lives under
+// <table>/_mem_wal/<shard>/:
+//
+//	manifest/<version>.json       the shard manifest, one immutable file per version (put-if-absent)
+//	wal/<position>.arrow          WAL entries (Arrow IPC), one per group commit (put-if-absent)
+//	gen/<generation>/<uuid>.parquet  flushed generations
+//
+// Lifecycle of a row:
+//
+//  1. Put hands a batch to the shard's writer. Concurrent puts are grouped into one WAL entry,
+//     written put-if-absent at the next position; the put returns once that entry is durable
+//     and the writer has confirmed it still owns the shard.
+//  2. The rows go into the memtable, readable at once (Shard.Snapshot).
+//  3. When the memtable passes a row, byte or age threshold it is sealed and flushed to the next
+//     generation (Parquet). The shard manifest records the generation, advances
+//     replay_after_wal_entry_position past the entries it covers and raises each query's epoch
+//     watermark; those WAL entries are then garbage and are deleted.
+//  4. Compaction (Compactor.CompactShard) appends every flushed generation above the base
+//     manifest's merged-generation watermark to the base table in one transaction (an upsert by
+//     the primary key when the table has one) that also raises the watermark, drains exactly
+//     those generations from the shard manifest and deletes their directories.
+//
+// Ownership. One writer owns a shard under a writer epoch. OpenShard claims the shard: it bumps
+// the epoch in a new manifest version and leaves a data-less fence entry at the WAL tip, then
+// replays the entries after replay_after into a fresh memtable. Every later manifest commit of
+// an older epoch fails with ErrFenced, and so does its next WAL put, which collides with the
+// fence (or a newer entry). Compaction needs no ownership: its drain removes only generations the
+// base manifest proves merged, which is safe whoever writes the shard, so it never fences a
+// resident writer and needs no claim/close ordering.
+//
+// Reads. A consistent read of a table is the base table at version V, plus, for every shard, the
+// flushed generations above V's merged watermark for that shard, plus the memtable. With a
+// primary key the newest row of a key wins: MemWAL over base, a later generation over an
+// earlier one, the memtable over generations, a later WAL position over an earlier one.
+// ScanMerged does this for the Flight DoGet path.
+package memwal

@@ -1,0 +1,454 @@
+package memwal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// shardManifestFormat is the shard manifest format this build writes; a higher one is refused.
+const shardManifestFormat = 1
+
+// ShardManifest is one version of a shard's durable state. Versions are immutable and created
+// put-if-absent, so whoever creates version N+1 first owns the transition from N.
+type ShardManifest struct {
+	FormatVersion  int    `json:"format_version"`
+	Shard          string `json:"shard"`
+	Version        uint64 `json:"version"`
+	TimestampNanos int64  `json:"timestamp_nanos"`
+
+	// WriterEpoch is the epoch of the writer that owns the shard. A writer whose epoch is not
+	// the current one is fenced.
+	WriterEpoch uint64 `json:"writer_epoch"`
+	// ReplayAfterWALEntryPosition: every WAL entry at or below it is in a flushed generation.
+	// Opening a shard replays only the entries after it. Only flushes advance it.
+	ReplayAfterWALEntryPosition uint64 `json:"replay_after_wal_entry_position"`
+	// NextGeneration is the number the next flush takes. Generations start at 1 and increase,
+	// in flush order, which is also the order compaction merges them in.
+	NextGeneration uint64 `json:"next_generation"`
+	// FlushedGenerations lists the generations not yet drained by compaction, ascending.
+	FlushedGenerations []FlushedGeneration `json:"flushed_generations"`
+	// Queries holds, per streaming query, the highest epoch whose rows reached a flushed
+	// generation, so a replay is recognised after its WAL entries are gone.
+	Queries map[string]QueryWatermark `json:"queries,omitempty"`
+}
+
+// FlushedGeneration is one memtable flushed to Parquet under the shard.
+type FlushedGeneration struct {
+	Generation uint64 `json:"generation"`
+	// Dir is the generation's directory relative to the shard root ("gen/<generation>/").
+	Dir   string           `json:"dir"`
+	Files []GenerationFile `json:"files"`
+	Rows  int64            `json:"rows"`
+	// FirstWALPosition..LastWALPosition is the range of WAL entries the generation holds.
+	FirstWALPosition uint64 `json:"first_wal_position"`
+	LastWALPosition  uint64 `json:"last_wal_position"`
+	FlushedAtNanos   int64  `json:"flushed_at_nanos"`
+}
+
+// Bytes returns the size of the generation's files.
+func (g FlushedGeneration) Bytes() int64 {
+	var n int64
+	for _, f := range g.Files {
+		n += f.SizeBytes
+	}
+	return n
+}
+
+// GenerationFile is one Parquet file of a generation, named relative to the generation's Dir.
+type GenerationFile struct {
+	Name      string `json:"name"`
+	Rows      int64  `json:"rows"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// QueryWatermark is the highest epoch of a streaming query that reached a flushed generation.
+type QueryWatermark struct {
+	Epoch        int64  `json:"epoch"`
+	Generation   uint64 `json:"generation"`
+	UpdatedNanos int64  `json:"updated_nanos"`
+}
+
+// Timestamp returns when the version was committed.
+func (m *ShardManifest) Timestamp() time.Time { return time.Unix(0, m.TimestampNanos) }
+
+// Generation returns the listed generation g, if it is listed.
+func (m *ShardManifest) Generation(g uint64) (FlushedGeneration, bool) {
+	for _, fg := range m.FlushedGenerations {
+		if fg.Generation == g {
+			return fg, true
+		}
+	}
+	return FlushedGeneration{}, false
+}
+
+// GenerationsAbove returns the listed generations above watermark, ascending.
+func (m *ShardManifest) GenerationsAbove(watermark uint64) []FlushedGeneration {
+	var out []FlushedGeneration
+	for _, fg := range m.FlushedGenerations {
+		if fg.Generation > watermark {
+			out = append(out, fg)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy of m that a CommitUpdate closure may change.
+func (m *ShardManifest) Clone() *ShardManifest {
+	c := *m
+	c.FlushedGenerations = make([]FlushedGeneration, len(m.FlushedGenerations))
+	for i, fg := range m.FlushedGenerations {
+		fg.Files = append([]GenerationFile(nil), fg.Files...)
+		c.FlushedGenerations[i] = fg
+	}
+	c.Queries = make(map[string]QueryWatermark, len(m.Queries))
+	for k, v := range m.Queries {
+		c.Queries[k] = v
+	}
+	return &c
+}
+
+func encodeShardManifest(m *ShardManifest) ([]byte, error) { return json.Marshal(m) }
+
+func decodeShardManifest(key string, b []byte) (*ShardManifest, error) {
+	var m ShardManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: shard manifest %s: %v", ErrCorrupt, key, err)
+	}
+	if m.FormatVersion > shardManifestFormat {
+		return nil, fmt.Errorf("%w: shard manifest %s has format version %d, this build reads up to %d (upgrade flight-sink)",
+			ErrCorrupt, key, m.FormatVersion, shardManifestFormat)
+	}
+	if v, ok := parseManifestKey(key); !ok || v != m.Version || m.FormatVersion < 1 {
+		return nil, fmt.Errorf("%w: shard manifest %s holds version %d, format %d", ErrCorrupt, key, m.Version, m.FormatVersion)
+	}
+	if m.Queries == nil {
+		m.Queries = map[string]QueryWatermark{}
+	}
+	return &m, nil
+}
+
+// errNoUpdate, returned by a CommitUpdate closure, ends the update without a new version.
+var errNoUpdate = errors.New("no manifest update needed")
+
+// ManifestStore reads and commits the versions of one shard's manifest. It caches the newest
+// version it has seen. It is safe for concurrent use.
+type ManifestStore struct {
+	store objstore.Store
+	shard string
+	paths shardPaths
+	opts  Options
+
+	mu          sync.Mutex
+	latest      *ShardManifest
+	confirmedAt time.Time // when latest was last known to be the newest version
+}
+
+// NewManifestStore returns the manifest store of shard in table (the table's directory name).
+func NewManifestStore(store objstore.Store, table, shard string, opts *Options) *ManifestStore {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	return &ManifestStore{store: store, shard: shard, paths: newShardPaths(table, shard), opts: o}
+}
+
+// Shard returns the shard id.
+func (ms *ManifestStore) Shard() string { return ms.shard }
+
+func (ms *ManifestStore) cached() (*ShardManifest, time.Time) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.latest, ms.confirmedAt
+}
+
+// remember records m as the newest version known at time at.
+func (ms *ManifestStore) remember(m *ShardManifest, at time.Time) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.latest == nil || m.Version > ms.latest.Version {
+		ms.latest = m
+		ms.confirmedAt = at
+	} else if m.Version == ms.latest.Version && at.After(ms.confirmedAt) {
+		ms.confirmedAt = at
+	}
+}
+
+// ReadLatest returns the newest manifest version, or an error wrapping ErrNoManifest when the
+// shard has none.
+//
+// Versions are dense and only old ones are ever deleted, so from a known version the newest is
+// found by reading the following versions one by one. A known version that is older than half of
+// ManifestRetention may have successors that were deleted already; then it lists.
+func (ms *ManifestStore) ReadLatest(ctx context.Context) (*ShardManifest, error) {
+	start := time.Now()
+	cur, confirmed := ms.cached()
+	if cur == nil || start.Sub(confirmed) >= ms.opts.ManifestRetention/2 {
+		after := uint64(0)
+		if cur != nil {
+			after = cur.Version
+		}
+		m, err := ms.latestByList(ctx, after)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			if cur == nil {
+				return nil, fmt.Errorf("memwal shard %s: %w", ms.shard, ErrNoManifest)
+			}
+			m = cur
+		}
+		ms.remember(m, start)
+		return m, nil
+	}
+	for {
+		next, err := ms.read(ctx, cur.Version+1)
+		if errors.Is(err, objstore.ErrNotFound) {
+			ms.remember(cur, start)
+			return cur, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		cur = next
+	}
+}
+
+// latestByList lists the versions after after and reads the newest; nil when there is none.
+func (ms *ManifestStore) latestByList(ctx context.Context, after uint64) (*ShardManifest, error) {
+	startAfter := ""
+	if after > 0 {
+		startAfter = ms.paths.makeManifestKey(after)
+	}
+	objs, err := ms.store.List(ctx, ms.paths.manifestPrefix(), startAfter)
+	if err != nil {
+		return nil, fmt.Errorf("memwal shard %s: list manifests: %w", ms.shard, err)
+	}
+	for i := len(objs) - 1; i >= 0; i-- {
+		v, ok := parseManifestKey(objs[i].Key)
+		if !ok || v <= after {
+			continue
+		}
+		m, err := ms.read(ctx, v)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		// A version created after the listing is found by the forward reads of ReadLatest.
+		for {
+			next, err := ms.read(ctx, m.Version+1)
+			if errors.Is(err, objstore.ErrNotFound) {
+				return m, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			m = next
+		}
+	}
+	return nil, nil
+}
+
+func (ms *ManifestStore) read(ctx context.Context, v uint64) (*ShardManifest, error) {
+	key := ms.paths.makeManifestKey(v)
+	b, err := ms.store.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("memwal shard %s: read manifest %s: %w", ms.shard, key, err)
+	}
+	return decodeShardManifest(key, b)
+}
+
+// put creates m's version put-if-absent. An error wrapping objstore.ErrExists means another
+// commit won that version.
+func (ms *ManifestStore) put(ctx context.Context, m *ShardManifest) error {
+	b, err := encodeShardManifest(m)
+	if err != nil {
+		return err
+	}
+	key := ms.paths.makeManifestKey(m.Version)
+	err = ms.store.PutIfAbsent(ctx, key, b)
+	if err != nil && !errors.Is(err, objstore.ErrExists) {
+		// The outcome is unknown (the create may have landed before the error): look.
+		if got, rerr := ms.store.Get(ctx, key); rerr == nil && string(got) == string(b) {
+			return nil
+		}
+		return fmt.Errorf("memwal shard %s: write manifest version %d: %w", ms.shard, m.Version, err)
+	}
+	return err
+}
+
+// ClaimEpoch makes the caller the shard's writer: it commits a new manifest version with the
+// writer epoch bumped (creating the shard's first manifest if it has none), which fences every
+// older writer's manifest commits, then leaves a data-less fence entry at the WAL tip, which
+// fences their WAL puts. It returns the claimed manifest and the fence entry's position; the new
+// writer's first entry goes right after it. Racing claimants retry up to Options.ClaimRetries
+// times; the last to claim wins and the others are fenced.
+func (ms *ManifestStore) ClaimEpoch(ctx context.Context) (*ShardManifest, uint64, error) {
+	var claimed *ShardManifest
+	for attempt := 0; claimed == nil; attempt++ {
+		if attempt >= ms.opts.ClaimRetries {
+			return nil, 0, fmt.Errorf("memwal shard %s: claim lost the race %d times", ms.shard, attempt)
+		}
+		cur, err := ms.ReadLatest(ctx)
+		if errors.Is(err, ErrNoManifest) {
+			cur = &ShardManifest{FormatVersion: shardManifestFormat, Shard: ms.shard, NextGeneration: 1,
+				FlushedGenerations: []FlushedGeneration{}, Queries: map[string]QueryWatermark{}}
+		} else if err != nil {
+			return nil, 0, err
+		}
+		next := cur.Clone()
+		next.Version = cur.Version + 1
+		next.WriterEpoch = cur.WriterEpoch + 1
+		next.TimestampNanos = nextTimestamp(cur)
+		switch err := ms.put(ctx, next); {
+		case err == nil:
+			claimed = next
+			ms.remember(next, time.Now())
+		case errors.Is(err, objstore.ErrExists):
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, 0, err
+			}
+		default:
+			return nil, 0, err
+		}
+	}
+	w := &walLog{store: ms.store, shard: ms.shard, paths: ms.paths}
+	fence, err := w.placeFence(ctx, claimed.WriterEpoch, claimed.ReplayAfterWALEntryPosition, ms.opts.ClaimRetries)
+	if err != nil {
+		return nil, 0, err
+	}
+	return claimed, fence, nil
+}
+
+// CommitUpdate commits a new manifest version derived from the newest one by fn, on behalf of the
+// writer of epoch. fn gets a private copy of the current manifest, never a stale snapshot, and
+// changes it in place; it may run more than once when other commits race. CommitUpdate fails with
+// ErrFenced (before calling fn) when epoch is not the current writer epoch.
+func (ms *ManifestStore) CommitUpdate(ctx context.Context, epoch uint64, fn func(m *ShardManifest) error) (*ShardManifest, error) {
+	return ms.commit(ctx, "commit manifest update", func(cur *ShardManifest) error {
+		if cur.WriterEpoch != epoch {
+			return &FencedError{Shard: ms.shard, WriterEpoch: epoch, CurrentEpoch: cur.WriterEpoch, Op: "commit manifest update"}
+		}
+		return nil
+	}, fn)
+}
+
+// commitUnowned is CommitUpdate for changes that are safe whoever owns the shard (the compaction
+// drain); it checks no epoch.
+func (ms *ManifestStore) commitUnowned(ctx context.Context, op string, fn func(m *ShardManifest) error) (*ShardManifest, error) {
+	return ms.commit(ctx, op, nil, fn)
+}
+
+func (ms *ManifestStore) commit(ctx context.Context, op string, check, fn func(m *ShardManifest) error) (*ShardManifest, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := ms.ReadLatest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if check != nil {
+			if err := check(cur); err != nil {
+				return nil, err
+			}
+		}
+		next := cur.Clone()
+		if err := fn(next); err != nil {
+			if errors.Is(err, errNoUpdate) {
+				return cur, nil
+			}
+			return nil, err
+		}
+		next.FormatVersion = shardManifestFormat
+		next.Shard = ms.shard
+		next.Version = cur.Version + 1
+		next.TimestampNanos = nextTimestamp(cur)
+		sort.Slice(next.FlushedGenerations, func(i, j int) bool {
+			return next.FlushedGenerations[i].Generation < next.FlushedGenerations[j].Generation
+		})
+		err = ms.put(ctx, next)
+		if err == nil {
+			ms.remember(next, time.Now())
+			ms.trimOldVersions(ctx, next.Version)
+			return next, nil
+		}
+		if !errors.Is(err, objstore.ErrExists) {
+			return nil, err
+		}
+		if attempt+1 >= ms.opts.CommitRetries {
+			return nil, fmt.Errorf("memwal shard %s: %s lost the race for a new manifest version %d times", ms.shard, op, attempt+1)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// trimOldVersions deletes, best effort and every 16th version, manifest versions that are both
+// older than ManifestRetention and more than ManifestRetainVersions behind v.
+func (ms *ManifestStore) trimOldVersions(ctx context.Context, v uint64) {
+	if v%16 != 0 || v <= uint64(ms.opts.ManifestRetainVersions) {
+		return
+	}
+	objs, err := ms.store.List(ctx, ms.paths.manifestPrefix(), "")
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-ms.opts.ManifestRetention)
+	keepFrom := v - uint64(ms.opts.ManifestRetainVersions)
+	for _, o := range objs {
+		if n, ok := parseManifestKey(o.Key); ok && n < keepFrom && o.ModTime.Before(cutoff) {
+			if err := ms.store.Delete(ctx, o.Key); err != nil {
+				ms.opts.Logger.Warn("memwal: could not delete old shard manifest", "shard", ms.shard, "key", o.Key, "err", err)
+			}
+		}
+	}
+}
+
+// confirmEpoch returns nil when epoch is still the shard's writer epoch, ErrFenced when a newer
+// writer claimed it. It costs one probe for the next version while the cached manifest is fresh.
+func (ms *ManifestStore) confirmEpoch(ctx context.Context, epoch uint64) error {
+	m, err := ms.ReadLatest(ctx)
+	if err != nil {
+		return err
+	}
+	if m.WriterEpoch != epoch {
+		return &FencedError{Shard: ms.shard, WriterEpoch: epoch, CurrentEpoch: m.WriterEpoch, Op: "confirm ownership"}
+	}
+	return nil
+}
+
+// nextTimestamp keeps manifest timestamps strictly increasing.
+func nextTimestamp(prev *ShardManifest) int64 {
+	now := time.Now().UnixNano()
+	if now <= prev.TimestampNanos {
+		now = prev.TimestampNanos + 1
+	}
+	return now
+}
+
+// backoff sleeps after a lost race: full jitter over a window that doubles per attempt up to
+// 100ms, so colliding committers spread out.
+func backoff(ctx context.Context, attempt int) error {
+	window := min(time.Millisecond<<min(attempt, 7), 100*time.Millisecond)
+	d := time.Duration(rand.Int64N(int64(window)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

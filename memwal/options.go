@@ -1,0 +1,106 @@
+package memwal
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Options tune a shard writer. The zero value is usable; EnsureDefaults fills it in.
+type Options struct {
+	// WALFlushInterval is how long the first put of a group waits for more puts to join its WAL
+	// entry. Zero (the default) writes a group as soon as the WAL is idle: puts that arrive while
+	// an entry is being written form the next entry, so concurrency alone sets the group size and
+	// a lone put pays one write. Set it (Lance uses 100ms) to trade latency for fewer entries.
+	WALFlushInterval time.Duration
+	// WALMaxEntryBytes closes a group early once it holds this many bytes. Default 10 MiB.
+	WALMaxEntryBytes int64
+
+	// MemtableMaxRows, MemtableMaxBytes and MemtableMaxAge seal the memtable and flush it to a
+	// generation once any is passed. Defaults 100,000 rows, 256 MiB, 5 minutes; a negative age
+	// disables the age trigger.
+	MemtableMaxRows  int64
+	MemtableMaxBytes int64
+	MemtableMaxAge   time.Duration
+
+	// MaxUnflushedBytes bounds the memtable bytes not yet in a generation. A put that would pass
+	// it waits up to BackpressureWait for flushes, then fails with ErrBackpressure.
+	// Defaults 1 GiB and 30 seconds.
+	MaxUnflushedBytes int64
+	BackpressureWait  time.Duration
+
+	// ClaimRetries bounds the attempts to claim the shard (bump the epoch) and to place the fence
+	// entry when other claimants race. Default 16.
+	ClaimRetries int
+	// CommitRetries bounds CommitUpdate's attempts when other commits race it. Default 64.
+	CommitRetries int
+	// ManifestRetention keeps shard manifest versions at least this long (and the newest
+	// ManifestRetainVersions of them whatever their age) before a commit deletes them.
+	// Defaults 1 hour and 10. A writer checks its ownership with a single probe only while its
+	// last check is younger than half the retention; after that it lists the manifests.
+	ManifestRetention      time.Duration
+	ManifestRetainVersions int
+	// QueryWatermarkRetention drops a query's epoch watermark from the shard manifest once the
+	// query has not flushed an epoch for this long. Default 30 days.
+	QueryWatermarkRetention time.Duration
+
+	// Allocator for Arrow memory. Default memory.DefaultAllocator.
+	Allocator memory.Allocator
+	// Logger for warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills unset options with their defaults and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.WALFlushInterval < 0 {
+		o.WALFlushInterval = 0
+	}
+	if o.WALMaxEntryBytes <= 0 {
+		o.WALMaxEntryBytes = 10 << 20
+	}
+	if o.MemtableMaxRows <= 0 {
+		o.MemtableMaxRows = 100_000
+	}
+	if o.MemtableMaxBytes <= 0 {
+		o.MemtableMaxBytes = 256 << 20
+	}
+	if o.MemtableMaxAge == 0 {
+		o.MemtableMaxAge = 5 * time.Minute
+	}
+	if o.MaxUnflushedBytes <= 0 {
+		o.MaxUnflushedBytes = 1 << 30
+	}
+	if o.BackpressureWait <= 0 {
+		o.BackpressureWait = 30 * time.Second
+	}
+	if o.ClaimRetries <= 0 {
+		o.ClaimRetries = 16
+	}
+	if o.CommitRetries <= 0 {
+		o.CommitRetries = 64
+	}
+	if o.ManifestRetention <= 0 {
+		o.ManifestRetention = time.Hour
+	}
+	if o.ManifestRetainVersions <= 0 {
+		o.ManifestRetainVersions = 10
+	}
+	if o.QueryWatermarkRetention <= 0 {
+		o.QueryWatermarkRetention = 30 * 24 * time.Hour
+	}
+	if o.Allocator == nil {
+		o.Allocator = memory.DefaultAllocator
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o *Options) memtableAgeLimit() time.Duration {
+	if o.MemtableMaxAge < 0 {
+		return 0
+	}
+	return o.MemtableMaxAge
+}

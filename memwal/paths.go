@@ -1,0 +1,82 @@
+package memwal
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Layout of a shard under its table, relative to the store root. Every object key ends in a file
+// name with a suffix, and every directory is a fixed name or a zero-padded number, so no key is
+// ever also the prefix of another key (S3 servers such as versitygw cannot hold both x and x/y).
+const (
+	memWALDir    = "_mem_wal/"
+	manifestDir  = "manifest/"
+	walDir       = "wal/"
+	genDir       = "gen/"
+	manifestExt  = ".json"
+	walEntryExt  = ".arrow"
+	genFileExt   = ".parquet"
+	numberDigits = 20
+)
+
+// shardPaths makes the keys of one shard's objects.
+type shardPaths struct {
+	root string // <table>/_mem_wal/<shard>/
+}
+
+func newShardPaths(table, shard string) shardPaths {
+	return shardPaths{root: table + "/" + memWALDir + shard + "/"}
+}
+
+func (p shardPaths) manifestPrefix() string { return p.root + manifestDir }
+func (p shardPaths) walPrefix() string      { return p.root + walDir }
+func (p shardPaths) genPrefix() string      { return p.root + genDir }
+
+// makeManifestKey returns the key of manifest version v.
+func (p shardPaths) makeManifestKey(v uint64) string {
+	return fmt.Sprintf("%s%020d%s", p.manifestPrefix(), v, manifestExt)
+}
+
+// parseManifestKey is the inverse of makeManifestKey; ok is false for any other key.
+func parseManifestKey(key string) (v uint64, ok bool) {
+	return parseNumberedName(key, manifestDir, manifestExt)
+}
+
+// makeWALKey returns the key of the WAL entry at position pos.
+func (p shardPaths) makeWALKey(pos uint64) string {
+	return fmt.Sprintf("%s%020d%s", p.walPrefix(), pos, walEntryExt)
+}
+
+// parseWALKey is the inverse of makeWALKey; ok is false for any other key.
+func parseWALKey(key string) (pos uint64, ok bool) {
+	return parseNumberedName(key, walDir, walEntryExt)
+}
+
+// makeGenDir returns the directory (a key prefix ending in "/") of generation g, relative to the
+// shard root. Manifests record it relative so a shard can be read wherever its table lives.
+func makeGenDir(g uint64) string { return fmt.Sprintf("%s%020d/", genDir, g) }
+
+// parseGenDir is the inverse of makeGenDir for a directory name under gen/ ("000…42").
+func parseGenDir(name string) (g uint64, ok bool) {
+	name = strings.TrimSuffix(name, "/")
+	if len(name) != numberDigits {
+		return 0, false
+	}
+	g, err := strconv.ParseUint(name, 10, 64)
+	return g, err == nil
+}
+
+// parseNumberedName parses ".../<dir><20 digits><ext>".
+func parseNumberedName(key, dir, ext string) (uint64, bool) {
+	i := strings.LastIndex(key, "/"+dir)
+	if i < 0 {
+		return 0, false
+	}
+	name := key[i+1+len(dir):]
+	if len(name) != numberDigits+len(ext) || !strings.HasSuffix(name, ext) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name[:numberDigits], 10, 64)
+	return n, err == nil
+}

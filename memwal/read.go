@@ -1,0 +1,348 @@
+package memwal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// mergedReadAttempts bounds how often ScanMerged starts over when a compaction deletes a
+// generation it was about to read.
+const mergedReadAttempts = 4
+
+// ScanMerged returns one consistent read of a table and its MemWAL shards: the base table at
+// o.Version (0: the latest), plus, for every shard, the flushed generations above that version's
+// merged-generation watermark for the shard and the memtable. Generations at or below the
+// watermark are already in the base table and are skipped, so no row is counted twice even
+// between a compaction's fold and its drain.
+//
+// Without a primary key the result is the union: base rows, then each shard's rows. With one,
+// the newest row of each key wins: a MemWAL row over every base row of its key; within a shard a
+// later generation over an earlier one, the memtable over generations, a later WAL position over
+// an earlier one. Base rows are returned as the engine holds them (compaction folds a keyed table
+// with an upsert, so it adds no duplicates there). Keys are expected to live in one shard (route
+// by key); if they do not, a later shard in shards wins.
+//
+// The MemWAL rows are read into memory; base rows stream. The caller must Release the reader. For a read of an older version, pass no shards: the MemWAL holds
+// today's rows, not that version's.
+func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o engine.ScanOptions) (array.RecordReader, error) {
+	var m *engine.Manifest
+	var mem []arrow.RecordBatch
+	for attempt := 0; ; attempt++ {
+		var err error
+		if o.Version == 0 {
+			m, err = tbl.Latest(ctx)
+		} else {
+			m, err = tbl.Manifest(ctx, o.Version)
+		}
+		if err != nil {
+			return nil, err
+		}
+		mem, err = readShards(ctx, m, shards)
+		if err == nil {
+			break
+		}
+		// A compaction folded and deleted a generation after we read the base version: the
+		// newer base version holds its rows, so read again from there.
+		if !errors.Is(err, objstore.ErrNotFound) || o.Version != 0 || attempt+1 >= mergedReadAttempts {
+			return nil, err
+		}
+	}
+	r, err := newMergedReader(ctx, tbl, m, mem, o)
+	if err != nil {
+		releaseAll(mem)
+		return nil, err
+	}
+	return r, nil
+}
+
+// readShards reads every shard's unmerged rows above m's watermarks, shard by shard, each
+// oldest first.
+func readShards(ctx context.Context, m *engine.Manifest, shards []ShardReader) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	for _, sh := range shards {
+		sn, err := sh.Snapshot(ctx, m.MemWALMerged[sh.ShardID()])
+		if err != nil {
+			releaseAll(out)
+			return nil, err
+		}
+		bs, err := sn.ReadAll(ctx)
+		sn.Release()
+		if err != nil {
+			releaseAll(out)
+			return nil, err
+		}
+		out = append(out, bs...)
+	}
+	return out, nil
+}
+
+func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest, mem []arrow.RecordBatch, o engine.ScanOptions) (*mergedReader, error) {
+	full := m.ArrowSchema()
+	outNames := o.Columns
+	if len(outNames) == 0 {
+		for _, f := range full.Fields() {
+			outNames = append(outNames, f.Name)
+		}
+	}
+	fields := make([]arrow.Field, len(outNames))
+	for i, n := range outNames {
+		js := full.FieldIndices(n)
+		if len(js) == 0 {
+			return nil, fmt.Errorf("table %s: %w: no column %q", tbl.Name(), engine.ErrSchemaMismatch, n)
+		}
+		fields[i] = full.Field(js[0])
+	}
+	md := full.Metadata()
+	out := arrow.NewSchema(fields, &md)
+	r := &mergedReader{refs: 1, schema: out}
+	pk := m.PrimaryKey
+
+	memSource := func(keep []*array.Boolean) batchSource {
+		i := 0
+		return func() (arrow.RecordBatch, error) {
+			for i < len(mem) {
+				b := mem[i]
+				var mask *array.Boolean
+				if keep != nil {
+					mask = keep[i]
+				}
+				i++
+				rb, err := filterProject(ctx, b, mask, out)
+				if err != nil || rb != nil {
+					return rb, err
+				}
+			}
+			return nil, nil
+		}
+	}
+
+	if len(pk) == 0 {
+		sc, err := tbl.ScanManifest(ctx, m, engine.ScanOptions{Columns: outNames, BatchSize: o.BatchSize})
+		if err != nil {
+			return nil, err
+		}
+		r.closers = append(r.closers, sc.Release, func() { releaseAll(mem) })
+		r.sources = []batchSource{scannerSource(ctx, sc, nil, out), memSource(nil)}
+		return r, nil
+	}
+
+	// Newest wins among MemWAL rows: later batches (and later rows of a batch) override.
+	type ref struct{ batch, row int }
+	win := make(map[string]ref)
+	var kb []byte
+	for bi, b := range mem {
+		enc, err := newKeyEncoder(b, pk)
+		if err != nil {
+			return nil, err
+		}
+		for row := 0; row < int(b.NumRows()); row++ {
+			kb = enc.appendKey(kb[:0], row)
+			win[string(kb)] = ref{bi, row}
+		}
+	}
+	var keep []*array.Boolean
+	if len(win) > 0 {
+		keep = make([]*array.Boolean, len(mem))
+		for bi, b := range mem {
+			enc, _ := newKeyEncoder(b, pk)
+			bb := array.NewBooleanBuilder(memory.DefaultAllocator)
+			for row := 0; row < int(b.NumRows()); row++ {
+				kb = enc.appendKey(kb[:0], row)
+				bb.Append(win[string(kb)] == ref{bi, row})
+			}
+			keep[bi] = bb.NewBooleanArray()
+			bb.Release()
+		}
+	}
+
+	scanCols := append([]string(nil), outNames...)
+	for _, k := range pk {
+		if !contains(scanCols, k) {
+			scanCols = append(scanCols, k)
+		}
+	}
+	sc, err := tbl.ScanManifest(ctx, m, engine.ScanOptions{Columns: scanCols, BatchSize: o.BatchSize})
+	if err != nil {
+		releaseBools(keep)
+		return nil, err
+	}
+	var baseKeep func(b arrow.RecordBatch) (*array.Boolean, error)
+	if len(win) > 0 {
+		baseKeep = func(b arrow.RecordBatch) (*array.Boolean, error) {
+			enc, err := newKeyEncoder(b, pk)
+			if err != nil {
+				return nil, err
+			}
+			bb := array.NewBooleanBuilder(memory.DefaultAllocator)
+			defer bb.Release()
+			for row := 0; row < int(b.NumRows()); row++ {
+				kb = enc.appendKey(kb[:0], row)
+				_, shadowed := win[string(kb)]
+				bb.Append(!shadowed)
+			}
+			return bb.NewBooleanArray(), nil
+		}
+	}
+	r.closers = append(r.closers, sc.Release, func() { releaseAll(mem); releaseBools(keep) })
+	r.sources = []batchSource{scannerSource(ctx, sc, baseKeep, out), memSource(keep)}
+	return r, nil
+}
+
+// batchSource yields batches the caller owns; nil, nil at the end.
+type batchSource func() (arrow.RecordBatch, error)
+
+// scannerSource yields sc's batches, filtered by keep (when set) and projected to out.
+func scannerSource(ctx context.Context, sc *engine.Scanner, keep func(arrow.RecordBatch) (*array.Boolean, error), out *arrow.Schema) batchSource {
+	return func() (arrow.RecordBatch, error) {
+		for sc.Next() {
+			b := sc.RecordBatch()
+			var mask *array.Boolean
+			if keep != nil {
+				var err error
+				if mask, err = keep(b); err != nil {
+					return nil, err
+				}
+			}
+			rb, err := filterProject(ctx, b, mask, out)
+			if mask != nil {
+				mask.Release()
+			}
+			if err != nil || rb != nil {
+				return rb, err
+			}
+		}
+		return nil, sc.Err()
+	}
+}
+
+// filterProject returns the rows of b that mask keeps (all when mask is nil) with the columns of
+// out, or nil when no row is kept. The result is the caller's.
+func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, out *arrow.Schema) (arrow.RecordBatch, error) {
+	if mask != nil {
+		n := 0
+		for i := 0; i < mask.Len(); i++ {
+			if mask.IsValid(i) && mask.Value(i) {
+				n++
+			}
+		}
+		switch {
+		case n == 0:
+			return nil, nil
+		case n == int(b.NumRows()):
+			mask = nil
+		}
+	}
+	if b.NumRows() == 0 {
+		return nil, nil
+	}
+	src := b
+	if mask != nil {
+		f, err := compute.FilterRecordBatch(ctx, b, mask, compute.DefaultFilterOptions())
+		if err != nil {
+			return nil, fmt.Errorf("memwal: filter batch: %w", err)
+		}
+		defer f.Release()
+		src = f
+	}
+	cols := make([]arrow.Array, out.NumFields())
+	for i, f := range out.Fields() {
+		js := src.Schema().FieldIndices(f.Name)
+		if len(js) == 0 {
+			return nil, fmt.Errorf("memwal: batch has no column %q", f.Name)
+		}
+		cols[i] = src.Column(js[0])
+	}
+	return array.NewRecordBatch(out, cols, src.NumRows()), nil
+}
+
+// mergedReader chains batch sources into one array.RecordReader.
+type mergedReader struct {
+	refs    int64
+	schema  *arrow.Schema
+	sources []batchSource
+	closers []func()
+	cur     arrow.RecordBatch
+	err     error
+}
+
+var _ array.RecordReader = (*mergedReader)(nil)
+
+// Schema returns the projected table schema.
+func (r *mergedReader) Schema() *arrow.Schema { return r.schema }
+
+// Retain increases the reference count.
+func (r *mergedReader) Retain() { atomic.AddInt64(&r.refs, 1) }
+
+// Release decreases the reference count and frees everything at zero.
+func (r *mergedReader) Release() {
+	if atomic.AddInt64(&r.refs, -1) != 0 {
+		return
+	}
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	for _, c := range r.closers {
+		c()
+	}
+	r.closers, r.sources = nil, nil
+}
+
+// Next advances to the next batch.
+func (r *mergedReader) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	for r.err == nil && len(r.sources) > 0 {
+		b, err := r.sources[0]()
+		if err != nil {
+			r.err = err
+			return false
+		}
+		if b != nil {
+			r.cur = b
+			return true
+		}
+		r.sources = r.sources[1:]
+	}
+	return false
+}
+
+// RecordBatch returns the current batch, valid until the next call to Next.
+func (r *mergedReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record returns the current batch.
+//
+// Deprecated: use RecordBatch.
+func (r *mergedReader) Record() arrow.RecordBatch { return r.cur }
+
+// Err returns the first error met.
+func (r *mergedReader) Err() error { return r.err }
+
+func releaseBools(bs []*array.Boolean) {
+	for _, b := range bs {
+		if b != nil {
+			b.Release()
+		}
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,123 @@
+package memwal
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/google/uuid"
+
+	"github.com/flight-sink/flight-sink/engine"
+)
+
+// Table config keys of a MemWAL table.
+const (
+	// ConfigShards is the number of shards ("2").
+	ConfigShards = "flight_sink.memwal.shards"
+	// ConfigShardIDs optionally lists the shard ids, comma separated; without it they are
+	// ShardIDs(n).
+	ConfigShardIDs = "flight_sink.memwal.shard_ids"
+)
+
+// shardNamespace roots the derived shard ids.
+var shardNamespace = uuid.MustParse("6f1c3a52-9d0e-4c5b-8a57-2d1f0e6b9c41")
+
+// ShardIDs returns the default ids of a table's n shards: fixed UUIDs derived from the shard's
+// index, so every process agrees on them without coordination.
+func ShardIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = uuid.NewSHA1(shardNamespace, []byte("shard/"+strconv.Itoa(i))).String()
+	}
+	return ids
+}
+
+// TableShardIDs returns the shard ids of the table version m describes, from its config: nil
+// when the table has no MemWAL shards.
+func TableShardIDs(m *engine.Manifest) ([]string, error) {
+	if ids := strings.TrimSpace(m.Config[ConfigShardIDs]); ids != "" {
+		out := strings.Split(ids, ",")
+		for i, id := range out {
+			out[i] = strings.TrimSpace(id)
+			if _, err := uuid.Parse(out[i]); err != nil {
+				return nil, fmt.Errorf("memwal: table config %s: %q is not a UUID", ConfigShardIDs, out[i])
+			}
+		}
+		return out, nil
+	}
+	s := strings.TrimSpace(m.Config[ConfigShards])
+	if s == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 1024 {
+		return nil, fmt.Errorf("memwal: table config %s=%q is not a shard count in 0..1024", ConfigShards, s)
+	}
+	return ShardIDs(n), nil
+}
+
+// ShardForPartition picks the shard of a put without a primary key: by query and partition, so
+// one query's epochs stay in order in one shard and a multi-writer epoch's partitions spread.
+func ShardForPartition(queryID string, partition, n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(queryID))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.Itoa(partition)))
+	return int(h.Sum64() % uint64(n))
+}
+
+// PartitionByKey splits rec by the hash of its primary key pk into n batches, one per shard
+// (nil where a shard gets no row), so that one key always lands in one shard. The caller releases
+// the batches.
+func PartitionByKey(ctx context.Context, rec arrow.RecordBatch, pk []string, n int) ([]arrow.RecordBatch, error) {
+	out := make([]arrow.RecordBatch, n)
+	if n == 1 {
+		rec.Retain()
+		out[0] = rec
+		return out, nil
+	}
+	enc, err := newKeyEncoder(rec, pk)
+	if err != nil {
+		return nil, err
+	}
+	shardOf := make([]int, rec.NumRows())
+	counts := make([]int, n)
+	var kb []byte
+	for row := range shardOf {
+		kb = enc.appendKey(kb[:0], row)
+		h := fnv.New64a()
+		h.Write(kb)
+		shardOf[row] = int(h.Sum64() % uint64(n))
+		counts[shardOf[row]]++
+	}
+	for s := 0; s < n; s++ {
+		if counts[s] == 0 {
+			continue
+		}
+		if counts[s] == int(rec.NumRows()) {
+			rec.Retain()
+			out[s] = rec
+			continue
+		}
+		bb := array.NewBooleanBuilder(memory.DefaultAllocator)
+		for _, sh := range shardOf {
+			bb.Append(sh == s)
+		}
+		mask := bb.NewBooleanArray()
+		bb.Release()
+		part, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+		mask.Release()
+		if err != nil {
+			releaseAll(out)
+			return nil, fmt.Errorf("memwal: partition by key: %w", err)
+		}
+		out[s] = part
+	}
+	return out, nil
+}

@@ -1,0 +1,838 @@
+package memwal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Shard is the writer of one MemWAL shard: it owns the shard under a writer epoch, groups puts
+// into WAL entries, keeps the memtable and flushes it to generations in the background.
+//
+// A Shard is safe for concurrent use. Once it fails (fenced, or a WAL write whose outcome is
+// unknown) every later put returns the same error; Close it and open the shard again.
+type Shard struct {
+	table  *engine.Table
+	id     string
+	schema *arrow.Schema
+	pk     []string // the table's primary key: its columns must be non-null
+	opts   Options
+	paths  shardPaths
+	ms     *ManifestStore
+	wal    *walLog
+	epoch  uint64
+
+	// qmu guards the put queue, which the committer goroutine drains.
+	qmu     sync.Mutex
+	queue   []*putRequest
+	qclosed bool          // the committer is gone: nothing may be queued
+	qsignal chan struct{} // capacity 1: the queue is not empty
+
+	mu          sync.Mutex
+	manifest    *ShardManifest // newest manifest this writer committed or claimed
+	active      *memtable
+	sealed      []*memtable // oldest first; flushed in this order
+	nextPos     uint64      // position of the next WAL entry
+	nextGen     uint64      // number of the next flushed generation
+	replayAfter uint64      // manifest's replay_after as this writer last committed it
+	identities  map[EpochKey]uint64
+	unflushed   int64 // bytes in memtables not yet in a generation
+	queued      int64 // bytes of puts admitted but not yet in the memtable
+	progress    chan struct{}
+	failed      error // sticky: set when the writer can no longer acknowledge puts
+	closed      bool
+
+	flushSignal chan struct{} // capacity 1: a memtable was sealed
+	stop        chan struct{}
+	wg          sync.WaitGroup
+}
+
+// EpochKey identifies a streaming epoch inside a shard.
+type EpochKey struct {
+	QueryID string
+	EpochID int64
+}
+
+// putRequest is one Put waiting for its group's WAL entry.
+type putRequest struct {
+	ctx   context.Context
+	put   walPut
+	bytes int64
+	done  chan struct{}
+	pos   uint64
+	err   error
+}
+
+// OpenShard claims shard shardID of tbl for this process and replays its WAL: the writer epoch is
+// bumped (fencing any other writer), a fence entry is left at the WAL tip, and every entry after
+// replay_after_wal_entry_position is read back into the memtable. The shard's schema is the
+// table's current schema. Close the Shard when done.
+//
+// NB: opening fences a writer of the same shard in this process too; route a table's shard
+// through one Shard.
+func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Options) (*Shard, error) {
+	if _, err := uuid.Parse(shardID); err != nil {
+		return nil, fmt.Errorf("memwal: shard id %q is not a UUID", shardID)
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	base, err := tbl.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paths := newShardPaths(tbl.Name(), shardID)
+	s := &Shard{
+		table: tbl, id: shardID, schema: base.ArrowSchema(), pk: base.PrimaryKey, opts: o, paths: paths,
+		ms:          NewManifestStore(tbl.Store(), tbl.Name(), shardID, &o),
+		wal:         &walLog{store: tbl.Store(), shard: shardID, paths: paths},
+		qsignal:     make(chan struct{}, 1),
+		active:      &memtable{},
+		identities:  make(map[EpochKey]uint64),
+		progress:    make(chan struct{}),
+		flushSignal: make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+	}
+	m, fence, err := s.ms.ClaimEpoch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("memwal shard %s: claim: %w", shardID, err)
+	}
+	s.manifest, s.epoch = m, m.WriterEpoch
+	s.nextPos, s.nextGen, s.replayAfter = fence+1, m.NextGeneration, m.ReplayAfterWALEntryPosition
+	if err := s.replay(ctx, fence); err != nil {
+		s.releaseMemtables()
+		return nil, err
+	}
+	s.wg.Add(2)
+	go s.runCommitter()
+	go s.runFlusher()
+	return s, nil
+}
+
+// replay reads the entries between replay_after and the fence into the memtable. Entries of
+// older epochs are acknowledged puts of earlier writers; nothing of theirs lies past the fence.
+func (s *Shard) replay(ctx context.Context, fence uint64) error {
+	positions, err := s.wal.list(ctx, s.replayAfter)
+	if err != nil {
+		return err
+	}
+	for _, pos := range positions {
+		if pos >= fence {
+			break
+		}
+		e, err := s.wal.read(ctx, pos, s.schema, s.opts.Allocator)
+		if err != nil {
+			return fmt.Errorf("memwal shard %s: replay: %w", s.id, err)
+		}
+		if e.Fence {
+			continue
+		}
+		puts := e.Puts[:0]
+		for _, p := range e.Puts {
+			if p.Epoch != nil {
+				if _, dup := s.epochLocationLocked(p.Epoch.QueryID, p.Epoch.EpochID); dup {
+					// Only a writer racing its own fencing can leave a second copy; keep the first.
+					s.opts.Logger.Warn("memwal: replay skips a repeated epoch", "shard", s.id, "query_id", p.Epoch.QueryID,
+						"epoch_id", p.Epoch.EpochID, "position", pos)
+					for _, b := range p.Batches {
+						b.Release()
+					}
+					continue
+				}
+				s.identities[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}] = pos
+			}
+			puts = append(puts, p)
+		}
+		s.addEntryLocked(pos, puts, batchBytes(puts))
+	}
+	return nil
+}
+
+// ShardID returns the shard id (and implements ShardReader).
+func (s *Shard) ShardID() string { return s.id }
+
+// WriterEpoch returns the epoch this writer claimed.
+func (s *Shard) WriterEpoch() uint64 { return s.epoch }
+
+// Schema returns the schema rows are stored in (the table's schema when the shard was opened).
+func (s *Shard) Schema() *arrow.Schema { return s.schema }
+
+// Err returns the error that stopped the writer, or nil while it works.
+func (s *Shard) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// PutResult says where a put landed.
+type PutResult struct {
+	// Position of the WAL entry that holds the put (0 for a put with nothing to write).
+	Position uint64
+	Rows     int64
+}
+
+// Put appends batches to the shard as one put and returns once the WAL entry holding them is
+// durable and the writer has confirmed it still owns the shard. epoch, when not nil, is the
+// streaming identity of the rows: a shard holds each identity at most once, so a put of an
+// identity it already holds fails with an *EpochCommittedError (ErrEpochCommitted) saying where.
+// Send every row an epoch has for this shard in one put.
+//
+// Batches must fit the shard's schema (columns matched by name); they are retained, not copied.
+// Put fails with ErrFenced when another writer claimed the shard, ErrBackpressure when the
+// unflushed backlog stays over its limit, ErrClosed after Close. When ctx ends first the put's
+// outcome is unknown.
+func (s *Shard) Put(ctx context.Context, epoch *engine.EpochIdentity, batches ...arrow.RecordBatch) (PutResult, error) {
+	put, err := s.conform(epoch, batches)
+	if err != nil {
+		return PutResult{}, err
+	}
+	if put.Rows == 0 && epoch == nil {
+		releasePut(put)
+		return PutResult{}, nil
+	}
+	req := &putRequest{ctx: ctx, put: put, bytes: batchBytes([]walPut{put}), done: make(chan struct{})}
+	if err := s.admit(ctx, req.bytes); err != nil {
+		releasePut(put)
+		return PutResult{}, err
+	}
+	s.qmu.Lock()
+	if s.qclosed {
+		s.qmu.Unlock()
+		s.mu.Lock()
+		s.queued -= req.bytes
+		s.mu.Unlock()
+		releasePut(put)
+		return PutResult{}, fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+	}
+	s.queue = append(s.queue, req)
+	s.qmu.Unlock()
+	select {
+	case s.qsignal <- struct{}{}:
+	default:
+	}
+	select {
+	case <-req.done:
+		return PutResult{Position: req.pos, Rows: put.Rows}, req.err
+	case <-ctx.Done():
+		return PutResult{}, fmt.Errorf("memwal shard %s: put abandoned, outcome unknown: %w", s.id, ctx.Err())
+	}
+}
+
+// conform checks the batches against the shard schema and returns them reshaped to it, retained.
+func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch) (walPut, error) {
+	put := walPut{}
+	if epoch != nil {
+		e := *epoch
+		put.Epoch = &e
+	}
+	for _, b := range batches {
+		idx, err := engine.CheckAppendSchema(s.schema, b.Schema())
+		if err != nil {
+			releasePut(put)
+			return walPut{}, fmt.Errorf("memwal shard %s: %w", s.id, err)
+		}
+		if b.NumRows() == 0 {
+			continue
+		}
+		cols := make([]arrow.Array, len(idx))
+		for i, j := range idx {
+			cols[i] = b.Column(j)
+		}
+		for _, k := range s.pk {
+			if c := cols[s.schema.FieldIndices(k)[0]]; c.NullN() > 0 {
+				releasePut(put)
+				return walPut{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, engine.ErrSchemaMismatch, k, c.NullN())
+			}
+		}
+		put.Batches = append(put.Batches, newRecordBatch(s.schema, cols, b.NumRows()))
+		put.Rows += b.NumRows()
+	}
+	return put, nil
+}
+
+// admit applies back-pressure: while the unflushed backlog is over MaxUnflushedBytes it forces a
+// flush and waits for progress, up to BackpressureWait.
+func (s *Shard) admit(ctx context.Context, bytes int64) error {
+	timer := time.NewTimer(s.opts.BackpressureWait)
+	defer timer.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.failed != nil {
+			return s.failed
+		}
+		if s.closed {
+			return fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+		}
+		backlog := s.unflushed + s.queued
+		// An empty backlog always admits, so one oversized put cannot wedge the shard.
+		if backlog == 0 || backlog+bytes <= s.opts.MaxUnflushedBytes {
+			s.queued += bytes
+			return nil
+		}
+		if !s.active.empty() {
+			s.sealLocked()
+		}
+		progress := s.progress
+		s.mu.Unlock()
+		var err error
+		select {
+		case <-progress:
+		case <-timer.C:
+			err = fmt.Errorf("memwal shard %s: %d bytes unflushed (limit %d) for %v: %w",
+				s.id, backlog, s.opts.MaxUnflushedBytes, s.opts.BackpressureWait, ErrBackpressure)
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		s.mu.Lock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// runCommitter writes queued puts as WAL entries, one group at a time.
+func (s *Shard) runCommitter() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			s.failQueued(fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed))
+			return
+		case <-s.qsignal:
+		}
+		for {
+			group := s.takeGroup()
+			if len(group) == 0 {
+				break
+			}
+			s.commitGroup(group)
+		}
+	}
+}
+
+// takeGroup takes the next group of queued puts: everything queued, up to WALMaxEntryBytes,
+// after waiting up to WALFlushInterval for the group to fill.
+func (s *Shard) takeGroup() []*putRequest {
+	var group []*putRequest
+	var bytes int64
+	take := func() {
+		s.qmu.Lock()
+		defer s.qmu.Unlock()
+		n := 0
+		for n < len(s.queue) && (len(group) == 0 || bytes+s.queue[n].bytes <= s.opts.WALMaxEntryBytes) {
+			bytes += s.queue[n].bytes
+			group = append(group, s.queue[n])
+			n++
+		}
+		s.queue = append(s.queue[:0], s.queue[n:]...)
+	}
+	take()
+	if len(group) == 0 || s.opts.WALFlushInterval <= 0 {
+		return group
+	}
+	timer := time.NewTimer(s.opts.WALFlushInterval)
+	defer timer.Stop()
+	for bytes < s.opts.WALMaxEntryBytes {
+		select {
+		case <-s.qsignal:
+			take()
+			continue
+		case <-timer.C:
+		case <-s.stop:
+		}
+		break
+	}
+	take()
+	return group
+}
+
+// failQueued fails every queued put and closes the queue; the committer is stopping.
+func (s *Shard) failQueued(err error) {
+	s.qmu.Lock()
+	q := s.queue
+	s.queue = nil
+	s.qclosed = true
+	s.qmu.Unlock()
+	s.mu.Lock()
+	for _, r := range q {
+		s.queued -= r.bytes
+	}
+	s.mu.Unlock()
+	for _, r := range q {
+		releasePut(r.put)
+		r.err = err
+		close(r.done)
+	}
+}
+
+// commitGroup writes one group as the WAL entry at the next position and, once it is durable
+// and ownership is confirmed, adds it to the memtable and acknowledges its puts.
+func (s *Shard) commitGroup(group []*putRequest) {
+	var admitted int64
+	for _, r := range group {
+		admitted += r.bytes
+	}
+	finish := func(r *putRequest, pos uint64, err error) {
+		r.pos, r.err = pos, err
+		close(r.done)
+	}
+	// Decide which puts go in: not abandoned, and not an epoch the shard already holds (or
+	// that an earlier put of this group holds).
+	s.mu.Lock()
+	failed := s.failed
+	pos := s.nextPos
+	var in []*putRequest
+	var dups []*putRequest // same epoch as an earlier put of this group
+	seen := make(map[EpochKey]bool)
+	var rejected []func()
+	for _, r := range group {
+		switch {
+		case failed != nil:
+			rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, failed) })
+		case r.ctx.Err() != nil:
+			rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, r.ctx.Err()) })
+		case r.put.Epoch != nil:
+			k := EpochKey{r.put.Epoch.QueryID, r.put.Epoch.EpochID}
+			if loc, dup := s.epochLocationLocked(k.QueryID, k.EpochID); dup {
+				e := &EpochCommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
+				rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, e) })
+			} else if seen[k] {
+				dups = append(dups, r)
+			} else {
+				seen[k] = true
+				in = append(in, r)
+			}
+		default:
+			in = append(in, r)
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range rejected {
+		f()
+	}
+	var err error
+	if len(in) > 0 {
+		err = s.writeEntry(pos, in)
+	}
+	s.mu.Lock()
+	s.queued -= admitted
+	if err == nil && len(in) > 0 {
+		puts := make([]walPut, len(in))
+		for i, r := range in {
+			puts[i] = r.put
+			if e := r.put.Epoch; e != nil {
+				s.identities[EpochKey{e.QueryID, e.EpochID}] = pos
+			}
+		}
+		s.addEntryLocked(pos, puts, batchBytes(puts))
+		s.nextPos = pos + 1
+	}
+	s.mu.Unlock()
+	for _, r := range in {
+		if err != nil {
+			releasePut(r.put)
+			finish(r, 0, err)
+		} else {
+			finish(r, pos, nil)
+		}
+	}
+	for _, r := range dups {
+		releasePut(r.put)
+		if err != nil {
+			finish(r, 0, err)
+			continue
+		}
+		e := r.put.Epoch
+		finish(r, 0, &EpochCommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
+	}
+}
+
+// writeEntry makes the group durable at pos. On failure the writer is marked failed unless the
+// entry provably did not land.
+func (s *Shard) writeEntry(pos uint64, in []*putRequest) error {
+	ctx := context.Background() // a group outlives any single put's context
+	puts := make([]walPut, len(in))
+	for i, r := range in {
+		puts[i] = r.put
+	}
+	data, err := encodeWALEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator)
+	if err != nil {
+		return fmt.Errorf("memwal shard %s: %w", s.id, err)
+	}
+	err = s.wal.create(ctx, pos, data)
+	if errors.Is(err, objstore.ErrExists) {
+		// Someone else wrote our position: a newer writer's fence or entry.
+		cur := uint64(0)
+		if other, rerr := s.wal.read(ctx, pos, nil, s.opts.Allocator); rerr == nil {
+			other.release()
+			cur = other.WriterEpoch
+		}
+		return s.fail(&FencedError{Shard: s.id, WriterEpoch: s.epoch, CurrentEpoch: cur, Op: fmt.Sprintf("write wal entry %d", pos)})
+	}
+	if err != nil {
+		if _, serr := s.tbl().Store().Stat(ctx, s.paths.makeWALKey(pos)); errors.Is(serr, objstore.ErrNotFound) {
+			return err // provably not written: the position stays free for the next group
+		}
+		return s.fail(fmt.Errorf("memwal shard %s: wal entry %d outcome unknown, reopen the shard: %w", s.id, pos, err))
+	}
+	// The entry is durable, but a writer that was fenced while it slept may have written into a
+	// position below the new owner's replay_after (one that a flush already deleted), where no
+	// replay will ever read it. Only the current owner may acknowledge: confirm before we do.
+	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return s.fail(err)
+		}
+		return s.fail(fmt.Errorf("memwal shard %s: confirm ownership after wal entry %d: %w", s.id, pos, err))
+	}
+	return nil
+}
+
+func (s *Shard) tbl() *engine.Table { return s.table }
+
+// fail makes err sticky: every later put returns it.
+func (s *Shard) fail(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == nil {
+		s.failed = err
+		s.opts.Logger.Warn("memwal: shard writer stopped", "shard", s.id, "writer_epoch", s.epoch, "err", err)
+	}
+	return s.failed
+}
+
+// addEntryLocked adds a durable entry to the active memtable and seals it at a threshold.
+//
+// REQUIRES: s.mu held.
+func (s *Shard) addEntryLocked(pos uint64, puts []walPut, bytes int64) {
+	s.active.add(pos, puts, bytes)
+	s.unflushed += bytes
+	if s.active.rows >= s.opts.MemtableMaxRows || s.active.bytes >= s.opts.MemtableMaxBytes {
+		s.sealLocked()
+	}
+}
+
+// sealLocked makes the active memtable immutable and hands it to the flusher.
+//
+// REQUIRES: s.mu held.
+func (s *Shard) sealLocked() {
+	if s.active.empty() {
+		return
+	}
+	s.sealed = append(s.sealed, s.active)
+	s.active = &memtable{}
+	select {
+	case s.flushSignal <- struct{}{}:
+	default:
+	}
+}
+
+// EpochLocation says where a shard holds a streaming epoch.
+type EpochLocation struct {
+	// Position of the WAL entry holding the epoch, while it is not yet in a generation.
+	Position uint64
+	// Generation that raised the query's watermark to WatermarkEpoch, when the answer comes from
+	// the watermark (FromWatermark): the epoch is at or below the highest epoch of the query
+	// that reached a flushed generation.
+	Generation     uint64
+	WatermarkEpoch int64
+	FromWatermark  bool
+}
+
+func (l EpochLocation) String() string {
+	if l.FromWatermark {
+		return fmt.Sprintf("at or below the query's flushed watermark epoch %d, generation %d", l.WatermarkEpoch, l.Generation)
+	}
+	return fmt.Sprintf("wal entry %d", l.Position)
+}
+
+// EpochCommitted reports whether the shard holds epoch epochID of query queryID: in a WAL entry
+// not yet flushed (exactly), or at or below the query's watermark of flushed epochs. The answer
+// holds across restarts and needs no base-table transaction per epoch. An epoch below the
+// watermark that this shard never held also answers true (Location.FromWatermark,
+// WatermarkEpoch > epochID): streaming epochs of a query only grow, so the caller treats it as
+// a replay or a reused query id.
+func (s *Shard) EpochCommitted(queryID string, epochID int64) (bool, EpochLocation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	loc, ok := s.epochLocationLocked(queryID, epochID)
+	return ok, loc
+}
+
+func (s *Shard) epochLocationLocked(queryID string, epochID int64) (EpochLocation, bool) {
+	if pos, ok := s.identities[EpochKey{queryID, epochID}]; ok {
+		return EpochLocation{Position: pos}, true
+	}
+	if wm, ok := s.manifest.Queries[queryID]; ok && epochID <= wm.Epoch {
+		return EpochLocation{Generation: wm.Generation, WatermarkEpoch: wm.Epoch, FromWatermark: true}, true
+	}
+	return EpochLocation{}, false
+}
+
+// Flush seals the memtable and waits until every sealed memtable is a flushed generation.
+func (s *Shard) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	s.sealLocked()
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		pending, failed, closed, progress := len(s.sealed), s.failed, s.closed, s.progress
+		s.mu.Unlock()
+		switch {
+		case failed != nil:
+			return failed
+		case pending == 0:
+			return nil
+		case closed:
+			return fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// runFlusher flushes sealed memtables in order and seals the active one when it gets too old.
+func (s *Shard) runFlusher() {
+	defer s.wg.Done()
+	tick := time.Second
+	if age := s.opts.memtableAgeLimit(); age > 0 && age/4 < tick {
+		tick = max(age/4, time.Millisecond)
+	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	failures := 0
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.flushSignal:
+		case <-ticker.C:
+			s.mu.Lock()
+			if age := s.opts.memtableAgeLimit(); age > 0 && !s.active.empty() && time.Since(s.active.created) >= age {
+				s.sealLocked()
+			}
+			s.mu.Unlock()
+		}
+		for {
+			s.mu.Lock()
+			var mt *memtable
+			if len(s.sealed) > 0 && s.failed == nil {
+				mt = s.sealed[0]
+			}
+			s.mu.Unlock()
+			if mt == nil {
+				break
+			}
+			if err := s.flush(mt); err != nil {
+				if errors.Is(err, ErrFenced) {
+					s.fail(err)
+					s.signalProgress()
+					return
+				}
+				failures++
+				s.opts.Logger.Warn("memwal: flush failed, will retry", "shard", s.id, "err", err, "failures", failures)
+				select {
+				case <-s.stop:
+					return
+				case <-time.After(min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)):
+				}
+				continue
+			}
+			failures = 0
+		}
+	}
+}
+
+// flush writes mt as the next generation and commits it to the shard manifest.
+func (s *Shard) flush(mt *memtable) error {
+	ctx := context.Background()
+	s.mu.Lock()
+	g, prevReplayAfter := s.nextGen, s.replayAfter
+	s.mu.Unlock()
+	fg, err := writeGeneration(ctx, s.table.Store(), s.paths, g, s.schema, mt.batches(), s.opts.Allocator)
+	if err != nil {
+		return err
+	}
+	fg.FirstWALPosition, fg.LastWALPosition = mt.firstPos, mt.lastPos
+	now := time.Now().UnixNano()
+	fg.FlushedAtNanos = now
+	m, err := s.ms.CommitUpdate(ctx, s.epoch, func(m *ShardManifest) error {
+		if m.NextGeneration > g {
+			return &FencedError{Shard: s.id, WriterEpoch: s.epoch, Op: fmt.Sprintf("flush generation %d (manifest is at %d)", g, m.NextGeneration)}
+		}
+		m.FlushedGenerations = append(m.FlushedGenerations, fg)
+		m.NextGeneration = g + 1
+		if mt.lastPos > m.ReplayAfterWALEntryPosition {
+			m.ReplayAfterWALEntryPosition = mt.lastPos
+		}
+		mt.identities(func(q string, e int64, _ uint64) {
+			if wm, ok := m.Queries[q]; !ok || e >= wm.Epoch {
+				m.Queries[q] = QueryWatermark{Epoch: e, Generation: g, UpdatedNanos: now}
+			}
+		})
+		cutoff := now - int64(s.opts.QueryWatermarkRetention)
+		for q, wm := range m.Queries {
+			if wm.UpdatedNanos < cutoff {
+				delete(m.Queries, q)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// The generation's file is unreferenced garbage (or, if the outcome was unknown, it is
+		// referenced and must stay): leave it; compaction sweeps unlisted directories.
+		return fmt.Errorf("memwal shard %s: commit generation %d: %w", s.id, g, err)
+	}
+	s.mu.Lock()
+	s.manifest = m
+	s.nextGen = g + 1
+	s.replayAfter = m.ReplayAfterWALEntryPosition
+	s.sealed = s.sealed[1:]
+	s.unflushed -= mt.bytes
+	for k, pos := range s.identities {
+		if pos <= s.replayAfter {
+			delete(s.identities, k)
+		}
+	}
+	s.mu.Unlock()
+	mt.release()
+	s.signalProgress()
+	// Delete after the manifest update: until replay_after passed them, a reopened writer needed
+	// these entries. An entry left behind is below replay_after and never read again.
+	s.wal.deleteEntries(ctx, prevReplayAfter+1, mt.lastPos, s.opts.Logger.Warn)
+	return nil
+}
+
+func (s *Shard) signalProgress() {
+	s.mu.Lock()
+	close(s.progress)
+	s.progress = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// Close stops the writer. Puts still queued fail with ErrClosed; a group being written finishes.
+// The memtable is not flushed: its rows are in the WAL and the next writer replays them.
+func (s *Shard) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+	s.failQueued(fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed))
+	s.releaseMemtables()
+	s.signalProgress()
+	return nil
+}
+
+func (s *Shard) releaseMemtables() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, mt := range s.sealed {
+		mt.release()
+	}
+	s.sealed = nil
+	s.active.release()
+	s.active = &memtable{}
+	s.unflushed = 0
+}
+
+// ShardStats describes a shard for table_stats.
+type ShardStats struct {
+	Shard                       string `json:"shard"`
+	WriterEpoch                 uint64 `json:"writer_epoch"`
+	ManifestVersion             uint64 `json:"manifest_version"`
+	Generations                 int    `json:"generations"` // flushed, not yet drained by compaction
+	GenerationRows              int64  `json:"generation_rows"`
+	MemtableRows                int64  `json:"memtable_rows"` // acknowledged, not yet in a generation
+	SealedMemtables             int    `json:"sealed_memtables"`
+	UnflushedBytes              int64  `json:"unflushed_bytes"`
+	NextWALPosition             uint64 `json:"next_wal_position"`
+	ReplayAfterWALEntryPosition uint64 `json:"replay_after_wal_entry_position"`
+	NextGeneration              uint64 `json:"next_generation"`
+	Failed                      string `json:"failed,omitempty"`
+}
+
+// Stats returns the writer's view of the shard. Generations reflect the newest manifest the
+// writer has read, which a compaction's drain may have changed since.
+func (s *Shard) Stats() ShardStats {
+	latest, _ := s.ms.cached()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.manifest
+	if latest != nil && latest.Version > m.Version {
+		m = latest
+	}
+	st := ShardStats{Shard: s.id, WriterEpoch: s.epoch, ManifestVersion: m.Version,
+		Generations: len(m.FlushedGenerations), UnflushedBytes: s.unflushed, NextWALPosition: s.nextPos,
+		ReplayAfterWALEntryPosition: s.replayAfter, NextGeneration: s.nextGen, SealedMemtables: len(s.sealed)}
+	for _, g := range m.FlushedGenerations {
+		st.GenerationRows += g.Rows
+	}
+	st.MemtableRows = s.active.rows
+	for _, mt := range s.sealed {
+		st.MemtableRows += mt.rows
+	}
+	if s.failed != nil {
+		st.Failed = s.failed.Error()
+	}
+	return st
+}
+
+func releasePut(p walPut) {
+	for _, b := range p.Batches {
+		b.Release()
+	}
+}
+
+func batchBytes(puts []walPut) int64 {
+	var n int64
+	for _, p := range puts {
+		for _, b := range p.Batches {
+			n += recordBytes(b)
+		}
+	}
+	return n
+}
+
+// recordBytes returns the size of the buffers behind b's columns (shared buffers of a slice are
+// counted whole: it is what the batch keeps alive).
+func recordBytes(b arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range b.Columns() {
+		n += dataBytes(c.Data())
+	}
+	return n
+}
+
+func dataBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, buf := range d.Buffers() {
+		if buf != nil {
+			n += int64(buf.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataBytes(c)
+	}
+	if d.DataType().ID() == arrow.DICTIONARY {
+		n += dataBytes(d.Dictionary())
+	}
+	return n
+}

@@ -1,0 +1,294 @@
+package memwal
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Schema metadata keys of a WAL entry. An entry is one Arrow IPC stream: the table schema with
+// these keys added to its metadata, then the batches of every put in the group, in order.
+const (
+	metaKind        = "flight_sink.memwal.kind" // "data" or "fence"
+	metaWriterEpoch = "flight_sink.memwal.writer_epoch"
+	metaPosition    = "flight_sink.memwal.position"
+	metaPuts        = "flight_sink.memwal.puts" // JSON []walPutMeta
+
+	kindData  = "data"
+	kindFence = "fence"
+)
+
+// walPutMeta describes one put inside an entry: its epoch identity (none for a plain append)
+// and how many of the entry's batches, taken in order, it owns.
+type walPutMeta struct {
+	QueryID string `json:"query_id,omitempty"`
+	EpochID *int64 `json:"epoch_id,omitempty"`
+	Batches int    `json:"batches"`
+	Rows    int64  `json:"rows"`
+}
+
+// walPut is one put of an entry.
+type walPut struct {
+	Epoch   *engine.EpochIdentity // nil for a put without epoch identity
+	Batches []arrow.RecordBatch   // in the table schema
+	Rows    int64
+}
+
+// walEntry is a decoded WAL entry.
+type walEntry struct {
+	Position    uint64
+	WriterEpoch uint64
+	Fence       bool
+	Puts        []walPut
+}
+
+func (e *walEntry) release() {
+	for _, p := range e.Puts {
+		for _, b := range p.Batches {
+			b.Release()
+		}
+	}
+}
+
+// encodeWALEntry writes one entry; schema is the table schema (nil for a fence).
+func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) ([]byte, error) {
+	kind := kindData
+	if schema == nil {
+		kind, schema = kindFence, arrow.NewSchema(nil, nil)
+	}
+	metas := make([]walPutMeta, len(puts))
+	for i, p := range puts {
+		metas[i] = walPutMeta{Batches: len(p.Batches), Rows: p.Rows}
+		if p.Epoch != nil {
+			e := p.Epoch.EpochID
+			metas[i].QueryID, metas[i].EpochID = p.Epoch.QueryID, &e
+		}
+	}
+	mj, err := json.Marshal(metas)
+	if err != nil {
+		return nil, err
+	}
+	md := schema.Metadata()
+	keys := append(md.Keys(), metaKind, metaWriterEpoch, metaPosition, metaPuts)
+	vals := append(md.Values(), kind, strconv.FormatUint(epoch, 10), strconv.FormatUint(pos, 10), string(mj))
+	meta := arrow.NewMetadata(keys, vals)
+	entrySchema := arrow.NewSchema(schema.Fields(), &meta)
+
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(entrySchema), ipc.WithAllocator(alloc))
+	for _, p := range puts {
+		for _, b := range p.Batches {
+			rb := array.NewRecordBatch(entrySchema, b.Columns(), b.NumRows())
+			err := w.Write(rb)
+			rb.Release()
+			if err != nil {
+				w.Close()
+				return nil, fmt.Errorf("encode wal entry %d: %w", pos, err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode wal entry %d: %w", pos, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeWALEntry parses an entry. Its batches are returned in tableSchema (the WAL metadata
+// stripped); the caller releases them with entry.release.
+func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
+	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(alloc))
+	if err != nil {
+		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+	}
+	defer r.Release()
+	md := r.Schema().Metadata()
+	get := func(k string) string {
+		if i := md.FindKey(k); i >= 0 {
+			return md.Values()[i]
+		}
+		return ""
+	}
+	e := &walEntry{}
+	if e.Position, err = strconv.ParseUint(get(metaPosition), 10, 64); err != nil {
+		return nil, fmt.Errorf("%w: wal entry %s: bad position: %v", ErrCorrupt, key, err)
+	}
+	if e.WriterEpoch, err = strconv.ParseUint(get(metaWriterEpoch), 10, 64); err != nil {
+		return nil, fmt.Errorf("%w: wal entry %s: bad writer epoch: %v", ErrCorrupt, key, err)
+	}
+	if p, ok := parseWALKey(key); ok && p != e.Position {
+		return nil, fmt.Errorf("%w: wal entry %s holds position %d", ErrCorrupt, key, e.Position)
+	}
+	switch get(metaKind) {
+	case kindFence:
+		e.Fence = true
+		return e, nil
+	case kindData:
+	default:
+		return nil, fmt.Errorf("%w: wal entry %s: unknown kind %q", ErrCorrupt, key, get(metaKind))
+	}
+	var metas []walPutMeta
+	if err := json.Unmarshal([]byte(get(metaPuts)), &metas); err != nil {
+		return nil, fmt.Errorf("%w: wal entry %s: put metadata: %v", ErrCorrupt, key, err)
+	}
+	if tableSchema != nil && !tableSchema.Equal(r.Schema()) {
+		return nil, fmt.Errorf("%w: wal entry %s: schema %s is not the table's %s", ErrCorrupt, key, r.Schema(), tableSchema)
+	}
+	if tableSchema == nil {
+		tableSchema = stripWALMetadata(r.Schema())
+	}
+	var batches []arrow.RecordBatch
+	for r.Next() {
+		rec := r.RecordBatch()
+		batches = append(batches, array.NewRecordBatch(tableSchema, rec.Columns(), rec.NumRows()))
+	}
+	release := func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}
+	if err := r.Err(); err != nil {
+		release()
+		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+	}
+	next := 0
+	for _, m := range metas {
+		if next+m.Batches > len(batches) {
+			release()
+			return nil, fmt.Errorf("%w: wal entry %s: puts name %d+ batches, entry holds %d", ErrCorrupt, key, next+m.Batches, len(batches))
+		}
+		p := walPut{Batches: batches[next : next+m.Batches], Rows: m.Rows}
+		if m.EpochID != nil {
+			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
+		}
+		e.Puts = append(e.Puts, p)
+		next += m.Batches
+	}
+	return e, nil
+}
+
+// stripWALMetadata returns s without the WAL's own metadata keys.
+func stripWALMetadata(s *arrow.Schema) *arrow.Schema {
+	md := s.Metadata()
+	var keys, vals []string
+	for i, k := range md.Keys() {
+		switch k {
+		case metaKind, metaWriterEpoch, metaPosition, metaPuts:
+		default:
+			keys, vals = append(keys, k), append(vals, md.Values()[i])
+		}
+	}
+	meta := arrow.NewMetadata(keys, vals)
+	return arrow.NewSchema(s.Fields(), &meta)
+}
+
+// walLog reads and writes one shard's WAL entries.
+type walLog struct {
+	store objstore.Store
+	shard string
+	paths shardPaths
+}
+
+// create writes the entry at pos put-if-absent. An error wrapping objstore.ErrExists means the
+// position is taken: someone else wrote it.
+func (w *walLog) create(ctx context.Context, pos uint64, data []byte) error {
+	key := w.paths.makeWALKey(pos)
+	err := w.store.PutIfAbsent(ctx, key, data)
+	if err != nil && !errors.Is(err, objstore.ErrExists) {
+		// The outcome is unknown: the create may have landed before the error. Look.
+		if got, rerr := w.store.Get(ctx, key); rerr == nil && bytes.Equal(got, data) {
+			return nil
+		}
+		return fmt.Errorf("memwal shard %s: write wal entry %d: %w", w.shard, pos, err)
+	}
+	return err
+}
+
+// read decodes the entry at pos.
+func (w *walLog) read(ctx context.Context, pos uint64, schema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
+	key := w.paths.makeWALKey(pos)
+	b, err := w.store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
+	}
+	return decodeWALEntry(key, b, schema, alloc)
+}
+
+// list returns the positions of the entries after position after, ascending.
+func (w *walLog) list(ctx context.Context, after uint64) ([]uint64, error) {
+	startAfter := ""
+	if after > 0 {
+		startAfter = w.paths.makeWALKey(after)
+	}
+	objs, err := w.store.List(ctx, w.paths.walPrefix(), startAfter)
+	if err != nil {
+		return nil, fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
+	}
+	out := make([]uint64, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := parseWALKey(o.Key); ok && p > after {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// placeFence writes a data-less entry of epoch at the WAL tip (the position after the newest
+// entry past replayAfter). A writer of an older epoch whose next put lands on that position —
+// or on any taken position — learns it is fenced. An older writer that races us to the tip
+// pushes the fence one position further; an entry of a newer epoch there means a newer claim
+// won, and we are fenced ourselves.
+func (w *walLog) placeFence(ctx context.Context, epoch, replayAfter uint64, retries int) (uint64, error) {
+	positions, err := w.list(ctx, replayAfter)
+	if err != nil {
+		return 0, err
+	}
+	tip := replayAfter
+	if n := len(positions); n > 0 {
+		tip = positions[n-1]
+	}
+	for attempt := 0; attempt < retries; attempt++ {
+		pos := tip + 1
+		data, err := encodeWALEntry(pos, epoch, nil, nil, memory.DefaultAllocator)
+		if err != nil {
+			return 0, err
+		}
+		err = w.create(ctx, pos, data)
+		if err == nil {
+			return pos, nil
+		}
+		if !errors.Is(err, objstore.ErrExists) {
+			return 0, err
+		}
+		other, rerr := w.read(ctx, pos, nil, memory.DefaultAllocator)
+		if rerr != nil {
+			return 0, rerr
+		}
+		other.release()
+		if other.WriterEpoch > epoch {
+			return 0, &FencedError{Shard: w.shard, WriterEpoch: epoch, CurrentEpoch: other.WriterEpoch, Op: "place fence entry"}
+		}
+		tip = pos
+	}
+	return 0, fmt.Errorf("memwal shard %s: fence entry lost the race for the wal tip %d times", w.shard, retries)
+}
+
+// deleteEntries removes the entries at positions first..last, best effort: an entry left behind
+// is at or below replay_after and never replayed.
+func (w *walLog) deleteEntries(ctx context.Context, first, last uint64, warn func(msg string, args ...any)) {
+	for p := first; p <= last && p != 0; p++ {
+		if err := w.store.Delete(ctx, w.paths.makeWALKey(p)); err != nil {
+			warn("memwal: could not delete flushed wal entry", "shard", w.shard, "position", p, "err", err)
+		}
+	}
+}
