@@ -212,6 +212,9 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 		next.Streams[ep.QueryID] = StreamWatermark{Epoch: ep.EpochID, Version: next.Version, TimestampNanos: now}
 	}
 	for shard, gen := range txn.MemWALMerged {
+		if from, ok := txn.MemWALMergedFrom[shard]; ok && next.MemWALMerged[shard] != from {
+			return nil, fmt.Errorf("table %s: shard %s fold read merged watermark %d but it is now %d: %w", t.name, shard, from, next.MemWALMerged[shard], ErrGenerationAlreadyMerged)
+		}
 		if cur, ok := next.MemWALMerged[shard]; ok && cur >= gen {
 			return nil, fmt.Errorf("table %s: shard %s generation %d (merged watermark %d): %w", t.name, shard, gen, cur, ErrGenerationAlreadyMerged)
 		}

@@ -54,6 +54,11 @@ type Transaction struct {
 	// MemWALMerged advances MemWAL shards' merged-generation watermarks in the same transaction
 	// as the Append that folds those generations into the table (shard id -> generation).
 	MemWALMerged map[string]uint64 `json:"memwal_merged,omitempty"`
+	// MemWALMergedFrom states, per shard in MemWALMerged, the merged-generation watermark the
+	// fold read (absent from the manifest = 0). The commit is refused with
+	// ErrGenerationAlreadyMerged if the watermark moved since: another compactor folded some of
+	// the same generations, and folding them again would count their rows twice.
+	MemWALMergedFrom map[string]uint64 `json:"memwal_merged_from,omitempty"`
 
 	// Deleted holds the rows a Delete, Update or Upsert removes, as row addresses of ReadVersion
 	// (the affected-rows bitmap). A commit that lands after a Rewrite maps them to their new

@@ -203,10 +203,10 @@ func (c *Compactor) fold(ctx context.Context, shard string, paths shardPaths, ba
 	props[PropFoldRows] = strconv.FormatInt(rows, 10)
 	txn.Properties = props
 	txn.ReadVersion = base.Version
-	// TODO(engine): also state the watermark this fold read (base.MemWALMerged[shard]) so the
-	// engine can refuse the fold when another compactor raised the watermark to a generation
-	// between it and last; today the engine checks only last itself.
+	// The watermark this fold read: if another compactor (in another process) raised it since,
+	// the engine refuses the fold instead of counting the overlapping generations twice.
 	txn.MemWALMerged = map[string]uint64{shard: last}
+	txn.MemWALMergedFrom = map[string]uint64{shard: base.MemWALMerged[shard]}
 	if _, err := c.table.Commit(ctx, txn); err != nil {
 		if engine.CommitDefinitelyFailed(err) {
 			discard()
