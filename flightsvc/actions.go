@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
@@ -40,8 +41,24 @@ var actions = map[string]action{
 		run:         (*Service).actHistory,
 	},
 	"cleanup": {
-		description: `Remove expired multi-writer stages and files no version references that are older than the stage TTL. Body: {"table","dry_run"?: bool}. Result: {"stages_expired","data_files_removed","transaction_files_removed","bytes_removed"}.`,
+		description: `Remove old versions and unreferenced files. Body: {"table", "older_than_seconds"?: n (default 7 days), "keep_last"?: n (default 1), "dry_run"?: bool}. Result: {"versions_removed": [..], "files_removed": [..], "stages_expired", "data_files_removed", "transaction_files_removed", "deletion_files_removed", "bytes_removed"}.`,
 		run:         (*Service).actCleanup,
+	},
+	"compact": {
+		description: `Compact small fragments and fragments with many deleted rows. Body: {"table", "target_rows_per_fragment"?, "max_deleted_share"?}. Result: {"version", "fragments_removed", "fragments_added", "rows_rewritten", ...}.`,
+		run:         (*Service).actCompact,
+	},
+	"delete": {
+		description: `Delete the rows matching a predicate. Body: {"table", "where": predicate JSON (docs/protocol.md)}. Result: {"version", "committed", "rows_deleted"}.`,
+		run:         (*Service).actDelete,
+	},
+	"flush_memwal": {
+		description: `Flush MemWAL memtables to generations. Body: {"table", "shard"?}. Result: {"shards_flushed": n}.`,
+		run:         (*Service).actFlushMemWAL,
+	},
+	"compact_memwal_shard": {
+		description: `Fold MemWAL generations into the base table. Body: {"table", "shard"? (default every shard), "min_generations"?}. Result: {"generations_reclaimed": n}.`,
+		run:         (*Service).actCompactMemWAL,
 	},
 	"table_stats": {
 		description: `Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","streams": {query_id: {"epoch","version"}}}.`,
@@ -203,10 +220,18 @@ func (s *Service) actTableStats(ctx context.Context, body []byte) (any, error) {
 			bytes += df.SizeBytes
 		}
 	}
-	return map[string]any{
+	stats := map[string]any{
 		"table": t.Name(), "version": m.Version, "rows": m.Rows(), "fragments": len(m.Fragments),
 		"data_bytes": bytes, "primary_key": m.PrimaryKey, "streams": m.Streams,
-	}, nil
+	}
+	shards, err := s.sink.MemWALStats(ctx, t, m)
+	if err != nil {
+		return nil, err
+	}
+	if shards != nil {
+		stats["memwal"] = map[string]any{"shards": shards, "merged_generations": m.MemWALMerged}
+	}
+	return stats, nil
 }
 
 // parseArrowType reads the Arrow type names users write in create_table: the names arrow's
@@ -254,12 +279,84 @@ func parseArrowType(name string) (arrow.DataType, error) {
 }
 
 func (s *Service) actCleanup(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table  string `json:"table"`
-		DryRun bool   `json:"dry_run"`
-	}
+	var req streaming.CleanupRequest
 	if err := decodeJSON("cleanup body", body, &req); err != nil {
 		return nil, err
 	}
-	return s.sink.Cleanup(ctx, req.Table, req.DryRun)
+	if req.OlderThanSeconds < 0 || req.KeepLast < 0 {
+		return nil, fmt.Errorf("%w: cleanup older_than_seconds and keep_last must be >= 0", streaming.ErrInvalidRequest)
+	}
+	return s.sink.Cleanup(ctx, req)
+}
+
+func (s *Service) actCompact(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table           string  `json:"table"`
+		TargetRows      int64   `json:"target_rows_per_fragment"`
+		MaxDeletedShare float64 `json:"max_deleted_share"`
+	}
+	if err := decodeJSON("compact body", body, &req); err != nil {
+		return nil, err
+	}
+	if req.TargetRows < 0 || req.MaxDeletedShare < 0 || req.MaxDeletedShare > 1 {
+		return nil, fmt.Errorf("%w: compact target_rows_per_fragment must be >= 0 and max_deleted_share in 0..1", streaming.ErrInvalidRequest)
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return nil, err
+	}
+	return t.Compact(ctx, engine.CompactOptions{TargetRowsPerFragment: req.TargetRows, MaxDeletedShare: req.MaxDeletedShare})
+}
+
+func (s *Service) actDelete(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table string          `json:"table"`
+		Where json.RawMessage `json:"where"`
+	}
+	if err := decodeJSON("delete body", body, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Where) == 0 {
+		return nil, fmt.Errorf("%w: delete needs \"where\" (a predicate; to empty a table, send a complete-mode epoch with no rows)", streaming.ErrInvalidRequest)
+	}
+	pred, err := engine.ParsePredicate(req.Where)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.Delete(ctx, pred, nil)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"version": res.Manifest.Version, "committed": res.Committed, "rows_deleted": res.RowsDeleted}, nil
+}
+
+func (s *Service) actFlushMemWAL(ctx context.Context, body []byte) (any, error) {
+	var req streaming.MemWALRequest
+	if err := decodeJSON("flush_memwal body", body, &req); err != nil {
+		return nil, err
+	}
+	n, err := s.sink.FlushMemWAL(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"shards_flushed": n}, nil
+}
+
+func (s *Service) actCompactMemWAL(ctx context.Context, body []byte) (any, error) {
+	var req streaming.MemWALRequest
+	if err := decodeJSON("compact_memwal_shard body", body, &req); err != nil {
+		return nil, err
+	}
+	if req.MinGenerations < 0 {
+		return nil, fmt.Errorf("%w: min_generations must be >= 0", streaming.ErrInvalidRequest)
+	}
+	n, err := s.sink.CompactMemWAL(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"generations_reclaimed": n}, nil
 }

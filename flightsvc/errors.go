@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
@@ -39,6 +40,10 @@ func toStatus(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, engine.ErrTooManyRetries):
 		code = codes.Aborted
+	case errors.Is(err, memwal.ErrFenced):
+		code = codes.FailedPrecondition
+	case errors.Is(err, memwal.ErrBackpressure):
+		code = codes.ResourceExhausted
 	case errors.Is(err, errResourceExhausted):
 		code = codes.ResourceExhausted
 	case errors.Is(err, errUnimplemented):

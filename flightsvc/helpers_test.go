@@ -92,6 +92,7 @@ type ack struct {
 	Version uint64 `json:"version"`
 	Rows    int64  `json:"rows"`
 	Stage   string `json:"stage"`
+	Route   string `json:"route"`
 }
 
 // cmd is a DoPut command or an action body, encoded as JSON.

@@ -128,7 +128,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"schema mismatch: missing column", typed(with(), payload), codes.InvalidArgument, "id"},
 		// Valid requests this server or table cannot serve.
 		{"memwal route", put(with("route", "memwal")), codes.FailedPrecondition, "memwal"},
-		{"update mode on a primary-key table", put(with("table", "pk", "mode", "update")), codes.FailedPrecondition, "primary key"},
+		{"update mode on a primary-key table as staged partitions", put(with("table", "pk", "mode", "update", "partition", cmd{"id": 0, "attempt": 0})), codes.FailedPrecondition, "primary key"},
 		// PATH descriptors.
 		{"PATH of two elements", func(ctx context.Context) error {
 			b := batch(1)

@@ -232,6 +232,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
 	}
+	s.svc.sink.Close()
 	s.stopTracing(context.Background())
 	s.cfg.Logger.Info("flight-sink stopped")
 	return nil

@@ -160,11 +160,7 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	if err := decodeJSON("ticket", tk.GetTicket(), &t); err != nil {
 		return toStatus(err)
 	}
-	tbl, err := s.sink.Table(ctx, t.Table)
-	if err != nil {
-		return toStatus(err)
-	}
-	sc, err := tbl.Scan(ctx, engine.ScanOptions{Version: t.Version, Columns: t.Columns})
+	sc, err := s.sink.Scan(ctx, t.Table, t.Version, t.Columns)
 	if err != nil {
 		return toStatus(err)
 	}

@@ -8,22 +8,33 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 )
 
-// CleanupReport says what Cleanup removed.
+// CleanupRequest is a cleanup of one table (the DoAction "cleanup").
+type CleanupRequest struct {
+	Table string `json:"table"`
+	// OlderThanSeconds: versions superseded for longer than this are removed (default 7 days).
+	OlderThanSeconds int64 `json:"older_than_seconds,omitempty"`
+	// KeepLast keeps the newest N versions whatever their age (default 1; the latest always).
+	KeepLast int  `json:"keep_last,omitempty"`
+	DryRun   bool `json:"dry_run,omitempty"`
+}
+
+// CleanupReport says what Cleanup removed (or, in a dry run, would remove).
 type CleanupReport struct {
-	engine.OrphanReport
+	engine.CleanupReport
 	StagesExpired int `json:"stages_expired"`
 }
 
-// Cleanup removes a table's expired stages (older than Options.StageTTL, never committed) and the
-// files no version references that are older than the stage TTL: data of expired stages and of
-// failed commits.
-func (s *Sink) Cleanup(ctx context.Context, table string, dryRun bool) (CleanupReport, error) {
-	t, err := s.Table(ctx, table)
+// Cleanup removes a table's expired stages (older than Options.StageTTL, never committed), the
+// versions the policy expires, and the files no retained version references. Unreferenced files
+// younger than the stage TTL are kept: staged partitions' data is unreferenced until its epoch
+// commits.
+func (s *Sink) Cleanup(ctx context.Context, req CleanupRequest) (CleanupReport, error) {
+	t, err := s.Table(ctx, req.Table)
 	if err != nil {
 		return CleanupReport{}, err
 	}
 	var rep CleanupReport
-	stages, err := s.store.List(ctx, table+"/_staging/", "")
+	stages, err := s.store.List(ctx, t.Name()+"/_staging/", "")
 	if err != nil {
 		return rep, err
 	}
@@ -42,15 +53,16 @@ func (s *Sink) Cleanup(ctx context.Context, table string, dryRun bool) (CleanupR
 			continue
 		}
 		rep.StagesExpired++
-		if !dryRun {
+		if !req.DryRun {
 			if err := s.store.Delete(ctx, o.Key); err != nil {
 				return rep, err
 			}
 		}
 	}
-	// Staged data files are unreferenced until their epoch commits, so the orphan grace must be
-	// at least the stage TTL.
-	orph, err := t.RemoveOrphans(ctx, s.opts.StageTTL, dryRun)
-	rep.OrphanReport = orph
+	policy := engine.CleanupPolicy{
+		OlderThan: time.Duration(req.OlderThanSeconds) * time.Second, KeepLast: req.KeepLast,
+		Grace: max(s.opts.StageTTL, s.opts.CleanupGrace), DryRun: req.DryRun,
+	}
+	rep.CleanupReport, err = t.Cleanup(ctx, policy)
 	return rep, err
 }

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // epochState is what the table knows of one epoch.
@@ -19,7 +20,10 @@ type epochState struct {
 //
 // Returns an error wrapping ErrQueryReused when e is below q's watermark but not in the history
 // window: that epoch was never committed by this query's checkpoint.
-func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64, lookback int) (st epochState, err error) {
+//
+// scan false skips the history scan when q has no watermark (the MemWAL route: its epochs are
+// never base transactions), so the answer is then O(1) "not committed".
+func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64, lookback int, scan bool) (st epochState, err error) {
 	ctx, span := tracer.Start(ctx, "streaming.Dedupe")
 	defer func() {
 		span.SetAttributes(attribute.Bool("committed", st.Committed))
@@ -38,6 +42,9 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64
 		return epochState{}, nil // above the watermark: new, no scan needed
 	case hasWM && e == wm.Epoch:
 		return epochState{Committed: true, Version: wm.Version}, nil
+	}
+	if !hasWM && !scan {
+		return epochState{}, nil
 	}
 	// Below the watermark, or no watermark (dropped after idling past retention, or a table
 	// written before watermarks): the history window is the source of truth.
@@ -91,5 +98,39 @@ func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (epoch
 	if err != nil {
 		return epochState{}, err
 	}
-	return s.findEpoch(ctx, t, r.QueryID, e, r.Lookback)
+	st, err := s.findEpoch(ctx, t, r.QueryID, e, r.Lookback, true)
+	if err != nil || st.Committed {
+		return st, err
+	}
+	return s.memwalEpochStatus(ctx, t, r.QueryID, e)
+}
+
+// memwalEpochStatus reports whether a MemWAL table's shards hold (q, e): every shard the epoch
+// was routed to must hold it. It opens (claims) the shards it asks, like a put would.
+func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string, e int64) (epochState, error) {
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return epochState{}, err
+	}
+	ss, err := s.tableShards(m, t.Name())
+	if err != nil || ss == nil {
+		return epochState{}, err
+	}
+	shards := []int{memwal.ShardForPartition(q, 0, len(ss.ids))}
+	if len(m.PrimaryKey) > 0 {
+		shards = shards[:0]
+		for i := range ss.ids {
+			shards = append(shards, i)
+		}
+	}
+	for _, i := range shards {
+		w, err := s.writer(ctx, t, ss, i)
+		if err != nil {
+			return epochState{}, err
+		}
+		if ok, _ := w.EpochCommitted(q, e); !ok {
+			return epochState{}, nil
+		}
+	}
+	return epochState{Committed: true}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/flight-sink/flight-sink/engine"
 )
 
@@ -29,11 +31,28 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	if err != nil {
 		return Ack{}, err
 	}
-	if err := s.checkRoute(ctx, t, &r); err != nil {
+	m, err := t.Latest(ctx)
+	if err != nil {
 		return Ack{}, err
 	}
-	// Dedupe before reading the data: a replayed epoch costs a manifest read, not a write.
-	st, err := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback)
+	ss, err := s.tableShards(m, t.Name())
+	if err != nil {
+		return Ack{}, err
+	}
+	viaMemWAL, err := useMemWAL(&r, ss)
+	if err != nil {
+		return Ack{}, err
+	}
+	keyedUpdate := r.Mode == ModeUpdate && len(m.PrimaryKey) > 0
+	if keyedUpdate && r.Partition != nil && !viaMemWAL {
+		return Ack{}, fmt.Errorf("%w: update mode on table %s (primary key %v) upserts by key; send the epoch in one DoPut, not as staged partitions",
+			ErrUnsupported, t.Name(), m.PrimaryKey)
+	}
+	// Dedupe before reading the data: a replayed epoch costs a manifest read, not a write. On
+	// the MemWAL route only the base watermark is consulted here (an epoch that went direct);
+	// the shards answer for their own epochs, and a history scan per epoch would cost more than
+	// the put it guards.
+	st, err := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback, !viaMemWAL)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -45,6 +64,14 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 		ack.Version = st.Version
 		return ack, nil
 	}
+	if viaMemWAL {
+		r.Route = RouteMemWAL
+		return s.writeMemWALEpoch(ctx, t, m, ss, &r, src)
+	}
+	r.Route = RouteDirect
+	if keyedUpdate {
+		return s.upsertEpoch(ctx, t, &r, src)
+	}
 	frags, rows, w, err := s.writeAll(ctx, t, src)
 	if err != nil {
 		return Ack{}, err
@@ -55,21 +82,43 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	return s.commitEpoch(ctx, t, &r, frags, rows, w)
 }
 
-// checkRoute settles the route of an epoch on t and rejects what this build cannot do.
-func (s *Sink) checkRoute(ctx context.Context, t *engine.Table, r *EpochRequest) error {
-	m, err := t.Latest(ctx)
+// upsertEpoch lands an update-mode epoch on a keyed table as one Upsert: rows whose key the table
+// holds replace it, the rest are inserted.
+func (s *Sink) upsertEpoch(ctx context.Context, t *engine.Table, r *EpochRequest, src BatchSource) (Ack, error) {
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	var rows int64
+	for src.Next() {
+		rec := src.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+		rows += rec.NumRows()
+	}
+	if err := src.Err(); err != nil {
+		return Ack{}, fmt.Errorf("read stream: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Ack{}, err
+	}
+	if rows == 0 {
+		return s.ackEmpty(r), nil
+	}
+	txn, err := t.PrepareUpsert(ctx, nil, recs)
 	if err != nil {
-		return err
+		return Ack{}, err
 	}
-	if r.Mode == ModeUpdate && len(m.PrimaryKey) > 0 {
-		return fmt.Errorf("%w: update mode on table %s with primary key %v needs upsert by key, which this server does not support yet; use append mode or a table without a primary key",
-			ErrUnsupported, t.Name(), m.PrimaryKey)
-	}
-	if r.Route == RouteMemWAL {
-		return fmt.Errorf("%w: route \"memwal\" is not available in this build; use \"auto\" or \"direct\"", ErrUnsupported)
-	}
-	r.Route = RouteDirect
-	return nil
+	txn.Properties = engine.EpochProperties(engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}, nil)
+	return s.commitTxn(ctx, t, r, txn, rows, func() { t.Discard(context.WithoutCancel(ctx), txn) })
+}
+
+func (s *Sink) ackEmpty(r *EpochRequest) Ack {
+	ack := newAck(StatusEmpty, r)
+	ack.Route = r.Route
+	return ack
 }
 
 // commitEpoch commits the written fragments as the epoch's one transaction.
@@ -77,32 +126,58 @@ func (s *Sink) commitEpoch(ctx context.Context, t *engine.Table, r *EpochRequest
 	op := engine.OpAppend
 	if r.Mode == ModeComplete {
 		op = engine.OpOverwrite // the mode alone decides to replace; an empty complete epoch truncates
+		if err := s.foldBeforeOverwrite(ctx, t); err != nil {
+			abortIfFailed(ctx, w, engine.ErrCommitConflict)
+			return Ack{}, err
+		}
 	} else if rows == 0 {
-		return newAck(StatusEmpty, r), nil // an empty append/update epoch commits nothing
+		return s.ackEmpty(r), nil // an empty append/update epoch commits nothing
 	}
 	txn := &engine.Transaction{
 		Operation:  op,
 		Properties: engine.EpochProperties(engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}, nil),
 		Fragments:  frags,
 	}
+	return s.commitTxn(ctx, t, r, txn, rows, func() { abortIfFailed(ctx, w, engine.ErrCommitConflict) })
+}
+
+// foldBeforeOverwrite folds a MemWAL table's shards into the base table, so that an Overwrite
+// replaces their rows too instead of leaving them above the merged watermark.
+func (s *Sink) foldBeforeOverwrite(ctx context.Context, t *engine.Table) error {
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	ss, err := s.tableShards(m, t.Name())
+	if err != nil || ss == nil {
+		return err
+	}
+	return s.foldMemWAL(ctx, t, ss)
+}
+
+// commitTxn commits an epoch's prepared transaction. discard removes its files; it is called only
+// when the commit certainly did not land.
+func (s *Sink) commitTxn(ctx context.Context, t *engine.Table, r *EpochRequest, txn *engine.Transaction, rows int64, discard func()) (Ack, error) {
 	m, err := t.Commit(ctx, txn)
 	if err != nil {
-		abortIfFailed(ctx, w, err)
+		if engine.CommitDefinitelyFailed(err) {
+			discard()
+		}
 		if errors.Is(err, engine.ErrEpochAlreadyCommitted) {
 			// Another writer committed this query's epoch while we wrote: answer as a replay.
-			st, ferr := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback)
+			st, ferr := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback, true)
 			if ferr != nil {
 				return Ack{}, ferr
 			}
 			if st.Committed {
 				ack := newAck(StatusDuplicate, r)
-				ack.Version = st.Version
+				ack.Version, ack.Route = st.Version, r.Route
 				return ack, nil
 			}
 		}
 		return Ack{}, err
 	}
 	ack := newAck(StatusCommitted, r)
-	ack.Version, ack.Rows = m.Version, rows
+	ack.Version, ack.Rows, ack.Route = m.Version, rows, r.Route
 	return ack, nil
 }

@@ -153,6 +153,8 @@ type Ack struct {
 	Version uint64 `json:"version,omitempty"`
 	Rows    int64  `json:"rows"`
 	Stage   string `json:"stage,omitempty"`
+	// Route is "memwal" when the epoch landed in MemWAL shards (no base version is created then).
+	Route Route `json:"route,omitempty"`
 }
 
 func newAck(status Status, r *EpochRequest) Ack {

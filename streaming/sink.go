@@ -13,11 +13,12 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // Config keys the sink stores in a table's config.
 const (
-	ConfigMemWALShards = "flight_sink.memwal.shards"
+	ConfigMemWALShards = memwal.ConfigShards
 )
 
 // Options configure a Sink.
@@ -26,6 +27,11 @@ type Options struct {
 	Engine engine.Options
 	// StageTTL is how long an uncommitted stage is kept before cleanup may remove it. Default 24h.
 	StageTTL time.Duration
+	// CleanupGrace is the least age of an unreferenced file cleanup removes (it may belong to a
+	// commit in flight); cleanup uses the larger of it and StageTTL. Default 24h.
+	CleanupGrace time.Duration
+	// MemWAL options for the shard writers of MemWAL tables.
+	MemWAL memwal.Options
 	// DefaultLookback is the dedupe look-back used when a request sets none. Default 100.
 	DefaultLookback int
 	// Logger for warnings. Default slog.Default().
@@ -38,8 +44,14 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.StageTTL <= 0 {
 		o.StageTTL = 24 * time.Hour
 	}
+	if o.CleanupGrace <= 0 {
+		o.CleanupGrace = 24 * time.Hour
+	}
 	if o.Logger == nil {
 		o.Logger = o.Engine.Logger
+	}
+	if o.MemWAL.Logger == nil {
+		o.MemWAL.Logger = o.Logger
 	}
 	if o.DefaultLookback < 1 || o.DefaultLookback > MaxLookback {
 		o.DefaultLookback = DefaultLookback
@@ -55,6 +67,7 @@ type Sink struct {
 
 	mu     sync.Mutex
 	tables map[string]*engine.Table
+	memwal map[string]*shardSet // MemWAL writers by table, opened on first use
 }
 
 // NewSink returns a Sink on store.
@@ -64,7 +77,7 @@ func NewSink(store objstore.Store, opts *Options) *Sink {
 		o = *opts
 	}
 	o.EnsureDefaults()
-	return &Sink{store: store, opts: o, tables: make(map[string]*engine.Table)}
+	return &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*shardSet)}
 }
 
 // Store returns the sink's store.

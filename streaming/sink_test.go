@@ -191,17 +191,9 @@ func TestCompleteModeAndEmptyEpochs(t *testing.T) {
 	}
 }
 
-func TestUpdateOnKeyedTableIsRejected(t *testing.T) {
-	s, _ := newSink(t, nil)
-	_, err := s.WriteEpoch(context.Background(), EpochRequest{Table: "k", QueryID: "q", EpochID: 0, Mode: ModeUpdate,
-		Create: &CreateSpec{PrimaryKey: []string{"id"}}}, source(t, batch(1)))
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("want ErrUnsupported, got %v", err)
-	}
-}
 
 func TestStagesCommitOnceAndExpiredStagesAreCleanedUp(t *testing.T) {
-	s, store := newSink(t, &Options{StageTTL: 50 * time.Millisecond})
+	s, store := newSink(t, &Options{StageTTL: 50 * time.Millisecond, CleanupGrace: time.Millisecond})
 	ctx := context.Background()
 	stage := func(part, attempt int64, rows ...int64) string {
 		ack, err := s.WriteEpoch(ctx, EpochRequest{Table: "t", QueryID: "q", EpochID: 3, Create: &CreateSpec{},
@@ -231,7 +223,7 @@ func TestStagesCommitOnceAndExpiredStagesAreCleanedUp(t *testing.T) {
 		t.Fatalf("want 3 data files (2 committed, 1 orphaned stage), got %d", len(dataBefore))
 	}
 	time.Sleep(60 * time.Millisecond)
-	rep, err := s.Cleanup(ctx, "t", false)
+	rep, err := s.Cleanup(ctx, CleanupRequest{Table: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

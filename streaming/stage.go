@@ -108,10 +108,16 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 	if err != nil {
 		return Ack{}, err
 	}
-	if err := s.checkRoute(ctx, t, &r); err != nil {
+	m, err := t.Latest(ctx)
+	if err != nil {
 		return Ack{}, err
 	}
-	st, err := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback)
+	if r.Mode == ModeUpdate && len(m.PrimaryKey) > 0 {
+		return Ack{}, fmt.Errorf("%w: update mode on table %s (primary key %v) upserts by key; send the epoch in one DoPut, not as staged partitions",
+			ErrUnsupported, t.Name(), m.PrimaryKey)
+	}
+	r.Route = RouteDirect // multi-writer epochs always commit to the base table
+	st, err := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback, true)
 	if err != nil {
 		return Ack{}, err
 	}

@@ -1,0 +1,426 @@
+package streaming
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
+)
+
+// Epochs on MemWAL tables.
+//
+// A table created with {"memwal": {"shards": N}} routes append and update epochs (route "auto" or
+// "memwal") to its shards: one durable WAL put per shard instead of a base-table transaction per
+// epoch. Without a primary key an epoch goes to one shard chosen by its query id; with one, its
+// rows are split by key hash so a key always lands in the same shard, and every shard gets a put
+// (identity only when it has no rows) so "every shard holds the epoch" means the epoch is whole.
+// Replays are recognised from shard state: the WAL entries not yet flushed carry their epoch
+// identity and each shard manifest keeps a per-query watermark of flushed epochs.
+//
+// Complete epochs and multi-writer (partition) epochs take the direct route. A complete epoch
+// first flushes and folds every shard into the base table, so the Overwrite replaces their rows
+// too.
+
+// shardSet is one table's MemWAL shard writers in this process, opened on first use. A shard is
+// claimed by the first put that needs it; a writer that failed or was fenced is reopened.
+type shardSet struct {
+	mu     sync.Mutex
+	ids    []string
+	shards []*memwal.Shard
+}
+
+func (s *Sink) shardSet(table string, ids []string) *shardSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.memwal[table]
+	if ss == nil || len(ss.ids) != len(ids) {
+		ss = &shardSet{ids: ids, shards: make([]*memwal.Shard, len(ids))}
+		s.memwal[table] = ss
+	}
+	return ss
+}
+
+// writer returns an open writer of shard i, opening (claiming) it when needed.
+func (s *Sink) writer(ctx context.Context, t *engine.Table, ss *shardSet, i int) (*memwal.Shard, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if w := ss.shards[i]; w != nil && w.Err() == nil {
+		return w, nil
+	}
+	if w := ss.shards[i]; w != nil {
+		w.Close()
+		ss.shards[i] = nil
+	}
+	o := s.opts.MemWAL
+	w, err := memwal.OpenShard(ctx, t, ss.ids[i], &o)
+	if err != nil {
+		return nil, err
+	}
+	ss.shards[i] = w
+	return w, nil
+}
+
+// dropWriter forgets writer w of shard i (after it was fenced), so the next use reopens it.
+func (ss *shardSet) dropWriter(i int, w *memwal.Shard) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.shards[i] == w {
+		w.Close()
+		ss.shards[i] = nil
+	}
+}
+
+// readers returns a reader of every shard: this process's writer where it has one (it sees its
+// own memtable), else a reader of the shard's stored state.
+func (s *Sink) readers(t *engine.Table, ss *shardSet) []memwal.ShardReader {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := make([]memwal.ShardReader, len(ss.ids))
+	for i, id := range ss.ids {
+		if w := ss.shards[i]; w != nil && w.Err() == nil {
+			out[i] = w
+		} else {
+			o := s.opts.MemWAL
+			out[i] = memwal.NewStoredShard(t, id, &o)
+		}
+	}
+	return out
+}
+
+// tableShards returns the table's shard set, or nil when it has no MemWAL shards.
+func (s *Sink) tableShards(m *engine.Manifest, table string) (*shardSet, error) {
+	ids, err := memwal.TableShardIDs(m)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	return s.shardSet(table, ids), nil
+}
+
+// useMemWAL decides the route of an epoch on table m.
+func useMemWAL(r *EpochRequest, ss *shardSet) (bool, error) {
+	switch {
+	case r.Route == RouteDirect:
+		return false, nil
+	case ss == nil && r.Route == RouteMemWAL:
+		return false, fmt.Errorf("%w: route \"memwal\" needs a table created with MemWAL shards (\"create\": {\"memwal\": {\"shards\": N}})", ErrUnsupported)
+	case ss == nil:
+		return false, nil
+	case r.Mode == ModeComplete:
+		return false, nil // an overwrite is one base transaction by nature
+	case r.Partition != nil:
+		if r.Route == RouteMemWAL {
+			return false, fmt.Errorf("%w: multi-writer (partition) epochs take the direct route; send them with route \"auto\" or \"direct\"", ErrUnsupported)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// shardPuts splits an epoch's batches into the puts of each shard: shard index -> batches.
+// Every returned batch is retained; release them with releasePuts.
+func shardPuts(ctx context.Context, r *EpochRequest, m *engine.Manifest, n int, recs []arrow.RecordBatch) (map[int][]arrow.RecordBatch, error) {
+	puts := make(map[int][]arrow.RecordBatch)
+	if len(m.PrimaryKey) == 0 {
+		i := memwal.ShardForPartition(r.QueryID, 0, n)
+		for _, rec := range recs {
+			rec.Retain()
+			puts[i] = append(puts[i], rec)
+		}
+		if len(puts) == 0 {
+			puts[i] = nil
+		}
+		return puts, nil
+	}
+	for i := 0; i < n; i++ {
+		puts[i] = nil // every shard gets a put, identity only when it has no rows
+	}
+	for _, rec := range recs {
+		idx, err := engine.CheckAppendSchema(m.ArrowSchema(), rec.Schema())
+		if err != nil {
+			releasePuts(puts)
+			return nil, err
+		}
+		conf := conformTo(m.ArrowSchema(), idx, rec)
+		parts, err := memwal.PartitionByKey(ctx, conf, m.PrimaryKey, n)
+		conf.Release()
+		if err != nil {
+			releasePuts(puts)
+			return nil, err
+		}
+		for i, p := range parts {
+			if p != nil {
+				puts[i] = append(puts[i], p)
+			}
+		}
+	}
+	return puts, nil
+}
+
+func conformTo(sc *arrow.Schema, idx []int, rec arrow.RecordBatch) arrow.RecordBatch {
+	cols := make([]arrow.Array, len(idx))
+	for i, j := range idx {
+		cols[i] = rec.Column(j)
+	}
+	return array.NewRecordBatch(sc, cols, rec.NumRows())
+}
+
+func releasePuts(puts map[int][]arrow.RecordBatch) {
+	for _, bs := range puts {
+		for _, b := range bs {
+			b.Release()
+		}
+	}
+}
+
+// writeMemWALEpoch lands an epoch in the table's MemWAL shards, exactly once.
+func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *shardSet, r *EpochRequest, src BatchSource) (Ack, error) {
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	var rows int64
+	for src.Next() {
+		rec := src.RecordBatch()
+		if _, err := engine.CheckAppendSchema(m.ArrowSchema(), rec.Schema()); err != nil {
+			return Ack{}, fmt.Errorf("table %s: %w", t.Name(), err)
+		}
+		rec.Retain()
+		recs = append(recs, rec)
+		rows += rec.NumRows()
+	}
+	if err := src.Err(); err != nil {
+		return Ack{}, fmt.Errorf("read stream: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Ack{}, err
+	}
+	if rows == 0 {
+		ack := newAck(StatusEmpty, r) // an empty append/update epoch writes nothing, as on the direct route
+		ack.Route = RouteMemWAL
+		return ack, nil
+	}
+	puts, err := shardPuts(ctx, r, m, len(ss.ids), recs)
+	if err != nil {
+		return Ack{}, err
+	}
+	defer releasePuts(puts)
+	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
+	held := 0
+	for i, batches := range puts {
+		done, err := s.putShard(ctx, t, ss, i, &id, batches)
+		if err != nil {
+			return Ack{}, err
+		}
+		if done {
+			held++
+		}
+	}
+	if held == len(puts) {
+		ack := newAck(StatusDuplicate, r)
+		ack.Route = RouteMemWAL
+		return ack, nil
+	}
+	ack := newAck(StatusCommitted, r)
+	ack.Rows, ack.Route = rows, RouteMemWAL
+	return ack, nil
+}
+
+// putShard puts one shard's share of an epoch unless the shard already holds the epoch; it
+// reports whether the shard already held it. A fenced writer is reopened once: a fenced put
+// acknowledged nothing, and the reopened writer replays the WAL, so the retry cannot duplicate.
+func (s *Sink) putShard(ctx context.Context, t *engine.Table, ss *shardSet, i int, id *engine.EpochIdentity, batches []arrow.RecordBatch) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		w, err := s.writer(ctx, t, ss, i)
+		if err != nil {
+			return false, err
+		}
+		if ok, loc := w.EpochCommitted(id.QueryID, id.EpochID); ok {
+			if loc.FromWatermark && loc.WatermarkEpoch > id.EpochID {
+				return false, fmt.Errorf("%w: query %q has flushed epochs up to %d to MemWAL shard %s but epoch %d is not there; use a new query_id for a new checkpoint",
+					ErrQueryReused, id.QueryID, loc.WatermarkEpoch, w.ShardID(), id.EpochID)
+			}
+			return true, nil
+		}
+		_, err = w.Put(ctx, id, batches...)
+		switch {
+		case err == nil:
+			return false, nil
+		case errors.Is(err, memwal.ErrEpochCommitted):
+			return true, nil // a concurrent put of the same epoch won
+		case (errors.Is(err, memwal.ErrFenced) || errors.Is(err, memwal.ErrClosed)) && attempt == 0:
+			s.opts.Logger.Warn("memwal writer fenced or closed; reopening the shard", "table", t.Name(), "shard", w.ShardID(), "err", err)
+			ss.dropWriter(i, w)
+			continue
+		default:
+			return false, err
+		}
+	}
+}
+
+// foldMemWAL flushes every shard's memtable and folds all flushed generations into the base
+// table: what a complete epoch must do before it overwrites the table.
+func (s *Sink) foldMemWAL(ctx context.Context, t *engine.Table, ss *shardSet) error {
+	for i := range ss.ids {
+		w, err := s.writer(ctx, t, ss, i)
+		if err != nil {
+			return err
+		}
+		if err := w.Flush(ctx); err != nil {
+			return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
+		}
+	}
+	c := memwal.NewCompactor(t, &memwal.CompactOptions{})
+	for _, id := range ss.ids {
+		if _, err := c.CompactShard(ctx, id); err != nil {
+			return fmt.Errorf("fold memwal shard %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// MemWALRequest selects shards of a table for flush_memwal and compact_memwal_shard.
+type MemWALRequest struct {
+	Table          string `json:"table"`
+	Shard          string `json:"shard,omitempty"`
+	MinGenerations int    `json:"min_generations,omitempty"`
+}
+
+func (s *Sink) selectShards(ctx context.Context, req MemWALRequest) (*engine.Table, *shardSet, []int, error) {
+	t, err := s.Table(ctx, req.Table)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ss, err := s.tableShards(m, t.Name())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if ss == nil {
+		return nil, nil, nil, fmt.Errorf("%w: table %s has no MemWAL shards", ErrUnsupported, t.Name())
+	}
+	var sel []int
+	for i, id := range ss.ids {
+		if req.Shard == "" || req.Shard == id {
+			sel = append(sel, i)
+		}
+	}
+	if len(sel) == 0 {
+		return nil, nil, nil, fmt.Errorf("%w: table %s has no MemWAL shard %q (shards: %v)", ErrInvalidRequest, t.Name(), req.Shard, ss.ids)
+	}
+	return t, ss, sel, nil
+}
+
+// FlushMemWAL seals and flushes the memtables of the selected shards to generations.
+func (s *Sink) FlushMemWAL(ctx context.Context, req MemWALRequest) (int, error) {
+	t, ss, sel, err := s.selectShards(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	for _, i := range sel {
+		w, err := s.writer(ctx, t, ss, i)
+		if err != nil {
+			return 0, err
+		}
+		if err := w.Flush(ctx); err != nil {
+			return 0, fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
+		}
+	}
+	return len(sel), nil
+}
+
+// CompactMemWAL folds the flushed generations of the selected shards into the base table and
+// returns how many generations it reclaimed. With MinGenerations, a shard is folded only when it
+// has at least that many generations pending.
+func (s *Sink) CompactMemWAL(ctx context.Context, req MemWALRequest) (int, error) {
+	t, ss, sel, err := s.selectShards(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	c := memwal.NewCompactor(t, &memwal.CompactOptions{})
+	total := 0
+	for _, i := range sel {
+		n, err := c.CompactShardIfReady(ctx, ss.ids[i], max(req.MinGenerations, 1))
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// MemWALStats describes the table's shards (nil when it has none).
+func (s *Sink) MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error) {
+	ss, err := s.tableShards(m, t.Name())
+	if err != nil || ss == nil {
+		return nil, err
+	}
+	out := make([]memwal.ShardStats, len(ss.ids))
+	for i, r := range s.readers(t, ss) {
+		switch r := r.(type) {
+		case *memwal.Shard:
+			out[i] = r.Stats()
+		case *memwal.StoredShard:
+			if out[i], err = r.Stats(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// Scan reads one version of a table: at the latest version, merged with its MemWAL shards
+// (primary key: newest row wins); at an older version, the base table as it was.
+func (s *Sink) Scan(ctx context.Context, table string, version uint64, columns []string) (array.RecordReader, error) {
+	t, err := s.Table(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	o := engine.ScanOptions{Version: version, Columns: columns}
+	if version != 0 {
+		return t.Scan(ctx, o)
+	}
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := s.tableShards(m, t.Name())
+	if err != nil {
+		return nil, err
+	}
+	if ss == nil {
+		return t.ScanManifest(ctx, m, o)
+	}
+	return memwal.ScanMerged(ctx, t, s.readers(t, ss), o)
+}
+
+// Close closes the MemWAL writers this sink opened. Acknowledged puts are durable in the WAL
+// already; the next writer replays them.
+func (s *Sink) Close() {
+	s.mu.Lock()
+	sets := make([]*shardSet, 0, len(s.memwal))
+	for _, ss := range s.memwal {
+		sets = append(sets, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sets {
+		ss.mu.Lock()
+		for i, w := range ss.shards {
+			if w != nil {
+				w.Close()
+				ss.shards[i] = nil
+			}
+		}
+		ss.mu.Unlock()
+	}
+}
