@@ -263,3 +263,35 @@ func TestNormalizeRejectsBadRequests(t *testing.T) {
 		t.Fatalf("normalize: %+v %v", r, err)
 	}
 }
+
+// After a real cleanup removed the versions of the dedupe window, a replay of a query's latest
+// epoch is still caught (the watermark survives in the kept manifest), and a query with no
+// watermark proceeds with a warning instead of wedging.
+func TestDedupeAfterCleanup(t *testing.T) {
+	s, _ := newSink(t, &Options{CleanupGrace: time.Millisecond, StageTTL: time.Millisecond})
+	ctx := context.Background()
+	for e := int64(0); e < 4; e++ {
+		if _, err := put(t, s, "a", e, ModeAppend, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	rep, err := s.Cleanup(ctx, CleanupRequest{Table: "t", OlderThanSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.VersionsRemoved) != 4 { // versions 1..4 removed, 5 (the latest) kept
+		t.Fatalf("cleanup removed versions %v", rep.VersionsRemoved)
+	}
+	ack, err := put(t, s, "a", 3, ModeAppend, 3)
+	if err != nil || ack.Status != StatusDuplicate {
+		t.Fatalf("replay after cleanup: %+v %v", ack, err)
+	}
+	ack, err = put(t, s, "b", 0, ModeAppend, 100)
+	if err != nil || ack.Status != StatusCommitted {
+		t.Fatalf("new query after cleanup: %+v %v", ack, err)
+	}
+	if got := ids(t, s, "t"); len(got) != 5 {
+		t.Fatalf("rows: %v", got)
+	}
+}
