@@ -34,7 +34,8 @@ type Config struct {
 	EpochRows       int    // rows per small epoch (1,000)
 	HistoryVersions int    // versions of history in the latency run (10,000)
 	LatencyEpochs   int    // epochs timed per table in the latency run (200)
-	Only            string // run only "throughput", "epochs" or "history"
+	RouteEpochs     int    // epochs per route in the direct-vs-MemWAL run (3,600)
+	Only            string // run only "throughput", "epochs", "history" or "memwal"
 }
 
 // EnsureDefaults fills unset fields.
@@ -59,6 +60,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.LatencyEpochs <= 0 {
 		c.LatencyEpochs = 200
+	}
+	if c.RouteEpochs <= 0 {
+		c.RouteEpochs = 3600
 	}
 }
 
@@ -171,6 +175,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.Only == "" || cfg.Only == "history" {
 		if err := runHistory(ctx, cfg, out); err != nil {
 			return fmt.Errorf("history: %w", err)
+		}
+	}
+	if cfg.Only == "" || cfg.Only == "memwal" {
+		if err := runRoutes(ctx, cfg, out); err != nil {
+			return fmt.Errorf("memwal: %w", err)
 		}
 	}
 	return nil
