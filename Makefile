@@ -44,3 +44,16 @@ tools:
 	@command -v versitygw >/dev/null 2>&1 || test -x "$(GOBIN_DIR)/versitygw" || \
 		{ echo "installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR)"; \
 		  $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }
+
+# >>> status page browser test (flightsvc/internal/statuspage): headless Chromium >>>
+# The test drives Debian's chromium package. Without it the test skips, except in CI (CI=true;
+# .ci/run installs the browser first) or with FLIGHT_SINK_REQUIRE_BROWSER=1, where `make test`
+# fails and says how to install it. `make browser` installs it (Debian, as root).
+ifeq ($(CI),true)
+export FLIGHT_SINK_REQUIRE_BROWSER := 1
+endif
+CHROMIUM_INSTALL := apt-get update && apt-get install -y chromium
+.PHONY: browser
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium: $(CHROMIUM_INSTALL)"; $(CHROMIUM_INSTALL); }
+# <<< status page browser test <<<

@@ -1,8 +1,9 @@
 // Command flight-sink is the flight-sink server and its admin tool.
 //
-// Admin subcommands (history, inspect) work on a table URI directly, without a running server:
-// a table root URI with the table name as its last path element, e.g. ./flight-sink-data/events,
-// file:///data/events or s3://bucket/prefix/events. serve runs the Arrow Flight server.
+// Admin subcommands (history, inspect, compact, cleanup) work on a table URI directly, without a
+// running server: a table root URI with the table name as its last path element, e.g.
+// ./flight-sink-data/events, file:///data/events or s3://bucket/prefix/events. serve runs the
+// Arrow Flight server.
 //
 // Every flag has a matching FLIGHT_SINK_* environment variable. Errors are printed as one line
 // on stderr and the process exits with status 1.
@@ -47,6 +48,8 @@ type CLI struct {
 
 	History HistoryCmd `cmd:"" help:"List a table's versions, newest first, with their operations and properties."`
 	Inspect InspectCmd `cmd:"" help:"Describe one version of a table: schema, rows, fragments and files, streaming watermarks, config."`
+	Compact CompactCmd `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
+	Cleanup CleanupCmd `cmd:"" help:"Remove a table's expired versions and the files no retained version references."`
 	Serve   ServeCmd   `cmd:"" help:"Serve tables over Arrow Flight."`
 	Bench   BenchCmd   `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
 	Version VersionCmd `cmd:"" help:"Print the version of flight-sink."`
