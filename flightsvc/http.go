@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 
 	"github.com/flight-sink/flight-sink/engine"
 )
@@ -36,7 +38,8 @@ func installMetrics() (*prometheus.Registry, error) {
 			metricsErr = fmt.Errorf("prometheus exporter: %w", err)
 			return
 		}
-		otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)))
+		res, _ := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("flight-sink")))
+		otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)))
 		metricsRegistry = reg
 	})
 	return metricsRegistry, metricsErr

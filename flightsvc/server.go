@@ -121,6 +121,9 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.HTTPListen != "" && !isLoopback(cfg.HTTPListen) && !cfg.AllowUnauthenticatedRemote {
+		return nil, fmt.Errorf("refusing to serve the HTTP endpoints (/metrics, /status) on %s: they have no authentication, so only loopback addresses are served (pass --allow-unauthenticated-remote to override)", cfg.HTTPListen)
+	}
 	if len(cfg.AuthTokens) == 0 && !isLoopback(cfg.Listen) && !cfg.AllowUnauthenticatedRemote {
 		return nil, fmt.Errorf("refusing to listen on %s without --auth-token: only loopback addresses are served unauthenticated (pass --allow-unauthenticated-remote to override)", cfg.Listen)
 	}

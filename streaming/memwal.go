@@ -407,6 +407,9 @@ func (s *Sink) Scan(ctx context.Context, table string, version uint64, columns [
 // Close closes the MemWAL writers this sink opened. Acknowledged puts are durable in the WAL
 // already; the next writer replays them.
 func (s *Sink) Close() {
+	if s.gauges != nil {
+		s.gauges.Unregister()
+	}
 	s.mu.Lock()
 	sets := make([]*shardSet, 0, len(s.memwal))
 	for _, ss := range s.memwal {

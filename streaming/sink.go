@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
@@ -68,6 +69,7 @@ type Sink struct {
 	mu     sync.Mutex
 	tables map[string]*engine.Table
 	memwal map[string]*shardSet // MemWAL writers by table, opened on first use
+	gauges metric.Registration  // the MemWAL backlog callback; unregistered by Close
 }
 
 // NewSink returns a Sink on store.
@@ -77,7 +79,9 @@ func NewSink(store objstore.Store, opts *Options) *Sink {
 		o = *opts
 	}
 	o.EnsureDefaults()
-	return &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*shardSet)}
+	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*shardSet)}
+	s.gauges = s.registerMemWALGauges()
+	return s
 }
 
 // Store returns the sink's store.
@@ -210,6 +214,7 @@ func (s *Sink) writeAll(ctx context.Context, t *engine.Table, src BatchSource) (
 		w.Abort(context.WithoutCancel(ctx))
 		return nil, 0, nil, err
 	}
+	bytesIn.Add(ctx, w.BytesWritten())
 	return frags, rows, w, nil
 }
 

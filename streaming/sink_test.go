@@ -191,7 +191,6 @@ func TestCompleteModeAndEmptyEpochs(t *testing.T) {
 	}
 }
 
-
 func TestStagesCommitOnceAndExpiredStagesAreCleanedUp(t *testing.T) {
 	s, store := newSink(t, &Options{StageTTL: 50 * time.Millisecond, CleanupGrace: time.Millisecond})
 	ctx := context.Background()

@@ -9,13 +9,13 @@ import (
 
 // BenchCmd measures flight-sink over a real Flight connection on this machine.
 type BenchCmd struct {
-	Root      string `help:"Table root for the benchmark server (default: a temporary directory, removed afterwards)."`
-	Only      string `enum:",throughput,epochs,history,memwal" default:"" help:"Run one workload: throughput, epochs, history or memwal (default: all)."`
-	Batches   int    `default:"16" help:"Batches of 65,536 rows per stream in the throughput workload."`
-	Epochs    int    `default:"1000" help:"Epochs in the small-epoch workload."`
-	EpochRows int    `name:"epoch-rows" default:"1000" help:"Rows per epoch in the small-epoch and history workloads."`
-	History   int    `default:"10000" help:"Versions of history in the history workload."`
-	Routes    int    `default:"3600" help:"Epochs per route in the direct-vs-MemWAL workload."`
+	Root      string `env:"FLIGHT_SINK_BENCH_ROOT" help:"Table root for the benchmark server (default: a temporary directory, removed afterwards)."`
+	Only      string `env:"FLIGHT_SINK_BENCH_ONLY" enum:",throughput,epochs,history,memwal" default:"" help:"Run one workload: throughput, epochs, history or memwal (default: all)."`
+	Batches   int    `env:"FLIGHT_SINK_BENCH_BATCHES" default:"16" help:"Batches of 65,536 rows per stream in the throughput workload."`
+	Epochs    int    `env:"FLIGHT_SINK_BENCH_EPOCHS" default:"1000" help:"Epochs in the small-epoch workload."`
+	EpochRows int    `name:"epoch-rows" env:"FLIGHT_SINK_BENCH_EPOCH_ROWS" default:"1000" help:"Rows per epoch in the small-epoch and history workloads."`
+	History   int    `env:"FLIGHT_SINK_BENCH_HISTORY" default:"10000" help:"Versions of history in the history workload."`
+	Routes    int    `env:"FLIGHT_SINK_BENCH_ROUTES" default:"3600" help:"Epochs per route in the direct-vs-MemWAL workload."`
 }
 
 // Run runs the selected workloads and prints their report on stdout.
