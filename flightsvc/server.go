@@ -36,6 +36,12 @@ type Config struct {
 	S3 *objstore.S3Options
 	// MaxMessageBytes is the gRPC receive limit for one message. Default 256 MiB.
 	MaxMessageBytes int
+	// MaxConcurrentPuts bounds the DoPut streams served at once; more get ResourceExhausted.
+	// Default 64; negative means no limit.
+	MaxConcurrentPuts int
+	// MaxPutBytes bounds the Arrow bytes of one DoPut stream; a larger stream fails with
+	// ResourceExhausted and commits nothing. 0 (the default) means no limit.
+	MaxPutBytes int64
 	// ShutdownGrace is how long a shutdown waits for in-flight calls before cancelling them.
 	// Default 30s.
 	ShutdownGrace time.Duration
@@ -63,6 +69,9 @@ func (c *Config) EnsureDefaults() *Config {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 256 << 20
+	}
+	if c.MaxConcurrentPuts == 0 {
+		c.MaxConcurrentPuts = 64
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 30 * time.Second
@@ -150,8 +159,8 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		// Recovery is outermost so a panic anywhere, auth included, stays in its call.
-		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger), auth.unary()),
-		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger), auth.stream()),
+		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger), requestIDUnary(), auth.unary()),
+		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger), requestIDStream(), auth.stream()),
 	}
 	if cfg.TLSCert != "" {
 		creds, err := serverTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
@@ -173,6 +182,10 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	sink := streaming.NewSink(store, &cfg.Sink)
 	svc := NewService(sink, memory.DefaultAllocator, cfg.Logger)
+	if cfg.MaxConcurrentPuts > 0 {
+		svc.puts = make(putLimiter, cfg.MaxConcurrentPuts)
+	}
+	svc.maxPutBytes = cfg.MaxPutBytes
 	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()

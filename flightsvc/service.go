@@ -26,6 +26,9 @@ type Service struct {
 	sink   *streaming.Sink
 	alloc  memory.Allocator
 	logger *slog.Logger
+	puts   putLimiter // nil: no limit
+	// maxPutBytes bounds the Arrow bytes of one DoPut stream (0: no limit).
+	maxPutBytes int64
 }
 
 // NewService returns the Flight service for sink.
@@ -69,7 +72,9 @@ func (p *putStream) Recv() (*flight.FlightData, error) {
 // IPC stream is the client's bad input, a cancelled call stays a cancellation.
 type batchReader struct {
 	*flight.Reader
-	err error // a batch that failed validation
+	err   error // a batch that failed validation, or the size limit
+	limit int64 // the stream's byte limit (0: none)
+	bytes int64
 }
 
 // Next validates every batch before the write path sees it: buffers from the wire are untrusted,
@@ -79,6 +84,13 @@ func (b *batchReader) Next() bool {
 		return false
 	}
 	rec := b.Reader.RecordBatch()
+	if b.limit > 0 {
+		b.bytes += recordBytes(rec)
+		if b.bytes > b.limit {
+			b.err = fmt.Errorf("%w: the DoPut stream passed %d bytes of Arrow data (the server's --max-put-bytes); split the epoch or raise the limit", errResourceExhausted, b.limit)
+			return false
+		}
+	}
 	for i, col := range rec.Columns() {
 		if err := array.ValidateFull(col); err != nil {
 			b.err = fmt.Errorf("%w: column %q of the DoPut stream is malformed: %v", streaming.ErrInvalidRequest, rec.Schema().Field(i).Name, err)
@@ -106,6 +118,11 @@ func (b *batchReader) Err() error {
 // PutResult is sent only after the write is durable.
 func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
+	release, err := s.puts.acquire()
+	if err != nil {
+		return toStatus(err)
+	}
+	defer release()
 	in := &putStream{s: stream}
 	rdr, err := flight.NewRecordReader(in, ipc.WithAllocator(s.alloc))
 	if err != nil {
@@ -131,25 +148,25 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		if len(desc.Path) != 1 {
 			return status.Errorf(codes.InvalidArgument, "PATH descriptor must be one element, the table name; got %q", desc.Path)
 		}
-		ack, err = s.sink.Append(ctx, desc.Path[0], &batchReader{Reader: rdr})
+		ack, err = s.sink.Append(ctx, desc.Path[0], &batchReader{Reader: rdr, limit: s.maxPutBytes})
 	case flight.DescriptorCMD:
 		req, _, perr := parsePutCommand(desc.Cmd)
 		if perr != nil {
 			return toStatus(perr)
 		}
-		ack, err = s.sink.WriteEpoch(ctx, req, &batchReader{Reader: rdr})
+		ack, err = s.sink.WriteEpoch(ctx, req, &batchReader{Reader: rdr, limit: s.maxPutBytes})
 	default:
 		return status.Errorf(codes.InvalidArgument, "descriptor type %v is not supported; use CMD (epoch JSON) or PATH (table name)", desc.Type)
 	}
 	if err != nil {
-		s.logger.Info("DoPut failed", "err", err)
+		requestLogger(ctx, s.logger).Info("DoPut failed", "err", err)
 		return toStatus(err)
 	}
 	body, err := json.Marshal(ack)
 	if err != nil {
 		return toStatus(err)
 	}
-	s.logger.Debug("DoPut", "ack", string(body), "metadata_only_messages_skipped", in.skipped)
+	requestLogger(ctx, s.logger).Debug("DoPut", "ack", string(body), "metadata_only_messages_skipped", in.skipped)
 	return stream.Send(&flight.PutResult{AppMetadata: body})
 }
 
@@ -270,7 +287,7 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 	for _, name := range names {
 		_, m, err := s.manifestFor(ctx, ticket{Table: name})
 		if err != nil {
-			s.logger.Warn("ListFlights: skipping unreadable table", "table", name, "err", err)
+			requestLogger(ctx, s.logger).Warn("ListFlights: skipping unreadable table", "table", name, "err", err)
 			continue
 		}
 		info, err := s.flightInfo(ticket{Table: name}, m)

@@ -17,6 +17,8 @@ type ServeCmd struct {
 	HTTPListen      string        `name:"http-listen" default:"127.0.0.1:8816" env:"FLIGHT_SINK_HTTP_LISTEN" help:"Address of /metrics (Prometheus), /healthz and /status; \"off\" disables them."`
 	Root            string        `default:"./flight-sink-data" env:"FLIGHT_SINK_ROOT" help:"Table root URI: a path, file:///path or s3://bucket/prefix."`
 	MaxMessageBytes int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
+	MaxConcurrent   int           `name:"max-concurrent-puts" default:"64" env:"FLIGHT_SINK_MAX_CONCURRENT_PUTS" help:"DoPut streams served at once; more get ResourceExhausted (-1: no limit)."`
+	MaxPutBytes     int64         `name:"max-put-bytes" default:"0" env:"FLIGHT_SINK_MAX_PUT_BYTES" help:"Arrow bytes one DoPut stream may carry; a larger one gets ResourceExhausted and commits nothing (0: no limit)."`
 	DedupeLookback  int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
 	ShutdownGrace   time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
 	StageTTL        time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
@@ -47,7 +49,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	}
 	cfg := flightsvc.Config{
 		Listen: c.Listen, HTTPListen: c.HTTPListen, Root: c.Root, S3: g.S3Options(), MaxMessageBytes: c.MaxMessageBytes,
-		ShutdownGrace: c.ShutdownGrace, Logger: logger,
+		ShutdownGrace: c.ShutdownGrace, Logger: logger, MaxConcurrentPuts: c.MaxConcurrent, MaxPutBytes: c.MaxPutBytes,
 		AuthTokens: c.AuthToken, TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSClientCA: c.TLSClientCA,
 		AllowUnauthenticatedRemote: c.AllowRemote,
 	}

@@ -1,0 +1,98 @@
+package flightsvc_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/flight-sink/flight-sink/flightsvc"
+)
+
+// A DoPut beyond --max-concurrent-puts is refused at once; the stream being served still commits.
+func TestConcurrentPutLimit(t *testing.T) {
+	s := startServer(t, flightsvc.Config{MaxConcurrentPuts: 1})
+	ctx := testCtx(t)
+	// Hold the only slot: a stream that has sent its schema and a batch but not finished.
+	held, err := s.Client.DoPut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := flight.NewRecordWriter(held, ipc.WithSchema(rowSchema))
+	w.SetFlightDescriptor(cmdDesc(t, epochCmd("limited", "q", 0)))
+	b := batch(1, 2, 3)
+	defer b.Release()
+	if err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	// The held stream may reach the server a moment after a probe does; a probe that got in
+	// first commits normally, and its rows are expected at the end.
+	var refused error
+	var probed []int64
+	for i := 0; i < 200 && refused == nil; i++ {
+		_, refused = s.putCmd(ctx, t, epochCmd("limited", "other", int64(i)), []int64{100 + int64(i)})
+		if refused == nil {
+			probed = append(probed, 100+int64(i))
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wantCode(t, refused, codes.ResourceExhausted, "max-concurrent-puts")
+	w.Close()
+	held.CloseSend()
+	a, err := recvAck(held)
+	if err != nil || a.Status != "committed" {
+		t.Fatalf("held stream: %+v %v", a, err)
+	}
+	// The slot is free again.
+	if a := s.putEpoch(t, "limited", "q", 1, []int64{4}); a.Status != "committed" {
+		t.Fatalf("after release: %+v", a)
+	}
+	s.wantIDs(t, "limited", []int64{1, 2, 3, 4}, probed)
+}
+
+// A DoPut stream larger than --max-put-bytes fails with ResourceExhausted and commits nothing.
+func TestPutByteLimit(t *testing.T) {
+	s := startServer(t, flightsvc.Config{MaxPutBytes: 64 << 10})
+	s.putEpoch(t, "capped", "q", 0, []int64{1})
+	before := s.version(t, "capped")
+	_, err := s.putCmd(testCtx(t), t, epochCmd("capped", "q", 1), idRange(0, 5000), idRange(5000, 5000))
+	wantCode(t, err, codes.ResourceExhausted, "max-put-bytes")
+	if v := s.version(t, "capped"); v != before {
+		t.Fatalf("an oversize stream committed version %d", v)
+	}
+	if a := s.putEpoch(t, "capped", "q", 1, []int64{2}); a.Status != "committed" {
+		t.Fatalf("a small stream after the refusal: %+v", a)
+	}
+}
+
+// Every call answers with an x-request-id header (the client's own when it sent one).
+func TestRequestIDHeader(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	for _, sent := range []string{"", "my-trace-42"} {
+		ctx := context.Background()
+		if sent != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-request-id", sent)
+		}
+		stream, err := s.Client.ListActions(ctx, &flight.Empty{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := stream.Header()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := stream.Recv(); err != nil {
+				break
+			}
+		}
+		got := h.Get("x-request-id")
+		if len(got) != 1 || got[0] == "" || (sent != "" && got[0] != sent) {
+			t.Fatalf("sent %q, got x-request-id %v", sent, got)
+		}
+	}
+}
