@@ -29,17 +29,17 @@ func TestConcurrentPutLimit(t *testing.T) {
 	if err := w.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	// The held stream may reach the server a moment after a probe does; a probe that got in
-	// first commits normally, and its rows are expected at the end.
-	var refused error
-	var probed []int64
-	for i := 0; i < 200 && refused == nil; i++ {
-		_, refused = s.putCmd(ctx, t, epochCmd("limited", "other", int64(i)), []int64{100 + int64(i)})
-		if refused == nil {
-			probed = append(probed, 100+int64(i))
-			time.Sleep(5 * time.Millisecond)
+	// The held stream owns the slot once its handler runs; it creates the table from the stream's
+	// schema before it reads on, so the table appearing is the signal.
+	for i := 0; ; i++ {
+		if _, err := s.action(ctx, "table_stats", cmd{"table": "limited"}); err == nil {
+			break
+		} else if i == 500 {
+			t.Fatalf("the held stream never reached the server: %v", err)
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
+	_, refused := s.putCmd(ctx, t, epochCmd("limited", "other", 0), []int64{100})
 	wantCode(t, refused, codes.ResourceExhausted, "max-concurrent-puts")
 	w.Close()
 	held.CloseSend()
@@ -51,7 +51,7 @@ func TestConcurrentPutLimit(t *testing.T) {
 	if a := s.putEpoch(t, "limited", "q", 1, []int64{4}); a.Status != "committed" {
 		t.Fatalf("after release: %+v", a)
 	}
-	s.wantIDs(t, "limited", []int64{1, 2, 3, 4}, probed)
+	s.wantIDs(t, "limited", []int64{1, 2, 3, 4})
 }
 
 // A DoPut stream larger than --max-put-bytes fails with ResourceExhausted and commits nothing.
