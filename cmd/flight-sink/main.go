@@ -51,6 +51,7 @@ type CLI struct {
 	Compact CompactCmd `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
 	Cleanup CleanupCmd `cmd:"" help:"Remove a table's expired versions and the files no retained version references."`
 	Serve   ServeCmd   `cmd:"" help:"Serve tables over Arrow Flight."`
+	Action  ActionCmd  `cmd:"" help:"Run a Flight action (table_stats, history, compact, cleanup, flush_memwal, ...) against a running server and print its JSON result."`
 	Bench   BenchCmd   `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
 	Version VersionCmd `cmd:"" help:"Print the version of flight-sink."`
 }
