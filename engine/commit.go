@@ -50,6 +50,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 		return nil, err
 	}
 	checked := txn.ReadVersion
+	readState := readVersionState{txn: txn}
 	txnWritten := false
 	var summary TransactionSummary
 	for attempt := 0; ; attempt++ {
@@ -90,6 +91,11 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 			if written, err = rb.finish(ctx, latest, next); err != nil {
 				return nil, err
 			}
+		}
+		// Index catch-up (seed 001) is derived from the version this commit read.
+		if err := t.recordIndexCatchup(ctx, &readState, latest, next); err != nil {
+			t.deleteFiles(ctx, written)
+			return nil, err
 		}
 		if !txnWritten {
 			// The transaction file is written once, before the first manifest attempt: the manifest
@@ -196,9 +202,19 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 			}
 			next.Schema, next.schema = txn.Schema, sc
 		}
+	case OpCreateIndex, OpOptimizeIndex:
+		if err := applyIndexChange(next, txn); err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.name, err)
+		}
+	case OpUpdateConfig:
+		applyConfigChange(next, txn)
 	default:
 		return nil, fmt.Errorf("table %s: cannot commit operation %q", t.name, txn.Operation)
 	}
+
+	// Indices cover live fragments only: fragments a Rewrite or Overwrite replaced leave every
+	// segment's coverage (their rows are unindexed until OptimizeIndices indexes the new ones).
+	pruneIndexCoverage(next)
 
 	ep, isEpoch := txn.Epoch()
 	if _, stamped := txn.Properties[PropQueryID]; stamped != isEpoch || (isEpoch && ep.QueryID == "") {

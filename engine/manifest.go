@@ -43,6 +43,14 @@ type Manifest struct {
 	// them twice.
 	MemWALMerged map[string]uint64 `json:"memwal_merged,omitempty"`
 
+	// Indices lists the table's indices, each with the segments it is made of and the fragments
+	// every segment covers (index.go).
+	Indices []Index `json:"indices,omitempty"`
+	// IndexCatchup records, per index name and MemWAL shard, the merged generation the index is
+	// proven to cover (seed 001, index_catchup.go). Every index has an entry for every shard in
+	// MemWALMerged, 0 included; a missing entry never reads as caught up.
+	IndexCatchup map[string]map[string]uint64 `json:"index_catchup,omitempty"`
+
 	schema *arrow.Schema // decoded Schema, set by decodeManifest / newManifest
 }
 
@@ -109,6 +117,8 @@ func (m *Manifest) clone() *Manifest {
 			c.MemWALMerged[k] = v
 		}
 	}
+	c.Indices = cloneIndices(m.Indices)
+	c.IndexCatchup = cloneCatchup(m.IndexCatchup)
 	return &c
 }
 

@@ -16,11 +16,12 @@ type OrphanReport struct {
 	DataFilesRemoved        int   `json:"data_files_removed"`
 	DeletionFilesRemoved    int   `json:"deletion_files_removed"`
 	TransactionFilesRemoved int   `json:"transaction_files_removed"`
+	IndexFilesRemoved       int   `json:"index_files_removed"`
 	BytesRemoved            int64 `json:"bytes_removed"`
 	DryRun                  bool  `json:"dry_run,omitempty"`
 }
 
-// RemoveOrphans deletes data, deletion and transaction files that no existing manifest
+// RemoveOrphans deletes data, deletion, transaction and index files that no existing manifest
 // references and that are older than grace. Such files are left by commits that failed or
 // crashed before their manifest was created, by staged writes that were never committed, and by
 // versions that cleanup removed.
@@ -33,7 +34,7 @@ func (t *Table) RemoveOrphans(ctx context.Context, grace time.Duration, dryRun b
 	return rep, err
 }
 
-// sweepFiles removes (or, dry, only lists) every data, deletion and transaction file that no
+// sweepFiles removes (or, dry, only lists) every data, deletion, transaction and index file that no
 // version except those in dropped references and that was last modified before cutoff. dropped
 // holds versions a dry-run cleanup would have removed, so that it decides like a real run. It
 // returns the table-relative keys it removed.
@@ -44,7 +45,7 @@ func (t *Table) sweepFiles(ctx context.Context, dropped map[uint64]bool, cutoff 
 	// younger than the grace period (its writer wrote them recently) or were referenced by the
 	// version it was built on, which is read below.
 	var candidates []objstore.ObjectInfo
-	for _, dir := range []string{dataDir, deletionsDir, transactionsDir} {
+	for _, dir := range []string{dataDir, deletionsDir, transactionsDir, indicesDir} {
 		objs, err := t.store.List(ctx, t.key(dir), "")
 		if err != nil {
 			return rep, nil, fmt.Errorf("table %s: list %s: %w", t.name, dir, err)
@@ -76,6 +77,8 @@ func (t *Table) sweepFiles(ctx context.Context, dropped map[uint64]bool, cutoff 
 			rep.DataFilesRemoved++
 		case strings.HasPrefix(rel, deletionsDir):
 			rep.DeletionFilesRemoved++
+		case strings.HasPrefix(rel, indicesDir):
+			rep.IndexFilesRemoved++
 		default:
 			rep.TransactionFilesRemoved++
 		}
@@ -129,6 +132,11 @@ func (t *Table) referencedFiles(ctx context.Context, dropped map[uint64]bool) (m
 				}
 				if f.DeletionFile != "" {
 					referenced[t.key(f.DeletionFile)] = true
+				}
+			}
+			for _, ix := range m.Indices {
+				for _, p := range segmentFiles(ix.Segments) {
+					referenced[t.key(p)] = true
 				}
 			}
 		}()

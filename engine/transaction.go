@@ -24,6 +24,13 @@ const (
 	// OpRewrite (compaction) replaces fragments by new ones holding their live rows and records
 	// where each row went (Transaction.Rewrite).
 	OpRewrite Operation = "Rewrite"
+	// OpCreateIndex adds an index (Transaction.Index), built over the fragments it covers.
+	OpCreateIndex Operation = "CreateIndex"
+	// OpOptimizeIndex changes an index's segments (Transaction.Index): it appends a delta segment
+	// for unindexed fragments and/or replaces segments by one merged segment.
+	OpOptimizeIndex Operation = "OptimizeIndex"
+	// OpUpdateConfig sets and removes table config keys (Transaction.ConfigSet, ConfigUnset).
+	OpUpdateConfig Operation = "UpdateConfig"
 )
 
 // Transaction property keys the streaming sink stamps on every epoch commit.
@@ -67,6 +74,11 @@ type Transaction struct {
 	// Rewrite is a Rewrite's change-of-address mapping: which fragments it replaced and where
 	// each of their live rows went.
 	Rewrite *ChangeOfAddress `json:"rewrite,omitempty"`
+	// Index is what a CreateIndex or OptimizeIndex does to one index.
+	Index *IndexChange `json:"index,omitempty"`
+	// ConfigSet and ConfigUnset are an UpdateConfig's changes to the table config.
+	ConfigSet   map[string]string `json:"config_set,omitempty"`
+	ConfigUnset []string          `json:"config_unset,omitempty"`
 
 	// In-process state of a prepared transaction; not part of the file.
 	base                      *Manifest           // the version it was prepared against
@@ -109,19 +121,41 @@ func decodeTransaction(key string, data []byte) (*Transaction, error) {
 //
 // The matrix (docs/conflicts.md):
 //
-//	ours \ theirs   Create Append Overwrite Delete  Update  Upsert  Rewrite
-//	Append          ok     ok     conflict  ok      ok      ok      ok
-//	Overwrite       ok     ok     ok        ok      ok      ok      ok
-//	Delete          ok     ok     conflict  rows    rows    rows    remap
-//	Update          ok     ok     conflict  rows    rows    rows    remap
-//	Upsert          ok     keys   conflict  keys    keys    keys    remap
-//	Rewrite         ok     ok     conflict  carry   carry   carry   disjoint
+//	ours \ theirs   Create Append Overwrite Delete  Update  Upsert  Rewrite   Index     Config
+//	Append          ok     ok     conflict  ok      ok      ok      ok        ok        ok
+//	Overwrite       ok     ok     ok        ok      ok      ok      ok        ok        ok
+//	Delete          ok     ok     conflict  rows    rows    rows    remap     ok        ok
+//	Update          ok     ok     conflict  rows    rows    rows    remap     ok        ok
+//	Upsert          ok     keys   conflict  keys    keys    keys    remap     ok        ok
+//	Rewrite         ok     ok     conflict  carry   carry   carry   disjoint  ok        ok
+//	Index           ok     ok     conflict  ok      ok      ok      ok        segments  ok
+//	UpdateConfig    ok     ok     ok        ok      ok      ok      ok        ok        ok
+//
+// (Index is CreateIndex or OptimizeIndex; "segments" is judged when the manifest is built:
+// applyIndexChange refuses an index change whose replaced segments or index are gone.)
 func checkConflict(table string, ours *Transaction, theirs TransactionSummary, theirVersion uint64) error {
 	conflict := func(reason string) error {
 		return &ConflictError{Table: table, Operation: ours.Operation, ReadVersion: ours.ReadVersion,
 			TheirOp: theirs.Operation, TheirVersion: theirVersion, Reason: reason}
 	}
+	switch theirs.Operation {
+	case OpCreateIndex, OpOptimizeIndex, OpUpdateConfig:
+		// Neither moves a row nor changes a fragment; index changes against each other are
+		// judged by segment when the next manifest is built (applyIndexChange).
+		return nil
+	}
 	switch ours.Operation {
+	case OpUpdateConfig:
+		return nil // config keys are set on top of whatever landed: last writer wins per key
+	case OpCreateIndex, OpOptimizeIndex:
+		switch theirs.Operation {
+		case OpAppend, OpCreate, OpDelete, OpUpdate, OpUpsert, OpRewrite:
+			// Fragments added since stay unindexed; fragments rewritten since drop out of the
+			// coverage when the manifest is built (pruneIndexCoverage).
+			return nil
+		case OpOverwrite:
+			return conflict("the table was overwritten after this index change read it; the fragments it indexed are gone")
+		}
 	case OpAppend:
 		switch theirs.Operation {
 		case OpAppend, OpCreate, OpDelete, OpUpdate, OpUpsert, OpRewrite:

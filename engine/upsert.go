@@ -13,9 +13,10 @@ import (
 // key the table holds replaces the row(s) with that key, a row with a new key is inserted, all in
 // one transaction. Replaced rows are deleted (deletion files) and every written row is appended.
 //
-// Keys are looked up by scanning the key columns of the version read; a primary-key index will
-// replace the scan. When the upsert lands after other commits it searches the fragments they
-// added for its keys too, so that a key inserted or replaced concurrently is replaced again
+// Keys are looked up through the table's primary-key index when it has one (index_lookup.go),
+// scanning the key columns of only the fragments the index does not cover, and by scanning the
+// key columns of the whole version read otherwise. When the upsert lands after other commits it
+// searches the fragments they added for its keys too, so that a key inserted or replaced concurrently is replaced again
 // rather than duplicated (last writer wins).
 
 // PrepareUpsert returns an uncommitted Upsert of recs against version base (nil: the latest).
@@ -70,13 +71,13 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 		txn.upsertKeys[k] = struct{}{}
 	}
 
-	matched, found, err := t.findKeysCounting(ctx, m, m.Fragments, txn.upsertKeys)
+	matched, found, err := t.lookupKeys(ctx, m, txn.upsertKeys)
 	if err != nil {
 		return nil, err
 	}
 	txn.Deleted = matched
-	txn.rowsUpdated = int64(found)
-	txn.rowsInserted = int64(len(last) - found)
+	txn.rowsUpdated = int64(len(found))
+	txn.rowsInserted = int64(len(last) - len(found))
 
 	w, err := t.NewWriterFor(m.ArrowSchema(), in)
 	if err != nil {
@@ -166,29 +167,31 @@ func (t *Table) upsertKeys(ctx context.Context, txn *Transaction, m *Manifest) (
 }
 
 // findKeys returns the addresses of the live rows of frags (fragments of m) whose primary key is
-// in keys.
+// in keys, by scanning their key columns.
 func (t *Table) findKeys(ctx context.Context, m *Manifest, frags []Fragment, keys map[string]struct{}) (*RowSet, error) {
-	rows, _, err := t.findKeysCounting(ctx, m, frags, keys)
-	return rows, err
+	rows := &RowSet{}
+	if err := t.scanKeys(ctx, m, frags, keys, rows, make(map[string]struct{})); err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
-// findKeysCounting is findKeys that also counts how many distinct keys it found.
-func (t *Table) findKeysCounting(ctx context.Context, m *Manifest, frags []Fragment, keys map[string]struct{}) (*RowSet, int, error) {
-	rows := &RowSet{}
+// scanKeys scans the key columns of frags (fragments of m) and adds to rows the address of every
+// live row whose primary key is in keys, and to seen the keys it found.
+func (t *Table) scanKeys(ctx context.Context, m *Manifest, frags []Fragment, keys map[string]struct{}, rows *RowSet, seen map[string]struct{}) error {
 	if len(keys) == 0 || len(frags) == 0 {
-		return rows, 0, nil
+		return nil
 	}
 	s, err := t.scanFragments(ctx, m, frags, ScanOptions{Columns: m.PrimaryKey, WithRowAddresses: true})
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	defer s.Release()
-	seen := make(map[string]struct{})
 	for s.Next() {
 		rec := s.RecordBatch()
 		enc, err := newKeyEncoder(rec, m.PrimaryKey)
 		if err != nil {
-			return nil, 0, fmt.Errorf("table %s: %w", t.name, err)
+			return fmt.Errorf("table %s: %w", t.name, err)
 		}
 		addrs := s.RowAddresses()
 		for i := 0; i < int(rec.NumRows()); i++ {
@@ -202,10 +205,7 @@ func (t *Table) findKeysCounting(ctx context.Context, m *Manifest, frags []Fragm
 			}
 		}
 	}
-	if err := s.Err(); err != nil {
-		return nil, 0, err
-	}
-	return rows, len(seen), nil
+	return s.Err()
 }
 
 // keyEncoder turns the primary-key columns of a row into one comparable string: per column a

@@ -23,14 +23,17 @@ const (
 
 // RetirePolicy reports whether a merged generation's files may be deleted now. Compaction only
 // asks about generations at or below the shard's merged watermark, which the base table holds.
-// Index catch-up (every index covers the generation) plugs in here.
+// The default is index catch-up (seed 001): every index of the latest base version is proven to
+// cover the generation (engine.IndexesCoverGeneration), which always holds on a table without
+// indices.
 type RetirePolicy func(shard string, generation uint64) bool
 
 // CompactOptions configure a Compactor. The zero value is usable.
 type CompactOptions struct {
-	// CanRetire gates the deletion of merged generations' directories. Nil retires every merged
-	// generation at once. A generation it holds back is deleted by a later compaction of the
-	// shard once it says yes.
+	// CanRetire gates the deletion of merged generations' directories. Nil means index catch-up:
+	// a generation is retired once every index of the latest base version covers it (at once on
+	// a table without indices). A generation it holds back is deleted by a later compaction of
+	// the shard once it says yes.
 	CanRetire RetirePolicy
 	// Properties are stamped on the fold transaction, beside the PropFold* ones.
 	Properties map[string]string
@@ -168,11 +171,27 @@ func (c *Compactor) compact(ctx context.Context, shard string, minPending int) (
 
 	// Delete after the drain, never before: until the manifest stopped listing a generation, a
 	// reader of an older base version could still resolve it.
+	canRetire := c.retirePolicy(ctx)
 	for _, g := range drained {
-		c.retire(ctx, shard, ms.paths, g.Generation, log)
+		c.retire(ctx, shard, ms.paths, g.Generation, canRetire, log)
 	}
-	c.sweep(ctx, shard, ms, watermark, log)
+	c.sweep(ctx, shard, ms, watermark, canRetire, log)
 	return len(drained), nil
+}
+
+// retirePolicy returns CanRetire, or the index catch-up policy judged on the latest base
+// version (read now, after the fold: catch-up positions only grow).
+func (c *Compactor) retirePolicy(ctx context.Context) RetirePolicy {
+	if c.opts.CanRetire != nil {
+		return c.opts.CanRetire
+	}
+	m, err := c.table.Latest(ctx)
+	if err != nil {
+		c.opts.Shard.Logger.Warn("memwal: cannot read the base table to check index catch-up; keeping merged generations for a later compaction",
+			"table", c.table.Name(), "err", err)
+		return func(string, uint64) bool { return false }
+	}
+	return func(shard string, g uint64) bool { return engine.IndexesCoverGeneration(m, shard, g) }
 }
 
 // fold writes the rows of gens (ascending, all above base's watermark) into the table in one
@@ -278,8 +297,8 @@ func (c *Compactor) prepareUpsert(ctx context.Context, paths shardPaths, base *e
 }
 
 // retire deletes generation g's directory if the retirement policy allows; a failure only warns.
-func (c *Compactor) retire(ctx context.Context, shard string, paths shardPaths, g uint64, log *slog.Logger) {
-	if c.opts.CanRetire != nil && !c.opts.CanRetire(shard, g) {
+func (c *Compactor) retire(ctx context.Context, shard string, paths shardPaths, g uint64, canRetire RetirePolicy, log *slog.Logger) {
+	if !canRetire(shard, g) {
 		return
 	}
 	dir := paths.root + makeGenDir(g)
@@ -292,7 +311,7 @@ func (c *Compactor) retire(ctx context.Context, shard string, paths shardPaths, 
 // sweep deletes generation directories at or below the watermark that the shard manifest no
 // longer lists: left by a compaction interrupted between drain and delete, held back by the
 // retirement policy, or written by a flush that never committed.
-func (c *Compactor) sweep(ctx context.Context, shard string, ms *ManifestStore, watermark uint64, log *slog.Logger) {
+func (c *Compactor) sweep(ctx context.Context, shard string, ms *ManifestStore, watermark uint64, canRetire RetirePolicy, log *slog.Logger) {
 	if watermark == 0 {
 		return
 	}
@@ -313,6 +332,6 @@ func (c *Compactor) sweep(ctx context.Context, shard string, ms *ManifestStore, 
 		if _, listed := cur.Generation(g); listed {
 			continue
 		}
-		c.retire(ctx, shard, ms.paths, g, log)
+		c.retire(ctx, shard, ms.paths, g, canRetire, log)
 	}
 }

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// lookupKeys returns the addresses of the live rows of version m whose primary key is one of
+// keys (encoded as Upsert encodes them) and the set of keys found. With a primary-key index it
+// reads the index for the fragments the index covers and scans only the key columns of the
+// fragments it does not; without one it scans every fragment.
+func (t *Table) lookupKeys(ctx context.Context, m *Manifest, keys map[string]struct{}) (*RowSet, map[string]struct{}, error) {
+	rows, seen := &RowSet{}, make(map[string]struct{})
+	if len(keys) == 0 || len(m.Fragments) == 0 {
+		return rows, seen, nil
+	}
+	ix := m.primaryKeyIndex()
+	if ix == nil {
+		err := t.scanKeys(ctx, m, m.Fragments, keys, rows, seen)
+		return rows, seen, err
+	}
+	live := liveFragmentBitmap(m)
+	byID := fragmentsByID(m)
+	covered := roaring.New()
+	hits := make(map[string][]uint64)
+	for i := range ix.Segments {
+		seg := &ix.Segments[i]
+		cov, ok := seg.coverage()
+		if !ok {
+			continue // proves nothing: its fragments are scanned below
+		}
+		cov.And(live)
+		if cov.IsEmpty() {
+			continue
+		}
+		covered.Or(cov)
+		ps, err := t.loadPKSegment(ctx, seg)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k := range keys {
+			ps.lookup(k, func(addr uint64) {
+				// An entry of a fragment outside the segment's coverage is stale (the fragment
+				// was rewritten): its row, if live, is found where it moved to.
+				if f, _ := SplitRowAddress(addr); f <= maxFragmentID && cov.Contains(uint32(f)) {
+					hits[k] = append(hits[k], addr)
+				}
+			})
+		}
+	}
+	// Entries outlive deletions: drop the rows deleted since their segment was built.
+	dels := make(map[uint64]*roaring.Bitmap)
+	for k, addrs := range hits {
+		for _, addr := range addrs {
+			f, off := SplitRowAddress(addr)
+			d, ok := dels[f]
+			if !ok {
+				var err error
+				if d, err = t.cachedDeletions(ctx, byID[f]); err != nil {
+					return nil, nil, err
+				}
+				dels[f] = d
+			}
+			if !d.Contains(off) {
+				rows.Add(addr)
+				seen[k] = struct{}{}
+			}
+		}
+	}
+	var scan []Fragment
+	for _, f := range m.Fragments {
+		if f.ID > maxFragmentID || !covered.Contains(uint32(f.ID)) {
+			scan = append(scan, f)
+		}
+	}
+	if err := t.scanKeys(ctx, m, scan, keys, rows, seen); err != nil {
+		return nil, nil, err
+	}
+	return rows, seen, nil
+}
