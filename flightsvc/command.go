@@ -19,6 +19,7 @@ type putCommand struct {
 	Lookback  int                  `json:"dedupe_lookback_versions"`
 	Partition *streaming.Partition `json:"partition"`
 	Create    json.RawMessage      `json:"create"`
+	Rows      *int64               `json:"rows"`
 }
 
 // decodeJSON decodes a JSON object body into v with a message naming what was being decoded.
@@ -44,7 +45,7 @@ func parsePutCommand(body []byte) (req streaming.EpochRequest, isEpoch bool, err
 	if c.Table == "" {
 		return req, false, fmt.Errorf("%w: DoPut command needs \"table\"", streaming.ErrInvalidRequest)
 	}
-	req = streaming.EpochRequest{Table: c.Table, Mode: c.Mode, Route: c.Route, Lookback: c.Lookback, Partition: c.Partition}
+	req = streaming.EpochRequest{Table: c.Table, Mode: c.Mode, Route: c.Route, Lookback: c.Lookback, Partition: c.Partition, ExpectRows: c.Rows}
 	if c.EpochID == nil {
 		return req, false, fmt.Errorf("%w: DoPut command needs \"epoch_id\" (use a PATH descriptor for a plain append)", streaming.ErrInvalidRequest)
 	}

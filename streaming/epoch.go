@@ -27,6 +27,9 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	if err := s.normalize(&r); err != nil {
 		return Ack{}, err
 	}
+	if r.ExpectRows != nil {
+		src = &countedSource{BatchSource: src, want: *r.ExpectRows}
+	}
 	t, err := s.openOrCreate(ctx, r.Table, src.Schema(), r.Create)
 	if err != nil {
 		return Ack{}, err

@@ -78,6 +78,9 @@ type EpochRequest struct {
 	Lookback  int
 	Partition *Partition
 	Create    *CreateSpec
+	// ExpectRows, when set, is the number of rows the client says the stream carries. A stream
+	// that ends with a different count (a client that closed its side part-way) commits nothing.
+	ExpectRows *int64
 }
 
 // Normalize validates r in place: it trims the query id once (that trimmed id is the one stamped),
@@ -112,6 +115,9 @@ func (r *EpochRequest) Normalize() error {
 	}
 	if err := normalizeLookback(&r.Lookback); err != nil {
 		return err
+	}
+	if r.ExpectRows != nil && *r.ExpectRows < 0 {
+		return invalid("rows must be >= 0, got %d", *r.ExpectRows)
 	}
 	if p := r.Partition; p != nil && (p.ID < 0 || p.Attempt < 0) {
 		return invalid("partition id and attempt must be >= 0, got id %d attempt %d", p.ID, p.Attempt)

@@ -231,3 +231,37 @@ func (s *Sink) normalize(r *EpochRequest) error {
 	}
 	return r.Normalize()
 }
+
+// countedSource fails a stream whose row count differs from the count its command announced:
+// a client that half-closed part-way through must not have the part it sent committed as the
+// whole epoch.
+type countedSource struct {
+	BatchSource
+	want, got int64
+	err       error
+}
+
+func (c *countedSource) Next() bool {
+	if c.err != nil {
+		return false
+	}
+	if c.BatchSource.Next() {
+		c.got += c.BatchSource.RecordBatch().NumRows()
+		if c.got > c.want {
+			c.err = invalid("the stream carried more than the %d rows its command announced; nothing was committed", c.want)
+			return false
+		}
+		return true
+	}
+	if c.BatchSource.Err() == nil && c.got != c.want {
+		c.err = invalid("the stream ended after %d of the %d rows its command announced (did the client close part-way?); nothing was committed, replay the epoch", c.got, c.want)
+	}
+	return false
+}
+
+func (c *countedSource) Err() error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.BatchSource.Err()
+}

@@ -294,3 +294,31 @@ func TestDedupeAfterCleanup(t *testing.T) {
 		t.Fatalf("rows: %v", got)
 	}
 }
+
+// A stream that ends before the rows its command announced commits nothing, and the epoch can
+// be replayed whole.
+func TestAnnouncedRowCount(t *testing.T) {
+	s, _ := newSink(t, nil)
+	ctx := context.Background()
+	three, two := int64(3), int64(2)
+	_, err := s.WriteEpoch(ctx, EpochRequest{Table: "t", QueryID: "q", EpochID: 0, Create: &CreateSpec{}, ExpectRows: &three}, source(t, batch(1, 2)))
+	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "2 of the 3 rows") {
+		t.Fatalf("short stream: %v", err)
+	}
+	_, err = s.WriteEpoch(ctx, EpochRequest{Table: "t", QueryID: "q", EpochID: 0, Create: &CreateSpec{}, ExpectRows: &two}, source(t, batch(1, 2, 3)))
+	if !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("long stream: %v", err)
+	}
+	ack, err := s.WriteEpoch(ctx, EpochRequest{Table: "t", QueryID: "q", EpochID: 0, Create: &CreateSpec{}, ExpectRows: &three}, source(t, batch(1, 2, 3)))
+	if err != nil || ack.Status != StatusCommitted {
+		t.Fatalf("whole stream: %+v %v", ack, err)
+	}
+	if got := ids(t, s, "t"); len(got) != 3 {
+		t.Fatalf("rows: %v", got)
+	}
+	if tbl, _ := s.Table(ctx, "t"); tbl != nil {
+		if files, _ := tbl.Store().List(ctx, "t/data/", ""); len(files) != 1 {
+			t.Fatalf("the refused streams left %d data files, want 1 (the committed one)", len(files))
+		}
+	}
+}
