@@ -27,7 +27,11 @@ run: build
 test: tools
 	$(GO) vet $(PKGS)
 	FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
-# >>> Python client tests (clients/pyspark, pytest) will be added here, after the Go tests. <<<
+	clients/pyspark/run_tests.sh
+
+# The Python client's tests alone (real PySpark and pyarrow against a server built from here).
+test-python:
+	clients/pyspark/run_tests.sh
 
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
 bench: tools build
@@ -57,3 +61,14 @@ CHROMIUM_INSTALL := apt-get update && apt-get install -y chromium
 browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium: $(CHROMIUM_INSTALL)"; $(CHROMIUM_INSTALL); }
 # <<< status page browser test <<<
+
+# >>> bench-peers: flight-sink against pyarrow, pylance and deltalake (bench/, docs/benchmarks.md) >>>
+# Installs bench/requirements.txt into a virtualenv, builds the servers, runs both workloads and
+# rewrites docs/benchmarks.md and docs/benchmarks/*.png. BENCH_PEERS_ARGS="--quick --no-doc" for a
+# smoke test; `python3 bench/peers.py --help` lists the knobs.
+BENCH_PYTHON ?= python3
+BENCH_PEERS_ARGS ?=
+.PHONY: bench-peers
+bench-peers:
+	GO=$(GO) $(BENCH_PYTHON) bench/peers.py $(BENCH_PEERS_ARGS)
+# <<< bench-peers <<<

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Python client tests (clients/pyspark): builds the Go server from this checkout, installs the
+# package and its test dependencies when missing, runs pytest and exits with pytest's code.
+#
+#   clients/pyspark/run_tests.sh               # every test
+#   clients/pyspark/run_tests.sh -k client -x  # extra arguments go to pytest
+#
+# Environment: PYTHON (default python3); PYSPARK_SPEC (default pyspark==4.3.0) for the PySpark
+# installed when none is; FLIGHT_SINK_BIN to test an already built server instead of building.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+PYSPARK_SPEC="${PYSPARK_SPEC:-pyspark==4.3.0}"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+if [ -z "${FLIGHT_SINK_BIN:-}" ]; then
+	echo "=== building flight-sink (go build ./cmd/flight-sink) into $tmp"
+	(cd "$repo" && go build -o "$tmp/flight-sink" ./cmd/flight-sink)
+	export FLIGHT_SINK_BIN="$tmp/flight-sink"
+fi
+
+if ! "$PYTHON" -c "import pyspark, pyarrow, pandas, pytest" >/dev/null 2>&1; then
+	echo "=== installing test dependencies: $PYSPARK_SPEC pyarrow pandas pytest"
+	"$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+		"$PYSPARK_SPEC" "pyarrow>=14" "pandas>=2,<3" "pytest>=7"
+fi
+
+# (Re)install the package in editable mode unless this checkout's copy is already the one imported.
+installed="$("$PYTHON" -c 'import flight_sink, os; print(os.path.realpath(flight_sink.__file__))' 2>/dev/null || true)"
+if [ "$installed" != "$(realpath "$here/src/flight_sink/__init__.py")" ]; then
+	echo "=== pip install -e clients/pyspark"
+	"$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+		--no-deps -e "$here"
+fi
+
+echo "=== pytest clients/pyspark/tests ($("$PYTHON" -c 'import pyspark, pyarrow; print("pyspark", pyspark.__version__, "pyarrow", pyarrow.__version__)'))"
+cd "$here"
+set +e
+"$PYTHON" -m pytest tests -p no:cacheprovider "$@"
+code=$?
+set -e
+exit "$code"

@@ -1,0 +1,70 @@
+"""flight-sink Python client: a thin Arrow Flight client and a Spark Structured Streaming sink.
+
+- :class:`flight_sink.Client` speaks the flight-sink wire protocol (``docs/protocol.md``):
+  exactly-once epoch writes, plain appends, reads, history, table statistics and maintenance.
+- :class:`flight_sink.spark.FlightSink` is a ``foreachBatch`` function that lands every
+  micro-batch of a streaming query exactly once, across restarts::
+
+      from flight_sink.spark import FlightSink
+      df.writeStream.foreachBatch(FlightSink("grpc://127.0.0.1:8815", table="events")) \\
+          .option("checkpointLocation", ckpt).start()
+
+``flight_sink.spark`` imports PySpark only when used, so the plain client needs only pyarrow.
+"""
+
+from .client import MODES, Ack, Client, EpochStatus
+from .errors import (
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    DeadlineExceededError,
+    EpochNotCommittedError,
+    FailedPreconditionError,
+    FlightSinkError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    ProtocolError,
+    QueryReusedError,
+    ResourceExhaustedError,
+    SchemaMismatchError,
+    ServerInternalError,
+    ServerUnavailableError,
+    TableNotFoundError,
+    UnauthenticatedError,
+    UnsupportedError,
+)
+from .retry import RetryPolicy
+
+__version__ = "0.1.0"
+
+#: The flight-sink wire protocol version this client implements.
+PROTOCOL_VERSION = 1
+
+__all__ = [
+    "Client",
+    "Ack",
+    "EpochStatus",
+    "MODES",
+    "RetryPolicy",
+    "PROTOCOL_VERSION",
+    "FlightSinkError",
+    "InvalidRequestError",
+    "SchemaMismatchError",
+    "NotFoundError",
+    "TableNotFoundError",
+    "AlreadyExistsError",
+    "FailedPreconditionError",
+    "QueryReusedError",
+    "UnsupportedError",
+    "AbortedError",
+    "ResourceExhaustedError",
+    "UnauthenticatedError",
+    "PermissionDeniedError",
+    "ServerUnavailableError",
+    "DeadlineExceededError",
+    "CancelledError",
+    "ServerInternalError",
+    "ProtocolError",
+    "EpochNotCommittedError",
+]

@@ -1,0 +1,185 @@
+"""Arrow data helpers: normalising schemas and replayable batch sources for retried DoPuts."""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, List, Optional, Union
+
+import pyarrow as pa
+
+#: What the write methods accept as data.
+ArrowData = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, Iterable[pa.RecordBatch]]
+
+
+def _utc_type(t: pa.DataType) -> Optional[pa.DataType]:
+    """The UTC version of a zoned timestamp type, or None if t needs no change."""
+    if pa.types.is_timestamp(t) and t.tz is not None and t.tz != "UTC":
+        return pa.timestamp(t.unit, tz="UTC")
+    return None
+
+
+def normalize_schema(schema: pa.Schema) -> pa.Schema:
+    """Return ``schema`` with every zoned timestamp column labelled ``UTC``.
+
+    Arrow stores zoned timestamps as UTC instants; the zone is only a label. Spark labels them
+    with the session time zone, which may differ between runs of one query, while the server
+    compares column types exactly. Relabelling as UTC (a metadata-only cast) keeps the table's
+    schema stable. Nested types are left unchanged.
+    """
+    fields = []
+    changed = False
+    for f in schema:
+        nt = _utc_type(f.type)
+        if nt is not None:
+            f = f.with_type(nt)
+            changed = True
+        fields.append(f)
+    if not changed:
+        return schema
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def normalize_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Cast ``batch`` to the normalised ``schema`` (a no-op unless time zones were relabelled)."""
+    if batch.schema.equals(schema):
+        return batch
+    cols = [
+        col if col.type.equals(f.type) else col.cast(f.type)
+        for col, f in zip(batch.columns, schema)
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def is_materialized(data: object) -> bool:
+    """True for data that is fully in memory (a Table, a RecordBatch or a list/tuple of them)."""
+    return isinstance(data, (pa.Table, pa.RecordBatch, list, tuple))
+
+
+class BatchSource:
+    """Record batches for one DoPut that can be sent again when a call is retried.
+
+    Materialised data (a Table, a RecordBatch, a list of batches) is simply iterated again.
+    A stream (a RecordBatchReader or any iterator of batches) is recorded while it is sent, up
+    to ``max_buffer_bytes``; a retry replays the recording and then continues with the rest of
+    the stream. Past the cap the recording is dropped and :attr:`replayable` turns False, so
+    the caller raises instead of retrying with incomplete data.
+
+    Args:
+        data: the batches.
+        schema: the schema, needed for an iterator that may yield no batch at all (otherwise
+            taken from the data). Zoned timestamps are relabelled UTC (:func:`normalize_schema`).
+        max_buffer_bytes: the recording cap for streams.
+    """
+
+    def __init__(
+        self,
+        data: ArrowData,
+        schema: Optional[pa.Schema] = None,
+        max_buffer_bytes: int = 256 << 20,
+    ) -> None:
+        self._materialized: Optional[List[pa.RecordBatch]] = None
+        self._stream: Optional[Iterator[pa.RecordBatch]] = None
+        self._recorded: List[pa.RecordBatch] = []
+        self._recorded_bytes = 0
+        self._max = max_buffer_bytes
+        self._exhausted = False
+        self.replayable = True
+        self.rows_sent = 0
+        if isinstance(data, pa.Table):
+            src_schema = data.schema
+            self._materialized = data.to_batches()
+        elif isinstance(data, pa.RecordBatch):
+            src_schema = data.schema
+            self._materialized = [data]
+        elif isinstance(data, pa.RecordBatchReader):
+            src_schema = data.schema
+            self._stream = iter(data)
+        elif isinstance(data, (list, tuple)):
+            batches = list(data)
+            for b in batches:
+                if not isinstance(b, pa.RecordBatch):
+                    raise TypeError(f"expected pyarrow.RecordBatch items, got {type(b).__name__}")
+            if schema is None and not batches:
+                raise ValueError("an empty list of batches needs schema=")
+            src_schema = schema if schema is not None else batches[0].schema
+            self._materialized = batches
+        elif isinstance(data, Iterable):
+            it = iter(data)
+            if schema is None:
+                first = next(it, None)
+                if first is None:
+                    raise ValueError("an empty iterator of batches needs schema=")
+                if not isinstance(first, pa.RecordBatch):
+                    raise TypeError(
+                        f"expected pyarrow.RecordBatch items, got {type(first).__name__}"
+                    )
+                src_schema = first.schema
+                self._recorded.append(first)
+                self._recorded_bytes += first.nbytes
+            else:
+                src_schema = schema
+            self._stream = it
+        else:
+            raise TypeError(
+                "data must be a pyarrow Table, RecordBatch, RecordBatchReader or an iterable of "
+                f"RecordBatch, got {type(data).__name__}"
+            )
+        if schema is not None and not schema.equals(src_schema):
+            raise ValueError(f"schema= does not match the data's schema:\n{schema}\nvs\n{src_schema}")
+        self.schema = normalize_schema(src_schema)
+        if self._materialized is not None:
+            # Cast everything before any DoPut starts: nothing but the network can then fail
+            # in the middle of a stream.
+            self._materialized = [normalize_batch(b, self.schema) for b in self._materialized]
+
+    def total_rows(self) -> int:
+        """Rows of materialised data (the count a DoPut command announces)."""
+        assert self._materialized is not None, "only materialised data has a known row count"
+        return sum(b.num_rows for b in self._materialized)
+
+    @property
+    def materialized(self) -> bool:
+        """True when every batch is in memory (nothing can fail while the data is produced)."""
+        return self._materialized is not None
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Iterate the batches from the start (replaying what a previous attempt sent)."""
+        self.rows_sent = 0
+        if self._materialized is not None:
+            for b in self._materialized:
+                self.rows_sent += b.num_rows
+                yield b
+            return
+        if not self.replayable:
+            raise RuntimeError("stream was larger than the retry buffer and cannot be replayed")
+        for b in list(self._recorded):
+            self.rows_sent += b.num_rows
+            yield normalize_batch(b, self.schema)
+        if self._exhausted:
+            return
+        assert self._stream is not None
+        for b in self._stream:
+            if not isinstance(b, pa.RecordBatch):
+                raise TypeError(f"expected pyarrow.RecordBatch items, got {type(b).__name__}")
+            if self.replayable:
+                self._recorded_bytes += b.nbytes
+                if self._recorded_bytes > self._max:
+                    self.replayable = False
+                    self._recorded = []
+                else:
+                    self._recorded.append(b)
+            self.rows_sent += b.num_rows
+            yield normalize_batch(b, self.schema)
+        self._exhausted = True
+
+
+def arrow_type_name(t: pa.DataType) -> str:
+    """The type name ``create_table`` expects for an Arrow type (``docs/protocol.md``)."""
+    if pa.types.is_date32(t):
+        return "date32"
+    if pa.types.is_date64(t):
+        return "date64"
+    if pa.types.is_float16(t):
+        return "float16"
+    if pa.types.is_timestamp(t):
+        return f"timestamp[{t.unit}, tz={t.tz}]" if t.tz else f"timestamp[{t.unit}]"
+    return str(t)

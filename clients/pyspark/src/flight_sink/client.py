@@ -1,0 +1,634 @@
+"""A thin Python client for the flight-sink Arrow Flight server.
+
+It speaks the wire protocol in ``docs/protocol.md`` (protocol version 1) through
+``pyarrow.flight`` and nothing else::
+
+    import pyarrow as pa
+    from flight_sink import Client
+
+    with Client("grpc://127.0.0.1:8815") as c:
+        ack = c.put_epoch("events", pa.table({"id": [1, 2]}), query_id="q-1", epoch_id=0,
+                          create=True)
+        print(ack.status, ack.version)             # committed 2 (version 1 created the table)
+        c.put_epoch("events", pa.table({"id": [1, 2]}), query_id="q-1", epoch_id=0).status
+        # 'duplicate': a replayed epoch is acknowledged and nothing is written
+        print(c.read("events").num_rows)           # 2
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from ._data import ArrowData, BatchSource, arrow_type_name, normalize_schema
+from .errors import FlightSinkError, ProtocolError, from_arrow_error
+from .retry import RetryPolicy
+
+__all__ = ["Client", "Ack", "EpochStatus", "MODES"]
+
+log = logging.getLogger("flight_sink")
+
+#: The output modes an epoch can be written in (``docs/protocol.md``, *Modes*).
+MODES = ("append", "complete", "update")
+
+CreateSpec = Union[bool, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The server's acknowledgement of a write; it is sent only once the write is durable.
+
+    Attributes:
+        status: ``"committed"`` (the write is version :attr:`version`), ``"duplicate"`` (the
+            epoch was already committed, at :attr:`version`; nothing was written), ``"empty"``
+            (an append/update epoch without rows: nothing committed) or ``"staged"`` (one
+            partition of a multi-writer epoch; commit :attr:`stage` with
+            :meth:`Client.commit_epoch`).
+        table: the table.
+        query_id: the epoch's query id (None for plain appends).
+        epoch_id: the epoch id (None for plain appends).
+        version: the table version that holds the write (None when nothing was committed).
+        rows: rows written (0 for a duplicate).
+        stage: the stage token of a ``staged`` ack.
+        route: where the epoch landed: ``"direct"`` (a table version) or ``"memwal"`` (durable
+            in the table's MemWAL shards, readable at once; no table version, so
+            :attr:`version` is None). None when the server does not say.
+        raw: the acknowledgement JSON as received.
+    """
+
+    status: str
+    table: str
+    query_id: Optional[str] = None
+    epoch_id: Optional[int] = None
+    version: Optional[int] = None
+    rows: int = 0
+    stage: Optional[str] = None
+    route: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Ack":
+        """Build an Ack from the server's JSON."""
+        if "status" not in d:
+            raise ProtocolError(f"acknowledgement without a status: {dict(d)!r}")
+        version = d.get("version")
+        return cls(
+            status=str(d["status"]),
+            table=str(d.get("table", "")),
+            query_id=d.get("query_id"),
+            epoch_id=d.get("epoch_id"),
+            version=int(version) if version else None,
+            rows=int(d.get("rows") or 0),
+            stage=d.get("stage"),
+            route=d.get("route"),
+            raw=dict(d),
+        )
+
+    @property
+    def landed(self) -> bool:
+        """True when the epoch's data is (now or already) in the table, or there was none."""
+        return self.status in ("committed", "duplicate", "empty")
+
+
+@dataclass(frozen=True)
+class EpochStatus:
+    """Whether an epoch of a query is committed, and in which version."""
+
+    committed: bool
+    version: Optional[int] = None
+
+
+def _partition_json(partition: Union[Tuple[int, int], Mapping[str, int]]) -> Dict[str, int]:
+    if isinstance(partition, Mapping):
+        return {"id": int(partition["id"]), "attempt": int(partition.get("attempt", 0))}
+    pid, attempt = partition
+    return {"id": int(pid), "attempt": int(attempt)}
+
+
+class Client:
+    """A connection to a flight-sink server.
+
+    Args:
+        uri: the server, e.g. ``"grpc://127.0.0.1:8815"`` or ``"grpc+tls://host:8815"``.
+        token: a bearer token, sent as the gRPC header ``authorization: Bearer <token>`` on
+            every call (servers started with ``--auth-token`` require it).
+        timeout: a deadline in seconds for every call (default: none).
+        retry: how idempotent calls are retried on transient unavailability
+            (:class:`~flight_sink.RetryPolicy`; default: 6 attempts over at most 60 s).
+            ``RetryPolicy.none()`` disables retries.
+        tls_root_certs: PEM root certificates for ``grpc+tls://`` servers with a private CA.
+        max_retry_buffer_bytes: how much of a *streamed* epoch (an iterator or
+            RecordBatchReader) is kept in memory so that a retry can send it again. A stream
+            larger than this is not retried after a failure; the error is raised instead.
+
+    Errors are raised as :class:`~flight_sink.FlightSinkError` subclasses carrying the server's
+    message. A Client is safe to use from one thread at a time; it connects lazily and can be
+    used as a context manager (``with Client(uri) as c: ...``).
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        token: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
+        tls_root_certs: Optional[Union[str, bytes]] = None,
+        max_retry_buffer_bytes: int = 256 << 20,
+    ) -> None:
+        if not isinstance(uri, str) or "://" not in uri:
+            raise ValueError(f"uri must look like grpc://host:port, got {uri!r}")
+        self._uri = uri
+        self._token = token
+        self._timeout = timeout
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._tls_root_certs = tls_root_certs
+        self._max_buffer = max_retry_buffer_bytes
+        self._conn: Optional[fl.FlightClient] = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Client({self._uri!r}{', token=***' if self._token else ''})"
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """The server URI."""
+        return self._uri
+
+    def _client(self) -> fl.FlightClient:
+        with self._lock:
+            if self._conn is None:
+                kwargs: Dict[str, Any] = {}
+                if self._tls_root_certs is not None:
+                    kwargs["tls_root_certs"] = self._tls_root_certs
+                self._conn = fl.FlightClient(self._uri, **kwargs)
+            return self._conn
+
+    def _options(self) -> fl.FlightCallOptions:
+        headers: List[Tuple[bytes, bytes]] = []
+        if self._token:
+            headers.append((b"authorization", b"Bearer " + self._token.encode()))
+        return fl.FlightCallOptions(timeout=self._timeout, headers=headers)
+
+    def close(self) -> None:
+        """Close the connection (a later call reconnects)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover - closing a broken channel
+                pass
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _action(self, name: str, body: Mapping[str, Any], *, retry: bool = True) -> Any:
+        """Run DoAction ``name`` with a JSON body and return the decoded JSON result."""
+        payload = json.dumps(body).encode()
+        what = f"{name} {body.get('table', '')}".strip()
+
+        def attempt() -> Any:
+            try:
+                results = list(self._client().do_action(fl.Action(name, payload), self._options()))
+            except pa.ArrowException as e:
+                raise from_arrow_error(e, what, self._uri) from e
+            if not results:
+                return None
+            return json.loads(results[0].body.to_pybytes())
+
+        if not retry:
+            return attempt()
+        return self.retry.call(what, attempt)
+
+    def _do_put(self, what: str, descriptor: fl.FlightDescriptor, source: BatchSource) -> Ack:
+        """One DoPut of ``source``; returns the acknowledgement."""
+        try:
+            writer, reader = self._client().do_put(descriptor, source.schema, self._options())
+        except pa.ArrowException as e:
+            raise from_arrow_error(e, what, self._uri) from e
+
+        def fail(e: BaseException) -> FlightSinkError:
+            # The call's status often only shows when the stream is closed.
+            try:
+                writer.close()
+            except pa.ArrowException as e2:
+                return from_arrow_error(e2, what, self._uri)
+            return from_arrow_error(e, what, self._uri)
+
+        batches = source.batches()
+        while True:
+            # Errors raised by the source itself (not by the network) propagate unchanged.
+            b = next(batches, None)
+            if b is None:
+                break
+            try:
+                writer.write_batch(b)
+            except pa.ArrowException as e:
+                raise fail(e) from e
+        try:
+            writer.done_writing()
+            buf = reader.read()
+        except pa.ArrowException as e:
+            raise fail(e) from e
+        try:
+            writer.close()
+        except pa.ArrowException as e:
+            raise from_arrow_error(e, what, self._uri) from e
+        if buf is None:
+            raise ProtocolError(
+                f"{what}: the server ended the DoPut without an acknowledgement; nothing may be "
+                "assumed (replay the epoch with the same query_id and epoch_id)",
+                operation=what,
+            )
+        return Ack.from_json(json.loads(buf.to_pybytes()))
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def put_epoch(
+        self,
+        table: str,
+        data: ArrowData,
+        *,
+        query_id: str,
+        epoch_id: int,
+        mode: str = "append",
+        create: CreateSpec = False,
+        partition: Optional[Union[Tuple[int, int], Mapping[str, int]]] = None,
+        schema: Optional[pa.Schema] = None,
+        staged: Optional[bool] = None,
+        dedupe_lookback_versions: Optional[int] = None,
+        route: Optional[str] = None,
+    ) -> Ack:
+        """Write one epoch of a streaming query, exactly once.
+
+        Replaying an epoch with the same ``(query_id, epoch_id)`` is acknowledged as
+        ``duplicate`` and writes nothing, so after any failure the epoch can simply be sent
+        again. Transient unavailability is retried as :attr:`retry` allows.
+
+        Args:
+            table: the table name.
+            data: a pyarrow Table, RecordBatch, RecordBatchReader or an iterable of
+                RecordBatch. Zoned timestamps are sent labelled UTC.
+            query_id: the query's stable id (e.g. Spark's ``StreamingQuery.id``).
+            epoch_id: the micro-batch id, >= 0.
+            mode: ``"append"``, ``"complete"`` (replace the table's content with this epoch,
+                even an empty one) or ``"update"``.
+            create: ``True`` (or ``{"primary_key": [...]}``) creates the table from the data's
+                schema if it does not exist; otherwise an unknown table raises
+                :class:`~flight_sink.TableNotFoundError`.
+            partition: ``(id, attempt)`` stages one partition of a multi-writer epoch: the
+                result is a ``staged`` ack whose :attr:`Ack.stage` goes to
+                :meth:`commit_epoch`.
+            schema: the schema, required only for an iterator that may yield no batch.
+            staged: send the epoch as one stage plus :meth:`commit_epoch` instead of a single
+                DoPut. The default (None) stages streamed data (iterators, readers) and sends
+                in-memory data in one DoPut. Staging makes a stream that fails half-way
+                harmless: Flight cannot abort a DoPut, and a half-sent stage is never committed.
+            dedupe_lookback_versions: versions the server's dedupe scan reads (1..10000).
+            route: ``"auto"``, ``"direct"`` or ``"memwal"``.
+
+        Returns:
+            The acknowledgement: ``committed``, ``duplicate``, ``empty`` (append/update without
+            rows) or, with ``partition``, ``staged``.
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        source = BatchSource(data, schema, self._max_buffer)
+        cmd: Dict[str, Any] = {
+            "table": table,
+            "query_id": query_id,
+            "epoch_id": int(epoch_id),
+            "mode": mode,
+        }
+        if create:
+            cmd["create"] = True if create is True else dict(create)
+        if dedupe_lookback_versions is not None:
+            cmd["dedupe_lookback_versions"] = int(dedupe_lookback_versions)
+        if route is not None:
+            cmd["route"] = route
+        if staged is None:
+            staged = not source.materialized
+        if partition is None and staged:
+            partition = (0, 0)
+            commit_after = True
+        else:
+            commit_after = False
+        if partition is not None:
+            cmd["partition"] = _partition_json(partition)
+        if source.materialized:
+            # Announce the row count: a stream cut short by a half-close then commits nothing
+            # instead of committing the part that arrived as the whole epoch.
+            cmd["rows"] = source.total_rows()
+        what = f"DoPut {table} epoch {epoch_id}"
+        descriptor = fl.FlightDescriptor.for_command(json.dumps(cmd))
+        ack = self.retry.call(
+            what, lambda: self._do_put(what, descriptor, source), lambda: source.replayable
+        )
+        if commit_after and ack.status == "staged":
+            assert ack.stage is not None
+            return self.commit_epoch(
+                table,
+                query_id=query_id,
+                epoch_id=epoch_id,
+                stages=[ack.stage],
+                mode=mode,
+                dedupe_lookback_versions=dedupe_lookback_versions,
+            )
+        return ack
+
+    def commit_epoch(
+        self,
+        table: str,
+        *,
+        query_id: str,
+        epoch_id: int,
+        stages: Sequence[str],
+        mode: str = "append",
+        dedupe_lookback_versions: Optional[int] = None,
+    ) -> Ack:
+        """Commit the staged partitions of a multi-writer epoch as one transaction.
+
+        Pass one stage token per partition (the attempt that succeeded). A second call for
+        the same epoch answers ``duplicate``; an empty ``stages`` list commits an empty epoch
+        (which, in ``complete`` mode, truncates the table).
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        body: Dict[str, Any] = {
+            "table": table,
+            "query_id": query_id,
+            "epoch_id": int(epoch_id),
+            "mode": mode,
+            "stages": list(stages),
+        }
+        if dedupe_lookback_versions is not None:
+            body["dedupe_lookback_versions"] = int(dedupe_lookback_versions)
+        res = self._action("commit_epoch", body)
+        if not isinstance(res, Mapping):
+            raise ProtocolError(f"commit_epoch {table}: unexpected result {res!r}")
+        return Ack.from_json(res)
+
+    def put(self, table: str, data: ArrowData, *, schema: Optional[pa.Schema] = None) -> Ack:
+        """Append ``data`` to an existing table, without epoch identity (no dedupe).
+
+        A plain append is not idempotent, so it is never retried: after an error that may
+        have happened after the server committed, check :meth:`history` before sending again.
+        A stream (iterator, reader) is read completely before the call starts, so a source
+        that fails half-way never leaves a partial append. Use :meth:`put_epoch` for writes that
+        must land exactly once.
+        """
+        source = BatchSource(data, schema, self._max_buffer)
+        if not source.materialized:
+            batches = list(source.batches())
+            source = BatchSource(pa.Table.from_batches(batches, schema=source.schema))
+        what = f"DoPut {table}"
+        return self._do_put(what, fl.FlightDescriptor.for_path(table), source)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        table: str,
+        *,
+        version: Optional[int] = None,
+        columns: Optional[Sequence[str]] = None,
+    ) -> pa.Table:
+        """Read one consistent snapshot of a table (default: the latest version).
+
+        Args:
+            table: the table name.
+            version: the version to read.
+            columns: the columns to read, in this order (default: all, in table order).
+        """
+        ticket: Dict[str, Any] = {"table": table}
+        if version is not None:
+            ticket["version"] = int(version)
+        if columns is not None:
+            ticket["columns"] = list(columns)
+        payload = json.dumps(ticket).encode()
+        what = f"DoGet {table}"
+
+        def attempt() -> pa.Table:
+            try:
+                return self._client().do_get(fl.Ticket(payload), self._options()).read_all()
+            except pa.ArrowException as e:
+                raise from_arrow_error(e, what, self._uri) from e
+
+        return self.retry.call(what, attempt)
+
+    def schema(self, table: str) -> pa.Schema:
+        """The table's schema at its latest version."""
+        what = f"GetSchema {table}"
+
+        def attempt() -> pa.Schema:
+            try:
+                return self._client().get_schema(
+                    fl.FlightDescriptor.for_path(table), self._options()
+                ).schema
+            except pa.ArrowException as e:
+                raise from_arrow_error(e, what, self._uri) from e
+
+        return self.retry.call(what, attempt)
+
+    def list_tables(self) -> List[str]:
+        """The names of the tables under the server's root."""
+
+        def attempt() -> List[str]:
+            try:
+                infos = list(self._client().list_flights(options=self._options()))
+            except pa.ArrowException as e:
+                raise from_arrow_error(e, "ListFlights", self._uri) from e
+            names = []
+            for info in infos:
+                path = info.descriptor.path
+                if path:
+                    p = path[0]
+                    names.append(p.decode() if isinstance(p, bytes) else str(p))
+            return names
+
+        return self.retry.call("ListFlights", attempt)
+
+    def list_actions(self) -> Dict[str, str]:
+        """The actions the server runs, with their descriptions."""
+
+        def attempt() -> Dict[str, str]:
+            try:
+                return {a.type: a.description for a in self._client().list_actions(self._options())}
+            except pa.ArrowException as e:
+                raise from_arrow_error(e, "ListActions", self._uri) from e
+
+        return self.retry.call("ListActions", attempt)
+
+    def epoch_status(self, table: str, *, query_id: str, epoch_id: int) -> EpochStatus:
+        """Whether epoch ``epoch_id`` of ``query_id`` is committed in ``table``.
+
+        Raises :class:`~flight_sink.TableNotFoundError` for an unknown table and
+        :class:`~flight_sink.QueryReusedError` when the epoch is below the query's watermark
+        but was never committed (a new checkpoint reusing the query id).
+        """
+        res = self._action(
+            "epoch_status", {"table": table, "query_id": query_id, "epoch_id": int(epoch_id)}
+        )
+        if not isinstance(res, Mapping):
+            raise ProtocolError(f"epoch_status {table}: unexpected result {res!r}")
+        return EpochStatus(bool(res.get("committed")), int(res["version"]) if res.get("version") else None)
+
+    def history(self, table: str, limit: int = 20) -> List[Dict[str, Any]]:
+        """The table's transactions, newest first (``limit`` 1..10000).
+
+        Each entry has ``version``, ``timestamp``, ``operation`` (``Create``, ``Append``,
+        ``Overwrite``, ...), ``read_version``, ``properties`` (epoch commits carry
+        ``flight_sink.streaming.query_id`` and ``flight_sink.streaming.epoch_id``) and
+        ``transaction_file``.
+        """
+        res = self._action("history", {"table": table, "limit": int(limit)})
+        return list(res or [])
+
+    def table_stats(self, table: str) -> Dict[str, Any]:
+        """Table statistics: ``version``, ``rows``, ``fragments``, ``data_bytes``,
+        ``primary_key`` and ``streams`` (each query's last committed epoch)."""
+        return dict(self._action("table_stats", {"table": table}) or {})
+
+    # -- administration ---------------------------------------------------------------------
+
+    def create_table(
+        self,
+        table: str,
+        schema: Union[pa.Schema, Sequence[Mapping[str, Any]]],
+        *,
+        primary_key: Optional[Sequence[str]] = None,
+        memwal_shards: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """Create an empty table.
+
+        Args:
+            table: the name: 1-128 characters of ``[A-Za-z0-9_.-]``, starting with a letter or
+                digit.
+            schema: a pyarrow Schema, or a list of ``{"name", "type", "nullable"}`` with the
+                type names of ``docs/protocol.md`` (``int64``, ``utf8``,
+                ``timestamp[us, tz=UTC]``, ...).
+            primary_key: key columns.
+            memwal_shards: MemWAL shards (servers with MemWAL).
+
+        Returns:
+            ``{"table", "version"}``. Raises :class:`~flight_sink.AlreadyExistsError` if the
+            table exists. Not retried.
+        """
+        if isinstance(schema, pa.Schema):
+            cols = [
+                {"name": f.name, "type": arrow_type_name(f.type), "nullable": f.nullable}
+                for f in normalize_schema(schema)
+            ]
+        else:
+            cols = [dict(c) for c in schema]
+        body: Dict[str, Any] = {"table": table, "schema": cols}
+        if primary_key:
+            body["primary_key"] = list(primary_key)
+        if memwal_shards is not None:
+            body["memwal"] = {"shards": int(memwal_shards)}
+        return dict(self._action("create_table", body, retry=False) or {})
+
+    def compact(
+        self,
+        table: str,
+        *,
+        target_rows_per_fragment: Optional[int] = None,
+        max_deleted_share: Optional[float] = None,
+        **options: Any,
+    ) -> Dict[str, Any]:
+        """Compact small fragments and fragments with many deleted rows (the ``compact`` action).
+
+        Streaming writers keep committing meanwhile. Needs a server with compaction; an older
+        server raises :class:`~flight_sink.UnsupportedError` ("unknown action").
+
+        Args:
+            table: the table.
+            target_rows_per_fragment: rows per rewritten fragment (server default 1,048,576).
+            max_deleted_share: rewrite fragments with more than this share of deleted rows
+                (0..1, server default 0.1).
+            options: further fields of the action's JSON body, passed through.
+
+        Returns:
+            ``{"read_version", "version", "groups", "fragments_removed", "fragments_added",
+            "rows_rewritten", ...}``.
+        """
+        body: Dict[str, Any] = {"table": table, **options}
+        if target_rows_per_fragment is not None:
+            body["target_rows_per_fragment"] = int(target_rows_per_fragment)
+        if max_deleted_share is not None:
+            body["max_deleted_share"] = float(max_deleted_share)
+        return dict(self._action("compact", body) or {})
+
+    def cleanup(
+        self,
+        table: str,
+        *,
+        older_than_seconds: Optional[float] = None,
+        keep_last: Optional[int] = None,
+        dry_run: bool = False,
+    ) -> Dict[str, Any]:
+        """Remove old versions, expired multi-writer stages and unreferenced files.
+
+        Args:
+            table: the table.
+            older_than_seconds: remove versions superseded for longer than this (server
+                default 7 days); the latest and the newest ``keep_last`` are always kept.
+            keep_last: versions always kept (server default 1).
+            dry_run: only report what would be removed.
+
+        Returns:
+            ``{"versions_removed", "files_removed", "stages_expired", "data_files_removed",
+            "transaction_files_removed", "bytes_removed", ...}``.
+        """
+        body: Dict[str, Any] = {"table": table, "dry_run": bool(dry_run)}
+        if older_than_seconds is not None:
+            body["older_than_seconds"] = older_than_seconds
+        if keep_last is not None:
+            body["keep_last"] = int(keep_last)
+        return dict(self._action("cleanup", body) or {})
+
+    def delete(self, table: str, where: Mapping[str, Any]) -> Dict[str, Any]:
+        """Delete the rows matching a predicate (the ``delete`` action; not retried).
+
+        ``where`` is the protocol's JSON predicate, e.g. ``{"op": "=", "column": "id",
+        "value": 3}``, ``{"op": "in", "column": "k", "values": [1, 2]}``, ``{"op": "and",
+        "args": [...]}``. Returns ``{"version", "committed", "rows_deleted"}``.
+        """
+        return dict(self._action("delete", {"table": table, "where": dict(where)}, retry=False) or {})
+
+    def flush_memwal(self, table: str, shard: Optional[int] = None) -> Dict[str, Any]:
+        """Flush a MemWAL table's memtables into generations (every shard by default)."""
+        body: Dict[str, Any] = {"table": table}
+        if shard is not None:
+            body["shard"] = int(shard)
+        return dict(self._action("flush_memwal", body) or {})
+
+    def compact_memwal_shard(
+        self, table: str, shard: Optional[int] = None, min_generations: Optional[int] = None
+    ) -> Dict[str, Any]:
+        """Fold a MemWAL table's flushed generations into the table (every shard by default)."""
+        body: Dict[str, Any] = {"table": table}
+        if shard is not None:
+            body["shard"] = int(shard)
+        if min_generations is not None:
+            body["min_generations"] = int(min_generations)
+        return dict(self._action("compact_memwal_shard", body) or {})
+
+    def action(self, name: str, body: Mapping[str, Any], *, retry: bool = False) -> Any:
+        """Run any DoAction with a JSON body and return its decoded JSON result.
+
+        For actions this client has no method for yet. ``retry=True`` only for idempotent ones.
+        """
+        return self._action(name, body, retry=retry)

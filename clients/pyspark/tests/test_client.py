@@ -1,0 +1,272 @@
+"""The plain client against the real server: round trips, exactly-once epochs, clear errors."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+import flight_sink as fs
+from flight_sink._data import BatchSource, normalize_schema
+from flight_sink.errors import split_status
+
+from conftest import free_port
+
+FAST_RETRY = fs.RetryPolicy(max_attempts=3, initial_backoff=0.05, max_backoff=0.1)
+
+
+def events(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "name": pa.array([f"e{i}" for i in ids], pa.string()),
+            "ts": pa.array([i * 1_000_000 for i in ids], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+@pytest.fixture
+def client(server):
+    with fs.Client(server.uri) as c:
+        yield c
+
+
+def test_round_trip(client: fs.Client, table_name: str) -> None:
+    ack = client.put_epoch(table_name, events(0, 5), query_id="q-1", epoch_id=0, create=True)
+    assert (ack.status, ack.rows, ack.query_id, ack.epoch_id) == ("committed", 5, "q-1", 0)
+    v1 = ack.version
+    # A replay of the same epoch is acknowledged and writes nothing.
+    dup = client.put_epoch(table_name, events(0, 5), query_id="q-1", epoch_id=0)
+    assert dup.status == "duplicate" and dup.version == v1
+    # A streamed epoch (iterator of batches) lands too, staged and committed.
+    ack2 = client.put_epoch(
+        table_name, iter(events(5, 6).to_batches(max_chunksize=2)), query_id="q-1", epoch_id=1
+    )
+    assert ack2.status == "committed" and ack2.rows == 6
+    assert client.put_epoch(
+        table_name, iter(events(5, 6).to_batches()), query_id="q-1", epoch_id=1
+    ).status == "duplicate"
+    # Plain append.
+    plain = client.put(table_name, events(100, 2))
+    assert plain.status == "committed" and plain.rows == 2 and plain.query_id is None
+
+    t = client.read(table_name)
+    assert sorted(t.column("id").to_pylist()) == list(range(11)) + [100, 101]
+    assert t.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    old = client.read(table_name, version=v1, columns=["name", "id"])
+    assert old.column_names == ["name", "id"] and old.num_rows == 5
+    assert client.schema(table_name).names == ["id", "name", "ts"]
+    assert table_name in client.list_tables()
+
+    hist = client.history(table_name, limit=10)
+    assert [h["operation"] for h in hist][-1] == "Create"
+    props = [h.get("properties") or {} for h in hist]
+    epochs = [
+        p.get("flight_sink.streaming.epoch_id")
+        for p in props
+        if p.get("flight_sink.streaming.query_id") == "q-1"
+    ]
+    assert sorted(epochs) == ["0", "1"]
+    stats = client.table_stats(table_name)
+    assert stats["rows"] == 13 and stats["streams"]["q-1"]["epoch"] == 1
+    if "delete" in client.list_actions():
+        deleted = client.delete(table_name, {"op": "in", "column": "id", "values": [100, 101]})
+        assert deleted["rows_deleted"] == 2
+        assert client.read(table_name).num_rows == 11
+    assert client.epoch_status(table_name, query_id="q-1", epoch_id=1).committed
+    assert not client.epoch_status(table_name, query_id="q-1", epoch_id=2).committed
+    assert client.cleanup(table_name, dry_run=True)["dry_run"] is True
+
+
+def test_create_table_and_modes(client: fs.Client, table_name: str) -> None:
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("day", pa.date32()),
+            pa.field("ts", pa.timestamp("us", tz="Europe/Paris")),
+        ]
+    )
+    assert client.create_table(table_name, schema)["version"] >= 1
+    # Zoned timestamps are labelled UTC (the same instants).
+    assert client.schema(table_name) == normalize_schema(schema)
+    data = pa.table(
+        {"id": [1, 2], "day": pa.array([1, 2], pa.date32()),
+         "ts": pa.array([0, 1], pa.timestamp("us", tz="Europe/Paris"))},
+        schema=schema,
+    )
+    def complete(tbl, epoch):
+        return client.put_epoch(table_name, tbl, query_id="c", epoch_id=epoch, mode="complete")
+
+    assert complete(data, 0).status == "committed"
+    assert complete(data.slice(0, 1), 1).rows == 1
+    assert client.read(table_name).column("id").to_pylist() == [1]
+    # An empty complete epoch truncates; an empty append epoch writes nothing.
+    assert complete(data.slice(0, 0), 2).status == "committed"
+    assert client.read(table_name).num_rows == 0
+    assert client.put_epoch(table_name, data.slice(0, 0), query_id="a", epoch_id=0).status == "empty"
+    with pytest.raises(fs.AlreadyExistsError):
+        client.create_table(table_name, schema)
+
+
+def test_multi_writer_epoch(client: fs.Client, table_name: str) -> None:
+    client.create_table(table_name, events(0, 1).schema)
+    s0 = client.put_epoch(table_name, events(0, 3), query_id="mw", epoch_id=7, partition=(0, 0))
+    s1_failed = client.put_epoch(table_name, events(1000, 3), query_id="mw", epoch_id=7, partition=(1, 0))
+    s1 = client.put_epoch(table_name, events(3, 3), query_id="mw", epoch_id=7, partition=(1, 1))
+    assert {s0.status, s1.status, s1_failed.status} == {"staged"}
+    assert client.read(table_name).num_rows == 0  # staged data is invisible
+    ack = client.commit_epoch(table_name, query_id="mw", epoch_id=7, stages=[s0.stage, s1.stage])
+    assert ack.status == "committed" and ack.rows == 6
+    again = client.commit_epoch(table_name, query_id="mw", epoch_id=7, stages=[s0.stage, s1.stage])
+    assert again.status == "duplicate" and again.version == ack.version
+    assert sorted(client.read(table_name).column("id").to_pylist()) == list(range(6))
+    # Two attempts of one partition in one commit are refused.
+    a0, a1 = (
+        client.put_epoch(table_name, events(0, 1), query_id="mw", epoch_id=8, partition=(0, attempt))
+        for attempt in (0, 1)
+    )
+    with pytest.raises(fs.InvalidRequestError, match="twice"):
+        client.commit_epoch(table_name, query_id="mw", epoch_id=8, stages=[a0.stage, a1.stage])
+
+
+def test_failing_stream_commits_nothing(client: fs.Client, table_name: str) -> None:
+    """A source that fails half-way must not leave a partial epoch (it is sent as a stage)."""
+    client.create_table(table_name, events(0, 1).schema)
+
+    def broken():
+        yield events(0, 3).to_batches()[0]
+        raise RuntimeError("source broke")
+
+    with pytest.raises(RuntimeError, match="source broke"):
+        client.put_epoch(table_name, broken(), query_id="b", epoch_id=0)
+    with pytest.raises(RuntimeError, match="source broke"):
+        client.put(table_name, broken())
+    time.sleep(0.3)  # let the server finish whatever it received
+    assert client.read(table_name).num_rows == 0
+    assert not client.epoch_status(table_name, query_id="b", epoch_id=0).committed
+    # The epoch can then be sent again in full.
+    assert client.put_epoch(table_name, events(0, 3), query_id="b", epoch_id=0).rows == 3
+
+
+def test_errors_are_clear(client: fs.Client, table_name: str) -> None:
+    client.put_epoch(table_name, events(0, 2), query_id="q", epoch_id=0, create=True)
+
+    with pytest.raises(fs.InvalidRequestError, match="invalid table name") as bad:
+        client.put_epoch("bad/name", events(0, 1), query_id="q", epoch_id=0, create=True)
+    assert bad.value.code == "invalid_argument" and "bad/name" in bad.value.server_message
+
+    wrong = pa.table({"id": pa.array(["x"], pa.string())})
+    with pytest.raises(fs.SchemaMismatchError) as mm:
+        client.put_epoch(table_name, wrong, query_id="q", epoch_id=1)
+    msg = str(mm.value)
+    assert 'column "id"' in msg and "int64" in msg and "utf8" in msg and "gRPC" not in msg
+    assert isinstance(mm.value, ValueError)
+
+    with pytest.raises(fs.TableNotFoundError, match="create"):
+        client.put_epoch(f"{table_name}_missing", events(0, 1), query_id="q", epoch_id=0)
+    with pytest.raises(fs.TableNotFoundError):
+        client.read(f"{table_name}_missing")
+    with pytest.raises(fs.InvalidRequestError, match="query_id is required"):
+        client.put_epoch(table_name, events(0, 1), query_id="  ", epoch_id=3)
+    with pytest.raises(ValueError, match="mode"):
+        client.put_epoch(table_name, events(0, 1), query_id="q", epoch_id=3, mode="overwrite")
+    # An action the server does not run is a clear UnsupportedError (so is compact on servers
+    # without compaction).
+    with pytest.raises(fs.UnsupportedError, match="unknown action"):
+        client.action("optimize_everything", {"table": table_name})
+    if "compact" in client.list_actions():
+        assert "read_version" in client.compact(table_name, target_rows_per_fragment=1000)
+    else:
+        with pytest.raises(fs.UnsupportedError, match="unknown action"):
+            client.compact(table_name)
+    # An epoch below the watermark that is not a replay: a reused query id.
+    client.put_epoch(table_name, events(2, 1), query_id="q", epoch_id=5)
+    with pytest.raises(fs.QueryReusedError, match="new checkpoint"):
+        client.put_epoch(table_name, events(3, 1), query_id="q", epoch_id=4, dedupe_lookback_versions=1)
+    assert client.read(table_name).num_rows == 3
+
+
+def test_server_down_is_clear_and_bounded() -> None:
+    port = free_port()
+    c = fs.Client(f"grpc://127.0.0.1:{port}", retry=FAST_RETRY)
+    t0 = time.monotonic()
+    with pytest.raises(fs.ServerUnavailableError) as e:
+        c.history("events")
+    assert time.monotonic() - t0 < 15  # bounded: 3 attempts with short backoffs
+    assert f"127.0.0.1:{port}" in str(e.value) and "running" in str(e.value)
+    assert isinstance(e.value, ConnectionError) and e.value.retryable
+    with pytest.raises(fs.ServerUnavailableError):
+        c.put_epoch("events", events(0, 1), query_id="q", epoch_id=0)
+    with pytest.raises(fs.ServerUnavailableError):
+        c.put("events", events(0, 1))
+
+
+def test_unavailable_is_retried_until_the_server_is_up(server_factory) -> None:
+    port = free_port()
+    started = threading.Timer(1.0, lambda: server_factory(listen=f"127.0.0.1:{port}"))
+    started.start()
+    try:
+        c = fs.Client(
+            f"grpc://127.0.0.1:{port}",
+            retry=fs.RetryPolicy(max_attempts=500, initial_backoff=0.1, max_backoff=0.5, max_elapsed=120),
+        )
+        ack = c.put_epoch("late", iter(events(0, 4).to_batches()), query_id="q", epoch_id=0, create=True)
+        assert ack.status == "committed" and ack.rows == 4
+    finally:
+        started.join()
+
+
+def test_bearer_token(server_bin: str, server_factory) -> None:
+    help_text = subprocess.run([server_bin, "serve", "--help"], capture_output=True, text=True).stdout
+    if "--auth-token" not in help_text:
+        pytest.skip("this server build has no --auth-token")
+    srv = server_factory(extra_args=["--auth-token", "s3cret"])
+    with pytest.raises(fs.UnauthenticatedError, match="Bearer"):
+        fs.Client(srv.uri, retry=FAST_RETRY).list_tables()
+    with pytest.raises(PermissionError, match="token"):  # Unauthenticated or PermissionDenied
+        fs.Client(srv.uri, token="wrong", retry=FAST_RETRY).put_epoch(
+            "t", events(0, 1), query_id="q", epoch_id=0, create=True)
+    ok = fs.Client(srv.uri, token="s3cret")
+    assert ok.put_epoch("t", events(0, 1), query_id="q", epoch_id=0, create=True).status == "committed"
+    assert ok.read("t").num_rows == 1
+
+
+def test_batch_source_replay() -> None:
+    batches = events(0, 10).to_batches(max_chunksize=3)
+    src = BatchSource(iter(batches), max_buffer_bytes=1 << 20)
+    first_try = []
+    for b in src.batches():
+        first_try.append(b)
+        if len(first_try) == 2:
+            break  # the call failed after two batches
+    assert sum(b.num_rows for b in src.batches()) == 10 and src.replayable
+    assert sum(b.num_rows for b in src.batches()) == 10  # and again, from the recording
+    small = BatchSource(iter(events(0, 10).to_batches(max_chunksize=3)), max_buffer_bytes=1)
+    list(small.batches())
+    assert not small.replayable
+    with pytest.raises(ValueError, match="schema"):
+        BatchSource(iter([]))
+    empty = BatchSource(iter([]), schema=events(0, 1).schema)
+    assert list(empty.batches()) == []
+
+
+def test_status_parsing() -> None:
+    import pyarrow.flight as fl
+
+    code, msg = split_status(pa.ArrowInvalid(
+        "Flight returned invalid argument error, with message: table t: schema mismatch: x. "
+        "gRPC client debug context: INVALID_ARGUMENT:table t. Client context: OK"))
+    assert (code, msg) == ("invalid_argument", "table t: schema mismatch: x")
+    code, msg = split_status(pa.ArrowInvalid(
+        "gRPC returned precondition failed error, with message: query_id reused with a new checkpoint?: q"))
+    assert code == "failed_precondition" and msg.startswith("query_id reused")
+    assert split_status(fl.FlightUnavailableError("down"))[0] == "unavailable"
+    err = fs.errors.from_arrow_error(
+        pa.ArrowInvalid("gRPC returned precondition failed error, with message: query_id reused?: q"),
+        "DoPut t",
+    )
+    assert isinstance(err, fs.QueryReusedError) and str(err).startswith("DoPut t: query_id reused")
