@@ -162,6 +162,11 @@ func startServer(t testing.TB, cfg flightsvc.Config) *testServer {
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger()
 	}
+	if cfg.Sink.DefaultMaintenance == nil {
+		// Most tests count versions (one per epoch); maintenance commits would add Rewrite
+		// versions in the background. TestMaintenanceKeepsStreamingTablesSmall runs with it on.
+		cfg.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceOff}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := flightsvc.NewServer(ctx, cfg)
 	if err != nil {
@@ -542,7 +547,7 @@ func (w *watchWriter) String() string {
 
 // launch starts `flight-sink serve` on a free loopback port.
 func launch(bin, root string, env ...string) (*procServer, error) {
-	c := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", root)
+	c := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", root, "--maintenance", "off")
 	if len(env) > 0 {
 		c.Env = append(os.Environ(), env...)
 	}

@@ -180,6 +180,9 @@ func (s *Sink) commitTxn(ctx context.Context, t *engine.Table, r *EpochRequest, 
 		}
 		return Ack{}, err
 	}
+	if err := s.maintain(ctx, t, m); err != nil {
+		return Ack{}, err
+	}
 	ack := newAck(StatusCommitted, r)
 	ack.Version, ack.Rows, ack.Route = m.Version, rows, r.Route
 	return ack, nil

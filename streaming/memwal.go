@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -356,6 +357,16 @@ func (s *Sink) CompactMemWAL(ctx context.Context, req MemWALRequest) (int, error
 		}
 		total += n
 	}
+	if total > 0 {
+		// The fold is a commit like any other: it adds fragments and lets index catch-up advance.
+		m, err := t.Latest(ctx)
+		if err != nil {
+			return total, err
+		}
+		if err := s.maintain(ctx, t, m); err != nil {
+			return total, err
+		}
+	}
 	return total, nil
 }
 
@@ -407,6 +418,12 @@ func (s *Sink) Scan(ctx context.Context, table string, version uint64, columns [
 // Close closes the MemWAL writers this sink opened. Acknowledged puts are durable in the WAL
 // already; the next writer replays them.
 func (s *Sink) Close() {
+	// Background maintenance of this process's tables ends before the writers close.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := engine.WaitForMaintenance(ctx); err != nil {
+		s.opts.Logger.Warn("background maintenance still running at close", "err", err)
+	}
 	if s.gauges != nil {
 		s.gauges.Unregister()
 	}

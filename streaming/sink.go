@@ -33,6 +33,10 @@ type Options struct {
 	CleanupGrace time.Duration
 	// MemWAL options for the shard writers of MemWAL tables.
 	MemWAL memwal.Options
+	// DefaultMaintenance is the maintenance of tables that configure none (nil: the engine's
+	// default, background optimize-indices -> compaction -> cleanup after commits). A server
+	// passes {"mode": "off"} to leave maintenance to operators.
+	DefaultMaintenance *engine.MaintenanceConfig
 	// DefaultLookback is the dedupe look-back used when a request sets none. Default 100.
 	DefaultLookback int
 	// Logger for warnings. Default slog.Default().
@@ -181,6 +185,9 @@ func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, 
 		abortIfFailed(ctx, w, err)
 		return Ack{}, err
 	}
+	if err := s.maintain(ctx, t, m); err != nil {
+		return Ack{}, err
+	}
 	return Ack{Status: StatusCommitted, Table: table, Version: m.Version, Rows: rows}, nil
 }
 
@@ -264,4 +271,16 @@ func (c *countedSource) Err() error {
 		return c.err
 	}
 	return c.BatchSource.Err()
+}
+
+// maintain runs the table's configured maintenance after a user commit m (engine
+// TableMaintainer, seed 002). The commit is already visible; in the default background mode this
+// returns at once. Only a strict failure in inline mode returns an error: the epoch is committed
+// all the same, and its replay is acknowledged as a duplicate.
+func (s *Sink) maintain(ctx context.Context, t *engine.Table, m *engine.Manifest) error {
+	mt := engine.NewTableMaintainer(t, &engine.MaintainerOptions{
+		DefaultConfig: s.opts.DefaultMaintenance, MinCleanupGrace: max(s.opts.StageTTL, s.opts.CleanupGrace),
+		Logger: s.opts.Logger,
+	})
+	return mt.MaintainAfterCommit(ctx, m)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
@@ -19,6 +20,7 @@ type ServeCmd struct {
 	MaxMessageBytes int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
 	MaxConcurrent   int           `name:"max-concurrent-puts" default:"64" env:"FLIGHT_SINK_MAX_CONCURRENT_PUTS" help:"DoPut streams served at once; more get ResourceExhausted (-1: no limit)."`
 	MaxPutBytes     int64         `name:"max-put-bytes" default:"0" env:"FLIGHT_SINK_MAX_PUT_BYTES" help:"Arrow bytes one DoPut stream may carry; a larger one gets ResourceExhausted and commits nothing (0: no limit)."`
+	Maintenance     string        `name:"maintenance" enum:"background,inline,off" default:"background" env:"FLIGHT_SINK_MAINTENANCE" help:"Maintenance after commits (optimize indices, compact, clean up) for tables that configure none: background, inline or off."`
 	DedupeLookback  int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
 	ShutdownGrace   time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
 	StageTTL        time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
@@ -54,6 +56,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		AllowUnauthenticatedRemote: c.AllowRemote,
 	}
 	cfg.Sink.StageTTL = c.StageTTL
+	cfg.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceMode(c.Maintenance)}
 	cfg.Sink.DefaultLookback = c.DedupeLookback
 	if cfg.HTTPListen == "off" {
 		cfg.HTTPListen = ""
