@@ -20,6 +20,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // Metrics are process-wide: the OpenTelemetry meter provider is global, so it is installed once
@@ -99,8 +100,30 @@ type statusTable struct {
 	Bytes     int64
 	Committed string
 	Queries   []statusQuery
+	Shards    []statusShard
+	Runs      []statusRun
 	Err       string
 }
+
+// statusShard is one MemWAL shard's backlog on the status page.
+type statusShard struct {
+	Shard          string
+	MemtableRows   int64
+	UnflushedBytes int64
+	Generations    int
+	GenerationRows int64
+}
+
+// statusRun is one recent maintenance commit (compaction, index optimize, a MemWAL fold).
+type statusRun struct {
+	Version   uint64
+	Operation string
+	Step      string
+	When      string
+}
+
+// maintenanceScan is how many recent versions the status page searches for maintenance runs.
+const maintenanceScan = 200
 
 var statusTmpl = template.Must(template.New("status").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>flight-sink status</title>
@@ -120,6 +143,12 @@ th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
 {{if .Queries}}<table><tr><th>streaming query</th><th>last epoch</th><th>at version</th><th>committed</th></tr>
 {{range .Queries}}<tr><td>{{.QueryID}}</td><td class="num">{{.Epoch}}</td><td class="num">{{.Version}}</td><td>{{.When}}</td></tr>
 {{end}}</table>{{else}}<p>No streaming queries have written this table.</p>{{end}}
+{{if .Shards}}<table><tr><th>MemWAL shard</th><th>memtable rows</th><th>unflushed bytes</th><th>generations</th><th>generation rows</th></tr>
+{{range .Shards}}<tr><td>{{.Shard}}</td><td class="num">{{.MemtableRows}}</td><td class="num">{{.UnflushedBytes}}</td><td class="num">{{.Generations}}</td><td class="num">{{.GenerationRows}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Runs}}<table><tr><th>recent maintenance</th><th>version</th><th>operation</th><th>committed</th></tr>
+{{range .Runs}}<tr><td>{{.Step}}</td><td class="num">{{.Version}}</td><td>{{.Operation}}</td><td>{{.When}}</td></tr>
+{{end}}</table>{{else}}<p>No maintenance in the last versions.</p>{{end}}
 {{end}}{{else}}<p>No tables yet.</p>{{end}}
 </body></html>
 `))
@@ -154,6 +183,27 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 				When: time.Unix(0, wm.TimestampNanos).UTC().Format(time.RFC3339)})
 		}
 		sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
+		if tbl, err := h.svc.sink.Table(ctx, n); err == nil {
+			if shards, err := h.svc.sink.MemWALStats(ctx, tbl, m); err == nil {
+				for _, sh := range shards {
+					st.Shards = append(st.Shards, statusShard{Shard: sh.Shard, MemtableRows: sh.MemtableRows,
+						UnflushedBytes: sh.UnflushedBytes, Generations: sh.Generations, GenerationRows: sh.GenerationRows})
+				}
+			}
+			if hist, err := tbl.HistoryFrom(ctx, m.Version, maintenanceScan); err == nil {
+				for _, e := range hist {
+					step := e.Properties[engine.PropMaintenance]
+					if step == "" && e.Properties[memwal.PropFoldShard] != "" {
+						step = "memwal fold"
+					}
+					if step == "" || len(st.Runs) == 5 {
+						continue
+					}
+					st.Runs = append(st.Runs, statusRun{Version: e.Version, Operation: string(e.Operation), Step: step,
+						When: e.Timestamp.UTC().Format(time.RFC3339)})
+				}
+			}
+		}
 		tables = append(tables, st)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -1,0 +1,74 @@
+package httpcheck
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/streaming"
+)
+
+// putWith sends one epoch of ids with an arbitrary command.
+func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64) {
+	t.Helper()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues(ids, nil)
+	col := b.NewArray()
+	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(ids)))
+	defer rec.Release()
+	cmd, _ := json.Marshal(command)
+	stream, err := c.DoPut(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd})
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	stream.CloseSend()
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The status page shows MemWAL backlog per shard and the table's recent maintenance runs.
+func TestStatusShowsMemWALAndMaintenance(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := flightsvc.NewServer(ctx, flightsvc.Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Root: t.TempDir(),
+		Sink: streaming.Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceInline}}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	c, err := flight.NewClientWithMiddleware(srv.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for e := int64(0); e < 20; e++ { // 16 small fragments make inline maintenance compact
+		putWith(t, c, map[string]any{"table": "maintained", "query_id": "q", "epoch_id": e, "create": true}, e)
+	}
+	putWith(t, c, map[string]any{"table": "fast", "query_id": "q", "epoch_id": 0, "create": map[string]any{"memwal": map[string]any{"shards": 1}}}, 1, 2, 3)
+	page := get(t, "http://"+srv.HTTPAddr().String()+"/status")
+	for _, want := range []string{"Table maintained", "recent maintenance", "compaction", "Table fast", "MemWAL shard", `<td class="num">3</td>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/status lacks %q:\n%s", want, page)
+		}
+	}
+}
