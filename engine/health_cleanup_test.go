@@ -145,16 +145,18 @@ func hRequireOnlyReferenced(t testing.TB, tbl *Table) {
 // appends, a compactor compacts and readers read the latest version: no read fails, no row is
 // lost, and at the end a dry run lists exactly what the real run then removes.
 func TestCleanupWhileWriting(t *testing.T) {
-	dur := 4 * time.Second
+	dur := 8 * time.Second
 	if testing.Short() {
-		dur = 2 * time.Second
+		dur = 5 * time.Second
 	}
 	hStores(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		opts := &Options{TargetRowsPerFragment: 500}
 		hCreate(t, store, "cw", false, opts)
 		writer, compactor, cleaner := hOpen(t, store, "cw", opts), hOpen(t, store, "cw", opts), hOpen(t, store, "cw", opts)
-		policy := CleanupPolicy{OlderThan: time.Second, KeepLast: 2, Grace: time.Second}
+		// Grace must outlast any write in flight (Cleanup's REQUIRES): a compaction on a loaded
+		// machine against S3 can take over a second between writing its file and committing.
+		policy := CleanupPolicy{OlderThan: time.Second, KeepLast: 2, Grace: 3 * time.Second}
 
 		var (
 			acked    atomic.Int64 // ids [0, acked) are committed
@@ -249,8 +251,9 @@ func TestCleanupWhileWriting(t *testing.T) {
 		}
 		t.Logf("%v: %d rows, %d reads, %d cleanups removed %d files", dur, acked.Load(), reads.Load(), cleanups.Load(), removed.Load())
 
-		// Quiet now: a dry run and a real run at the same reference time agree exactly.
-		time.Sleep(1100 * time.Millisecond)
+		// Quiet now: a dry run and a real run at the same reference time agree exactly. Wait out
+		// the grace so every file left unreferenced is old enough to go.
+		time.Sleep(policy.Grace + 100*time.Millisecond)
 		final := policy
 		final.Now = time.Now()
 		dry := final
