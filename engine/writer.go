@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -27,7 +28,7 @@ type Writer struct {
 	target int64         // rows per fragment; Options.TargetRowsPerFragment unless compaction sets it
 
 	props *parquet.WriterProperties // chosen from the first batch
-	buf   bytes.Buffer
+	buf   *bytes.Buffer             // the open file's bytes, from bufPool
 	fw    *pqarrow.FileWriter
 	rows  int64 // rows in the open file
 
@@ -166,8 +167,11 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 		}
 		w.props = parquet.NewWriterProperties(opts...)
 	}
+	if w.buf == nil {
+		w.buf = bufPool.Get().(*bytes.Buffer)
+	}
 	w.buf.Reset()
-	fw, err := pqarrow.NewFileWriter(w.schema, &w.buf, w.props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := pqarrow.NewFileWriter(w.schema, w.buf, w.props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		return fmt.Errorf("table %s: open parquet writer: %w", w.t.name, err)
 	}
@@ -200,12 +204,28 @@ func (w *Writer) Finish(ctx context.Context) ([]Fragment, error) {
 		return w.frags, nil
 	}
 	w.closed = true
+	defer w.releaseBuffer()
 	if w.fw != nil && w.rows > 0 {
 		if err := w.closeFile(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return w.frags, nil
+}
+
+// bufPool recycles the buffers data files are encoded into: a file is tens of megabytes, and
+// growing a fresh buffer for every epoch costs more than encoding small ones.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuffer keeps unusually large buffers out of the pool.
+const maxPooledBuffer = 256 << 20
+
+func (w *Writer) releaseBuffer() {
+	if w.buf != nil && w.buf.Cap() <= maxPooledBuffer {
+		w.buf.Reset()
+		bufPool.Put(w.buf)
+	}
+	w.buf = nil
 }
 
 // BytesWritten returns the size of the data files written so far.
@@ -215,6 +235,9 @@ func (w *Writer) BytesWritten() int64 { return w.bytesIn }
 // and cleanup reclaims them later.
 func (w *Writer) Abort(ctx context.Context) {
 	w.closed = true
+	if w.fw == nil {
+		w.releaseBuffer() // an open file writer may still reference the buffer
+	}
 	for _, k := range w.written {
 		if err := w.t.store.Delete(ctx, k); err != nil {
 			w.t.opts.Logger.Warn("abort write: could not delete data file", "table", w.t.name, "file", k, "err", err)
