@@ -72,3 +72,36 @@ BENCH_PEERS_ARGS ?=
 bench-peers:
 	GO=$(GO) $(BENCH_PYTHON) bench/peers.py $(BENCH_PEERS_ARGS)
 # <<< bench-peers <<<
+
+# >>> reliability (issue 9): kill -9 torture, several servers, fault-injected storage, fuzzing >>>
+# `make test` already runs the short versions (go test ./... includes ./reliability: 10 kill
+# cycles, 6 kills of three servers, one 1%-fault round per store) and every fuzz seed corpus.
+TORTURE_CYCLES ?= 100
+TORTURE_MULTI_KILLS ?= 30
+TORTURE_FAULT_ROUNDS ?= 10
+# Fuzzing time per target: `make fuzz FUZZTIME=5m` for a longer hunt.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	engine:FuzzDecodeManifest engine:FuzzDecodeManifestHeader engine:FuzzDecodeManifestSchema \
+	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
+	memwal:FuzzDecodeWALEntry memwal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
+	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket
+
+.PHONY: torture fuzz
+# The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and
+# FLIGHT_SINK_FAULT_SEED replay a schedule.
+torture: tools
+	FLIGHT_SINK_REQUIRE_S3=1 FLIGHT_SINK_TORTURE_CYCLES=$(TORTURE_CYCLES) \
+	FLIGHT_SINK_MULTI_KILLS=$(TORTURE_MULTI_KILLS) FLIGHT_SINK_FAULT_ROUNDS=$(TORTURE_FAULT_ROUNDS) \
+		$(GO) test ./reliability -count=1 -v -timeout 120m \
+		-run '^(TestTorture|TestThreeServersOneTable|TestEngineUnderStoreFaults|TestMemWALUnderStoreFaults)$$'
+
+# Each fuzz target for FUZZTIME; a failing input lands in <pkg>/testdata/fuzz/<Target>/ (commit it
+# with the fix: plain `go test` then replays it). Runs every target, then fails if any found one.
+fuzz: tools
+	@failed=""; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s || failed="$$failed $$pkg:$$name"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that found a failing input:$$failed"; exit 1; fi
+# <<< reliability <<<

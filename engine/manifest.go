@@ -208,6 +208,10 @@ func decodeManifestHeader(key string, prefix []byte) (manifestHeader, error) {
 		}
 	}
 	if !seenTxn {
+		// The loop also ends when the prefix runs out between two fields: that is "read more".
+		if _, err := dec.Token(); err != nil {
+			return h, headerErr(key, err)
+		}
 		return h, fmt.Errorf("%w %s: no transaction summary", ErrCorruptManifest, key)
 	}
 	if h.FormatVersion > FormatVersion {

@@ -201,6 +201,9 @@ func (s *RowSet) UnmarshalBinary(data []byte) error {
 		if _, err := bm.ReadFrom(r); err != nil {
 			return fmt.Errorf("row set: decode fragment %d: %w", f, err)
 		}
+		if err := bm.Validate(); err != nil { // ReadFrom accepts containers later calls panic on
+			return fmt.Errorf("row set: decode fragment %d: %w", f, err)
+		}
 		s.AddBitmap(f, bm)
 	}
 	return nil
@@ -244,6 +247,9 @@ func decodeBitmap(b []byte) (*roaring.Bitmap, error) {
 		return bm, nil
 	}
 	if _, err := bm.ReadFrom(bytes.NewReader(b)); err != nil {
+		return nil, err
+	}
+	if err := bm.Validate(); err != nil { // ReadFrom accepts containers later calls panic on
 		return nil, err
 	}
 	return bm, nil

@@ -143,7 +143,7 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 		if errors.Is(err, objstore.ErrExists) {
 			return nil, fmt.Errorf("create table %s: %w", name, ErrTableExists)
 		}
-		return nil, err
+		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}
 	t.setLatest(m)
 	return t, nil

@@ -163,7 +163,7 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 	}
 	next := 0
 	for _, m := range metas {
-		if next+m.Batches > len(batches) {
+		if m.Batches < 0 || next+m.Batches > len(batches) {
 			release()
 			return nil, fmt.Errorf("%w: wal entry %s: puts name %d+ batches, entry holds %d", ErrCorrupt, key, next+m.Batches, len(batches))
 		}

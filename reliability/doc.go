@@ -1,0 +1,17 @@
+// Package reliability is flight-sink's reliability harness. It holds no code of its own: its tests
+// try hard to break the exactly-once promise and the storage format, and every later change runs
+// against them (docs/reliability.md has what is guaranteed, what is tried and the figures).
+//
+//   - TestTorture: Spark-like producers stream epochs through a direct table and a MemWAL table
+//     while the harness kill -9s the `flight-sink serve` process at random moments (mid-commit,
+//     mid-flush, mid-compaction) and restarts it on the same root. `go test` runs 10 kill cycles;
+//     `make torture` runs 100 (FLIGHT_SINK_TORTURE_CYCLES) with a printed, settable seed
+//     (FLIGHT_SINK_TORTURE_SEED).
+//   - TestThreeServersOneTable: three server processes on one S3 prefix (a real S3 server, see
+//     engine/objstore/storetest), producers spread across them, with kills.
+//   - TestEngineUnderStoreFaults, TestMemWALUnderStoreFaults: the engine and MemWAL on an object
+//     store that fails 1% of its calls (engine/objstore/faultstore), on a local disk and on S3.
+//
+// The fuzz targets live beside the decoders they fuzz (engine, memwal, flightsvc:
+// *_fuzz_test.go); `make fuzz` runs each for a fixed time.
+package reliability
