@@ -3,7 +3,6 @@ package httpcheck
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,10 +10,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -37,34 +33,14 @@ func start(t *testing.T) (grpcAddr, httpAddr string) {
 	return srv.Addr().String(), srv.HTTPAddr().String()
 }
 
+// putEpoch sends epoch epoch of query (rows ids from epoch*1000) and returns the ack status.
 func putEpoch(t *testing.T, c flight.Client, table, query string, epoch int64, rows int) string {
 	t.Helper()
-	b := array.NewInt64Builder(memory.DefaultAllocator)
-	for i := 0; i < rows; i++ {
-		b.Append(epoch*1000 + int64(i))
+	ids := make([]int64, rows)
+	for i := range ids {
+		ids[i] = epoch*1000 + int64(i)
 	}
-	col := b.NewArray()
-	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(rows))
-	defer rec.Release()
-	cmd, _ := json.Marshal(map[string]any{"table": table, "query_id": query, "epoch_id": epoch, "create": true})
-	stream, err := c.DoPut(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
-	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd})
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	stream.CloseSend()
-	res, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ack struct{ Status string }
-	json.Unmarshal(res.AppMetadata, &ack)
-	return ack.Status
+	return putWith(t, c, map[string]any{"table": table, "query_id": query, "epoch_id": epoch, "create": true}, ids...)
 }
 
 func get(t *testing.T, url string) string {

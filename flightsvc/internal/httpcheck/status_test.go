@@ -19,8 +19,8 @@ import (
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
-// putWith sends one epoch of ids with an arbitrary command.
-func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64) {
+// putWith sends one epoch of ids with an arbitrary command and returns the ack status.
+func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64) string {
 	t.Helper()
 	b := array.NewInt64Builder(memory.DefaultAllocator)
 	b.AppendValues(ids, nil)
@@ -39,9 +39,13 @@ func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64
 	}
 	w.Close()
 	stream.CloseSend()
-	if _, err := stream.Recv(); err != nil {
+	res, err := stream.Recv()
+	if err != nil {
 		t.Fatal(err)
 	}
+	var ack struct{ Status string }
+	json.Unmarshal(res.AppMetadata, &ack)
+	return ack.Status
 }
 
 // The status page shows MemWAL backlog per shard and the table's recent maintenance runs.
