@@ -52,6 +52,14 @@ var actions = map[string]action{
 		description: `Delete the rows matching a predicate. Body: {"table", "where": predicate JSON (docs/protocol.md)}. Result: {"version", "committed", "rows_deleted"}.`,
 		run:         (*Service).actDelete,
 	},
+	"create_index": {
+		description: `Build the primary-key index of a keyed table (upserts then look keys up through it). Body: {"table", "name"? (default "pk")}. Result: {"table", "version"}.`,
+		run:         (*Service).actCreateIndex,
+	},
+	"optimize_indices": {
+		description: `Index the fragments no index segment covers yet and merge segments. Body: {"table", "names"?: [..], "merge_all"?: bool}. Result: {"read_version", "indices": [...], "duration_ns"}.`,
+		run:         (*Service).actOptimizeIndices,
+	},
 	"flush_memwal": {
 		description: `Flush MemWAL memtables to generations. Body: {"table", "shard"?}. Result: {"shards_flushed": n}.`,
 		run:         (*Service).actFlushMemWAL,
@@ -224,6 +232,14 @@ func (s *Service) actTableStats(ctx context.Context, body []byte) (any, error) {
 		"table": t.Name(), "version": m.Version, "rows": m.Rows(), "fragments": len(m.Fragments),
 		"data_bytes": bytes, "primary_key": m.PrimaryKey, "streams": m.Streams,
 	}
+	if len(m.Indices) > 0 {
+		idx := make([]map[string]any, 0, len(m.Indices))
+		for _, ix := range m.Indices {
+			idx = append(idx, map[string]any{"name": ix.Name, "columns": ix.Columns, "segments": len(ix.Segments),
+				"unindexed_fragments": len(ix.UnindexedFragments(m))})
+		}
+		stats["indices"] = idx
+	}
 	shards, err := s.sink.MemWALStats(ctx, t, m)
 	if err != nil {
 		return nil, err
@@ -359,4 +375,39 @@ func (s *Service) actCompactMemWAL(ctx context.Context, body []byte) (any, error
 		return nil, err
 	}
 	return map[string]any{"generations_reclaimed": n}, nil
+}
+
+func (s *Service) actCreateIndex(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table string `json:"table"`
+		Name  string `json:"name"`
+	}
+	if err := decodeJSON("create_index body", body, &req); err != nil {
+		return nil, err
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.CreateIndex(ctx, engine.IndexSpec{Name: req.Name})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
+	}
+	return map[string]any{"table": t.Name(), "version": m.Version}, nil
+}
+
+func (s *Service) actOptimizeIndices(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Table    string   `json:"table"`
+		Names    []string `json:"names"`
+		MergeAll bool     `json:"merge_all"`
+	}
+	if err := decodeJSON("optimize_indices body", body, &req); err != nil {
+		return nil, err
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return nil, err
+	}
+	return t.OptimizeIndices(ctx, engine.OptimizeIndexOptions{Names: req.Names, MergeAll: req.MergeAll})
 }

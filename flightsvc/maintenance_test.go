@@ -3,6 +3,8 @@ package flightsvc_test
 import (
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -152,4 +154,37 @@ func TestMaintenanceKeepsStreamingTablesSmall(t *testing.T) {
 	if a := s.putEpoch(t, "auto", "q", 79, idRange(790, 10)); a.Status != "duplicate" {
 		t.Fatalf("replay: %+v", a)
 	}
+}
+
+// create_index and optimize_indices over Flight: the index covers the keyed table, upserts stay
+// correct through it, and table_stats reports it.
+func TestIndexActions(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	c := func(e int64) cmd {
+		return cmd{"table": "indexed", "query_id": "u", "epoch_id": e, "mode": "update", "create": cmd{"primary_key": []string{"id"}}}
+	}
+	s.mustPut(t, c(0), []int64{1, 2, 3})
+	var created struct {
+		Version uint64 `json:"version"`
+	}
+	s.mustAction(t, "create_index", cmd{"table": "indexed"}, &created)
+	s.mustPut(t, c(1), []int64{3, 4})
+	var opt struct {
+		Indices []any `json:"indices"`
+	}
+	s.mustAction(t, "optimize_indices", cmd{"table": "indexed"}, &opt)
+	var st struct {
+		Indices []struct {
+			Name      string `json:"name"`
+			Unindexed int    `json:"unindexed_fragments"`
+		} `json:"indices"`
+	}
+	s.mustAction(t, "table_stats", cmd{"table": "indexed"}, &st)
+	if created.Version == 0 || len(st.Indices) != 1 || st.Indices[0].Name != "pk" || st.Indices[0].Unindexed != 0 {
+		t.Fatalf("create %+v, stats %+v", created, st)
+	}
+	s.mustPut(t, c(2), []int64{1, 5})
+	s.wantIDs(t, "indexed", []int64{1, 2, 3, 4, 5})
+	_, err := s.action(testCtx(t), "create_index", cmd{"table": "indexed"})
+	wantCode(t, err, codes.InvalidArgument)
 }
