@@ -244,15 +244,6 @@ func FuzzDecodeManifestSchema(f *testing.F) {
 	})
 }
 
-// knownBug skips a regression test of a bug that is reported but not fixed yet, unless
-// FLIGHT_SINK_KNOWN_BUGS=1 asks for the failing tests (see docs/reliability.md, "Bugs found").
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("FLIGHT_SINK_KNOWN_BUGS") != "1" {
-		t.Skipf("known bug, not fixed yet (FLIGHT_SINK_KNOWN_BUGS=1 runs it): %s", what)
-	}
-}
-
 // oomSchema is an Arrow IPC schema message (found by FuzzDecodeManifestSchema) whose fields
 // vector claims about 2^31 entries in a 264-byte buffer: arrow-go's ipc reader sizes a slice by
 // the claim and the runtime dies with "fatal error: out of memory", which no recover catches.
@@ -271,7 +262,6 @@ func TestCorruptManifestSchemaIsAnError(t *testing.T) {
 		}
 		return
 	}
-	knownBug(t, "a manifest whose schema flatbuffer claims a huge field count kills the process (arrow-go ipc allocates by the claim)")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCorruptManifestSchemaIsAnError$", "-test.count=1")
 	cmd.Env = append(os.Environ(), corruptSchemaChildEnv+"=1", helperProcessEnv+"=1")
 	out, err := cmd.CombinedOutput()

@@ -21,7 +21,12 @@ func encodeSchema(sc *arrow.Schema) ([]byte, error) {
 }
 
 func decodeSchema(b []byte) (*arrow.Schema, error) {
-	r, err := ipc.NewReader(bytes.NewReader(b))
+	if err := CheckIPCSchema(b); err != nil {
+		return nil, err
+	}
+	limit := int64(len(b))
+	mr := ipc.NewMessageReader(bytes.NewReader(b), ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
+	r, err := ipc.NewReaderFromMessageReader(mr)
 	if err != nil {
 		return nil, err
 	}

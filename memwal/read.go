@@ -71,6 +71,10 @@ func readShards(ctx context.Context, m *engine.Manifest, shards []ShardReader) (
 	var out []arrow.RecordBatch
 	for _, sh := range shards {
 		sn, err := sh.Snapshot(ctx, m.MemWALMerged[sh.ShardID()])
+		if w, ok := sh.(*Shard); ok && errors.Is(err, ErrFenced) {
+			// A writer another process fenced: read what the shard holds from storage.
+			sn, err = NewStoredShard(w.table, w.id, &w.opts).Snapshot(ctx, m.MemWALMerged[sh.ShardID()])
+		}
 		if err != nil {
 			releaseAll(out)
 			return nil, err

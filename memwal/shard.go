@@ -670,6 +670,12 @@ func (s *Shard) flush(mt *memtable) error {
 	now := time.Now().UnixNano()
 	fg.FlushedAtNanos = now
 	m, err := s.ms.CommitUpdate(ctx, s.epoch, func(m *ShardManifest) error {
+		if m.NextGeneration == g+1 {
+			// CommitUpdate checked that we still own the shard, and only the owner numbers
+			// generations: this is our own commit of g, which landed although the attempt that
+			// made it reported an error.
+			return errNoUpdate
+		}
 		if m.NextGeneration > g {
 			return &FencedError{Shard: s.id, WriterEpoch: s.epoch, Op: fmt.Sprintf("flush generation %d (manifest is at %d)", g, m.NextGeneration)}
 		}

@@ -36,8 +36,16 @@ type Snapshot struct {
 	mem    []arrow.RecordBatch // retained
 }
 
-// Snapshot implements ShardReader for the resident writer.
+// Snapshot implements ShardReader for the resident writer. It fails with ErrFenced when another
+// writer has claimed the shard: the memtable would miss what the new owner acknowledged and hold
+// rows the new owner may have flushed and folded (read the shard from storage instead).
 func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot, error) {
+	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
+		if errors.Is(err, ErrFenced) {
+			s.fail(err)
+		}
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

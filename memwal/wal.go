@@ -107,7 +107,15 @@ func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, allo
 // decodeWALEntry parses an entry. Its batches are returned in tableSchema (the WAL metadata
 // stripped); the caller releases them with entry.release.
 func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
-	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(alloc))
+	// arrow-go sizes allocations by what the bytes claim: check the schema's flatbuffer, and
+	// bound every message by the entry's own size.
+	if err := engine.CheckIPCSchema(b); err != nil {
+		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+	}
+	limit := int64(len(b))
+	mr := ipc.NewMessageReader(bytes.NewReader(b), ipc.WithAllocator(alloc),
+		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
+	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
 	if err != nil {
 		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
 	}
@@ -162,17 +170,29 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
 	}
 	next := 0
-	for _, m := range metas {
+	for i, m := range metas {
 		if m.Batches < 0 || next+m.Batches > len(batches) {
 			release()
 			return nil, fmt.Errorf("%w: wal entry %s: puts name %d+ batches, entry holds %d", ErrCorrupt, key, next+m.Batches, len(batches))
 		}
 		p := walPut{Batches: batches[next : next+m.Batches], Rows: m.Rows}
+		var rows int64
+		for _, b := range p.Batches {
+			rows += b.NumRows()
+		}
+		if rows != m.Rows {
+			release()
+			return nil, fmt.Errorf("%w: wal entry %s: put %d claims %d rows and holds %d", ErrCorrupt, key, i, m.Rows, rows)
+		}
 		if m.EpochID != nil {
 			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
 		}
 		e.Puts = append(e.Puts, p)
 		next += m.Batches
+	}
+	if next != len(batches) {
+		release()
+		return nil, fmt.Errorf("%w: wal entry %s: %d of its %d batches belong to no put", ErrCorrupt, key, len(batches)-next, len(batches))
 	}
 	return e, nil
 }

@@ -46,7 +46,6 @@ func (m *landedThenUnreadable) match(op faultstore.Op, key string) bool {
 // fenced ("flush generation N (manifest is at N+1): writer epoch E is fenced by a newer writer",
 // with E the current epoch), so puts fail until the shard is reopened.
 func TestFlushAmbiguousCommitIsNotFencing(t *testing.T) {
-	knownBug(t, "a flush whose manifest commit had an unknown outcome mistakes its own commit for fencing")
 	ctx := context.Background()
 	inner, err := objstore.NewLocal(t.TempDir())
 	if err != nil {

@@ -4,7 +4,6 @@ package reliability
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,15 +14,6 @@ import (
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
-// knownBug skips a regression test of a bug that is reported but not fixed yet, unless
-// FLIGHT_SINK_KNOWN_BUGS=1 asks for the failing tests (docs/reliability.md, "Bugs found").
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("FLIGHT_SINK_KNOWN_BUGS") != "1" {
-		t.Skipf("known bug, not fixed yet (FLIGHT_SINK_KNOWN_BUGS=1 runs it): %s", what)
-	}
-}
-
 // TestFencedWriterServesStaleReads: server A writes epoch 0 of a query to a MemWAL shard (A's
 // sink now holds the shard's writer), server B writes epoch 1 (B claims the shard and fences A's
 // writer). Both are acknowledged, so a DoGet on A must return both epochs; A's writer does not
@@ -32,7 +22,6 @@ func TestFencedWriterServesStaleReads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs server processes")
 	}
-	knownBug(t, "a fenced MemWAL writer's process serves reads from its stale memtable (acknowledged epochs missing)")
 	root := t.TempDir()
 	a := mustStartServer(t, "a", root)
 	b := mustStartServer(t, "b", root)
@@ -63,7 +52,6 @@ func TestFencedWriterServesStaleReads(t *testing.T) {
 // writer took still answers Snapshot from its own memtable, without the other writer's
 // acknowledged puts, instead of failing with ErrFenced.
 func TestFencedShardSnapshotIsStale(t *testing.T) {
-	knownBug(t, "memwal.Shard.Snapshot does not confirm ownership before serving its memtable")
 	ctx := context.Background()
 	store, err := objstore.NewLocal(t.TempDir())
 	if err != nil {
@@ -116,7 +104,6 @@ func TestFencedShardSnapshotIsStale(t *testing.T) {
 // into the base table. A merged read through A then has epoch 0 from the base table and again
 // from A's memtable.
 func TestFencedShardReadsRowsTwice(t *testing.T) {
-	knownBug(t, "a fenced MemWAL writer's memtable is read on top of a base table that already holds its rows")
 	ctx := context.Background()
 	store, err := objstore.NewLocal(t.TempDir())
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -582,15 +581,9 @@ func (w *shardWriter) flush(ctx context.Context) {
 	}
 }
 
-// spuriousFencing is the error a writer reports after a flush commit of unknown outcome
-// (TestFlushAmbiguousCommitIsNotFencing): tolerated until that bug is fixed, unless
-// FLIGHT_SINK_KNOWN_BUGS=1.
-func spuriousFencing() []error {
-	if os.Getenv("FLIGHT_SINK_KNOWN_BUGS") == "1" {
-		return nil
-	}
-	return []error{memwal.ErrFenced}
-}
+// spuriousFencing lists the errors tolerated as fencing after a flush commit of unknown outcome:
+// none since the writer recognises its own commit (TestFlushAmbiguousCommitIsNotFencing).
+func spuriousFencing() []error { return nil }
 
 func scanMerged(t *testing.T, ctx context.Context, tbl *engine.Table, readers []memwal.ShardReader) []storedRow {
 	t.Helper()
