@@ -110,6 +110,21 @@ func startSink(ctx context.Context, root string) (string, func(), error) {
 	return srv.Addr().String(), func() { cancel(); <-done }, nil
 }
 
+// connectSink starts a flight-sink server on root and returns a client of it; stop closes the
+// client and stops the server.
+func connectSink(ctx context.Context, root string) (flight.Client, func(), error) {
+	addr, stopServer, err := startSink(ctx, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := dial(addr)
+	if err != nil {
+		stopServer()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); stopServer() }, nil
+}
+
 func dial(addr string) (flight.Client, error) {
 	return flight.NewClientWithMiddleware(addr, nil, nil,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -262,16 +277,11 @@ func percentile(d []time.Duration, p float64) time.Duration {
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 func runEpochs(ctx context.Context, cfg Config, out io.Writer) error {
-	addr, stop, err := startSink(ctx, cfg.Root)
+	c, stop, err := connectSink(ctx, cfg.Root)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	c, err := dial(addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	mem := memory.DefaultAllocator
 	lat := make([]time.Duration, 0, cfg.Epochs)
 	start := time.Now()
@@ -312,16 +322,11 @@ func runHistory(ctx context.Context, cfg Config, out io.Writer) error {
 	if _, err := engine.Create(ctx, store, "history_fresh", Schema, engine.CreateOptions{}, nil); err != nil {
 		return err
 	}
-	addr, stop, err := startSink(ctx, cfg.Root)
+	c, stop, err := connectSink(ctx, cfg.Root)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	c, err := dial(addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	rec := Batch(memory.DefaultAllocator, 0, cfg.EpochRows, 3)
 	defer rec.Release()
 	var fresh, long []time.Duration

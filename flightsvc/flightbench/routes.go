@@ -77,16 +77,11 @@ type tableStats struct {
 // table (direct route, one version each) and into a MemWAL table (route auto), interleaved so
 // both see the same machine; then the tables' fragments, a compaction of each, and a full read.
 func runRoutes(ctx context.Context, cfg Config, out io.Writer) error {
-	addr, stop, err := startSink(ctx, cfg.Root)
+	c, stop, err := connectSink(ctx, cfg.Root)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	c, err := dial(addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	mem := memory.DefaultAllocator
 	tables := []struct {
 		name   string
