@@ -214,26 +214,39 @@ func (t *Table) PrepareCompaction(ctx context.Context, base *Manifest, o Compact
 	return txn, rep, nil
 }
 
+// compactReplans bounds how often Compact plans again after another compaction rewrote one of
+// the fragments it had rewritten.
+const compactReplans = 3
+
 // Compact compacts the latest version (PrepareCompaction, then Commit) and reports what it did.
-// With nothing to compact it commits nothing and returns a report with Version 0.
+// With nothing to compact it commits nothing and returns a report with Version 0. When another
+// compaction (the background maintainer, another server) committed a rewrite of the same
+// fragments first, the work is discarded and planned again from the new version, up to
+// compactReplans times; the caller asked for a compacted table, not for this particular plan.
 func (t *Table) Compact(ctx context.Context, o CompactOptions) (CompactReport, error) {
 	start := time.Now()
 	ctx, span := tracer.Start(ctx, "engine.Compact")
 	defer span.End()
-	txn, rep, err := t.PrepareCompaction(ctx, nil, o)
-	if err != nil || txn == nil {
-		return rep, err
-	}
-	m, err := t.Commit(ctx, txn)
-	if err != nil {
-		if CommitDefinitelyFailed(err) {
-			t.Discard(ctx, txn)
+	for attempt := 0; ; attempt++ {
+		txn, rep, err := t.PrepareCompaction(ctx, nil, o)
+		if err != nil || txn == nil {
+			return rep, err
 		}
-		return rep, err
+		m, err := t.Commit(ctx, txn)
+		if err != nil {
+			if CommitDefinitelyFailed(err) {
+				t.Discard(ctx, txn)
+			}
+			var ce *ConflictError
+			if errors.As(err, &ce) && ce.TheirOp == OpRewrite && attempt < compactReplans {
+				continue
+			}
+			return rep, err
+		}
+		rep.Version = m.Version
+		rep.Duration = time.Since(start)
+		return rep, nil
 	}
-	rep.Version = m.Version
-	rep.Duration = time.Since(start)
-	return rep, nil
 }
 
 type rewrittenGroup struct {

@@ -291,6 +291,39 @@ func TestRowConflictMatrix(t *testing.T) {
 			tbl.Discard(ctx, b)
 			hRequireRows(t, "rows", hRead(t, tbl, 0), want)
 		})
+		t.Run("compact plans again after an overlapping rewrite", func(t *testing.T) {
+			// The user's Compact loses the race to another compaction (the background
+			// maintainer, say) of the same fragments: it must plan again from the new version
+			// and succeed, not report a conflict.
+			tbl, want := fresh()
+			hAppend(t, tbl, hRange(100, 5), "a")
+			hAppend(t, tbl, hRange(105, 5), "a")
+			hAppend(t, tbl, hRange(110, 5), "a")
+			maps.Copy(want, hWant(hRange(100, 15), "a"))
+			raced := false
+			rep, err := tbl.Compact(ctx, CompactOptions{Progress: func(CompactProgress) {
+				if raced {
+					return
+				}
+				raced = true
+				other, _, err := tbl.PrepareCompaction(ctx, nil, CompactOptions{TargetRowsPerFragment: 10})
+				if err != nil || other == nil {
+					t.Errorf("prepare the competing compaction: %v", err)
+					return
+				}
+				commit(tbl, other)
+			}})
+			if err != nil || rep.Version == 0 {
+				t.Fatalf("compact after losing a race: %+v, %v", rep, err)
+			}
+			if !raced {
+				t.Fatal("the competing compaction never ran")
+			}
+			if hLatest(t, tbl).Version != rep.Version {
+				t.Fatalf("compact committed version %d, latest is %d", rep.Version, hLatest(t, tbl).Version)
+			}
+			hRequireRows(t, "rows", hRead(t, tbl, 0), want)
+		})
 		t.Run("rewrite after disjoint rewrite", func(t *testing.T) {
 			tbl, want := fresh() // fragments of 50 and 50: full, nothing to compact
 			hAppend(t, tbl, hRange(100, 5), "a")
