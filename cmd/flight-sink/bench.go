@@ -2,26 +2,41 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/flight-sink/flight-sink/flightsvc/flightbench"
 )
 
 // BenchCmd measures flight-sink over a real Flight connection on this machine.
 type BenchCmd struct {
-	Root      string `env:"FLIGHT_SINK_BENCH_ROOT" help:"Table root for the benchmark server (default: a temporary directory, removed afterwards)."`
-	Only      string `env:"FLIGHT_SINK_BENCH_ONLY" enum:",throughput,epochs,history,memwal" default:"" help:"Run one workload: throughput, epochs, history or memwal (default: all)."`
-	Batches   int    `env:"FLIGHT_SINK_BENCH_BATCHES" default:"16" help:"Batches of 65,536 rows per stream in the throughput workload."`
-	Epochs    int    `env:"FLIGHT_SINK_BENCH_EPOCHS" default:"1000" help:"Epochs in the small-epoch workload."`
-	EpochRows int    `name:"epoch-rows" env:"FLIGHT_SINK_BENCH_EPOCH_ROWS" default:"1000" help:"Rows per epoch in the small-epoch and history workloads."`
-	History   int    `env:"FLIGHT_SINK_BENCH_HISTORY" default:"10000" help:"Versions of history in the history workload."`
-	Routes    int    `env:"FLIGHT_SINK_BENCH_ROUTES" default:"3600" help:"Epochs per route in the direct-vs-MemWAL workload."`
+	Root         string `env:"FLIGHT_SINK_BENCH_ROOT" help:"Table root for the benchmark server (default: a temporary directory, removed afterwards)."`
+	Only         string `env:"FLIGHT_SINK_BENCH_ONLY" enum:",throughput,epochs,history,memwal" default:"" help:"Run one workload: throughput, epochs, history or memwal (default: all)."`
+	Batches      int    `env:"FLIGHT_SINK_BENCH_BATCHES" default:"16" help:"Batches of 65,536 rows per stream in the throughput workload."`
+	Epochs       int    `env:"FLIGHT_SINK_BENCH_EPOCHS" default:"1000" help:"Epochs in the small-epoch workload."`
+	EpochRows    int    `name:"epoch-rows" env:"FLIGHT_SINK_BENCH_EPOCH_ROWS" default:"1000" help:"Rows per epoch in the small-epoch and history workloads."`
+	History      int    `env:"FLIGHT_SINK_BENCH_HISTORY" default:"10000" help:"Versions of history in the history workload."`
+	Routes       int    `env:"FLIGHT_SINK_BENCH_ROUTES" default:"3600" help:"Epochs per route in the direct-vs-MemWAL workload."`
+	RouteQueries []int  `name:"route-queries" env:"FLIGHT_SINK_BENCH_ROUTE_QUERIES" default:"1,8" help:"Concurrent streaming queries in the direct-vs-MemWAL workload, one run per count (comma-separated)."`
+	CPUProfile   string `name:"cpuprofile" type:"path" help:"Write a CPU profile of the whole run (client and server share this process) to this file, for go tool pprof."`
 }
 
 // Run runs the selected workloads and prints their report on stdout.
 func (c *BenchCmd) Run(ctx context.Context) error {
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	return flightbench.Run(ctx, flightbench.Config{
 		Root: c.Root, Only: c.Only, BatchesPerStrm: c.Batches, Epochs: c.Epochs, EpochRows: c.EpochRows,
-		HistoryVersions: c.History, RouteEpochs: c.Routes,
+		HistoryVersions: c.History, RouteEpochs: c.Routes, RouteStreams: c.RouteQueries,
 	}, os.Stdout)
 }

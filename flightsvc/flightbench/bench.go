@@ -35,6 +35,7 @@ type Config struct {
 	HistoryVersions int    // versions of history in the latency run (10,000)
 	LatencyEpochs   int    // epochs timed per table in the latency run (200)
 	RouteEpochs     int    // epochs per route in the direct-vs-MemWAL run (3,600)
+	RouteStreams    []int  // concurrent streaming queries in the direct-vs-MemWAL run (1 and 8)
 	Only            string // run only "throughput", "epochs", "history" or "memwal"
 }
 
@@ -63,6 +64,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RouteEpochs <= 0 {
 		c.RouteEpochs = 3600
+	}
+	if len(c.RouteStreams) == 0 {
+		c.RouteStreams = []int{1, 8}
 	}
 }
 

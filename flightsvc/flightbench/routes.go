@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
 )
 
 // action runs one DoAction and decodes its JSON result into out (when not nil).
@@ -74,53 +76,99 @@ type tableStats struct {
 }
 
 // runRoutes is the 1-second-trigger workload: RouteEpochs epochs of EpochRows rows into a plain
-// table (direct route, one version each) and into a MemWAL table (route auto), interleaved so
-// both see the same machine; then the tables' fragments, a compaction of each, and a full read.
+// table (direct route, one version each) and into a MemWAL table (route auto), for each count in
+// RouteStreams of streaming queries writing the table at once (each query sends its epochs one
+// after another, as Spark does). The two routes run in alternating blocks so both see the same
+// machine; then the tables' fragments, a compaction of each, and a full read.
 func runRoutes(ctx context.Context, cfg Config, out io.Writer) error {
 	c, stop, err := connectSink(ctx, cfg.Root)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	fmt.Fprintf(out, "\n1-second-trigger workload: %d epochs of %d rows per route, spread over concurrent queries; routes alternate in blocks\n", cfg.RouteEpochs, cfg.EpochRows)
+	fmt.Fprintf(out, "%-8s %-8s %10s %9s %9s %11s %11s %13s %9s\n", "queries", "route", "epochs/s", "p50 ms", "p99 ms", "frags", "frags after", "read ms", "rows ok")
+	for _, streams := range cfg.RouteStreams {
+		if err := runRoutesWith(ctx, c, cfg, streams, out); err != nil {
+			return fmt.Errorf("%d queries: %w", streams, err)
+		}
+	}
+	fmt.Fprintf(out, "frags = base-table fragments after the run (background maintenance on, as served by default); after = after flush + fold + compact\n")
+	return nil
+}
+
+// routeBlock is how many epochs each query sends to one route before the other route's turn.
+const routeBlock = 20
+
+func runRoutesWith(ctx context.Context, c flight.Client, cfg Config, streams int, out io.Writer) error {
 	mem := memory.DefaultAllocator
 	tables := []struct {
+		route  string
 		name   string
 		create any
-	}{{"route_direct", true}, {"route_memwal", map[string]any{"memwal": map[string]any{"shards": 2}}}}
-	lat := make([][]time.Duration, len(tables))
-	busy := make([]time.Duration, len(tables))
-	for e := 0; e < cfg.RouteEpochs; e++ {
-		rec := Batch(mem, int64(e*cfg.EpochRows), cfg.EpochRows, 4)
-		for i, tb := range tables {
-			t0 := time.Now()
-			ack, err := put(ctx, c, map[string]any{"table": tb.name, "query_id": "bench-1s", "epoch_id": e, "create": tb.create}, []arrow.RecordBatch{rec})
-			d := time.Since(t0)
-			if err != nil {
-				rec.Release()
-				return fmt.Errorf("%s epoch %d: %w", tb.name, e, err)
-			}
-			var a struct{ Status string }
-			json.Unmarshal(ack, &a)
-			if a.Status != "committed" {
-				rec.Release()
-				return fmt.Errorf("%s epoch %d: ack %s", tb.name, e, ack)
-			}
-			lat[i] = append(lat[i], d)
-			busy[i] += d
-		}
-		rec.Release()
+	}{
+		{"direct", fmt.Sprintf("route_direct_q%d", streams), true},
+		{"memwal", fmt.Sprintf("route_memwal_q%d", streams), map[string]any{"memwal": map[string]any{"shards": 2}}},
 	}
-	want := int64(cfg.RouteEpochs * cfg.EpochRows)
-	fmt.Fprintf(out, "\n1-second-trigger workload: %d epochs of %d rows per route (interleaved)\n", cfg.RouteEpochs, cfg.EpochRows)
-	fmt.Fprintf(out, "%-8s %10s %9s %9s %11s %11s %13s %9s\n", "route", "epochs/s", "p50 ms", "p99 ms", "frags", "frags after", "read ms", "rows ok")
+	perQuery := (cfg.RouteEpochs + streams - 1) / streams
+	total := perQuery * streams
+	lat := make([][]time.Duration, len(tables))
+	wall := make([]time.Duration, len(tables))
+	var mu sync.Mutex
+	for from := 0; from < perQuery; from += routeBlock {
+		to := min(from+routeBlock, perQuery)
+		// The block's data is generated before its clock starts: the client's data generation
+		// is not the sink's cost. Both routes send the same batches.
+		recs := make([][]arrow.RecordBatch, streams)
+		for q := range recs {
+			for e := from; e < to; e++ {
+				first := int64((q*perQuery + e) * cfg.EpochRows) // distinct ids across queries
+				recs[q] = append(recs[q], Batch(mem, first, cfg.EpochRows, 4))
+			}
+		}
+		for i, tb := range tables {
+			start := time.Now()
+			g, gctx := errgroup.WithContext(ctx)
+			for q := 0; q < streams; q++ {
+				g.Go(func() error {
+					for e := from; e < to; e++ {
+						rec := recs[q][e-from]
+						t0 := time.Now()
+						ack, err := put(gctx, c, map[string]any{"table": tb.name, "query_id": fmt.Sprintf("bench-1s-%d", q), "epoch_id": e, "create": tb.create}, []arrow.RecordBatch{rec})
+						d := time.Since(t0)
+						if err != nil {
+							return fmt.Errorf("%s query %d epoch %d: %w", tb.name, q, e, err)
+						}
+						var a struct{ Status string }
+						json.Unmarshal(ack, &a)
+						if a.Status != "committed" {
+							return fmt.Errorf("%s query %d epoch %d: ack %s", tb.name, q, e, ack)
+						}
+						mu.Lock()
+						lat[i] = append(lat[i], d)
+						mu.Unlock()
+					}
+					return nil
+				})
+			}
+			err := g.Wait()
+			wall[i] += time.Since(start)
+			if err != nil {
+				releaseAll(recs)
+				return err
+			}
+		}
+		releaseAll(recs)
+	}
+	want := int64(total * cfg.EpochRows)
 	var rate [2]float64
 	for i, tb := range tables {
-		rate[i] = float64(cfg.RouteEpochs) / busy[i].Seconds()
+		rate[i] = float64(total) / wall[i].Seconds()
 		var before, after tableStats
 		if err := action(ctx, c, "table_stats", map[string]any{"table": tb.name}, &before); err != nil {
 			return err
 		}
-		if i == 1 {
+		if tb.route == "memwal" {
 			if err := action(ctx, c, "flush_memwal", map[string]any{"table": tb.name}, nil); err != nil {
 				return err
 			}
@@ -142,9 +190,17 @@ func runRoutes(ctx context.Context, cfg Config, out io.Writer) error {
 		if rows != want || int64(distinct) != want {
 			ok = fmt.Sprintf("NO (%d rows, %d distinct, want %d)", rows, distinct, want)
 		}
-		fmt.Fprintf(out, "%-8s %10.1f %9.2f %9.2f %11d %11d %13.1f %9s\n", []string{"direct", "memwal"}[i], rate[i],
+		fmt.Fprintf(out, "%-8d %-8s %10.1f %9.2f %9.2f %11d %11d %13.1f %9s\n", streams, tb.route, rate[i],
 			ms(percentile(lat[i], 0.5)), ms(percentile(lat[i], 0.99)), before.Fragments, after.Fragments, ms(readTime), ok)
 	}
-	fmt.Fprintf(out, "MemWAL / direct epochs/s: %.2fx (frags = base-table fragments after the run; after = after flush + fold + compact)\n", rate[1]/rate[0])
+	fmt.Fprintf(out, "%-8d MemWAL / direct epochs/s: %.2fx\n", streams, rate[1]/rate[0])
 	return nil
+}
+
+func releaseAll(recs [][]arrow.RecordBatch) {
+	for _, rs := range recs {
+		for _, r := range rs {
+			r.Release()
+		}
+	}
 }
