@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 )
 
@@ -29,7 +28,7 @@ type Writer struct {
 
 	props *parquet.WriterProperties // chosen from the first batch
 	buf   *bytes.Buffer             // the open file's bytes, from bufPool
-	fw    *pqarrow.FileWriter
+	fw    parquetWriter
 	rows  int64 // rows in the open file
 
 	frags   []Fragment
@@ -171,7 +170,7 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 		w.buf = bufPool.Get().(*bytes.Buffer)
 	}
 	w.buf.Reset()
-	fw, err := pqarrow.NewFileWriter(w.schema, w.buf, w.props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := newParquetWriter(w.schema, w.buf, w.props)
 	if err != nil {
 		return fmt.Errorf("table %s: open parquet writer: %w", w.t.name, err)
 	}
@@ -235,6 +234,10 @@ func (w *Writer) BytesWritten() int64 { return w.bytesIn }
 // and cleanup reclaims them later.
 func (w *Writer) Abort(ctx context.Context) {
 	w.closed = true
+	if pw, ok := w.fw.(*parallelWriter); ok {
+		pw.abort() // waits for its encoder, so nothing writes into the buffer any more
+		w.fw = nil
+	}
 	if w.fw == nil {
 		w.releaseBuffer() // an open file writer may still reference the buffer
 	}
