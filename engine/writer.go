@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -27,7 +26,7 @@ type Writer struct {
 	target int64         // rows per fragment; Options.TargetRowsPerFragment unless compaction sets it
 
 	props *parquet.WriterProperties // chosen from the first batch
-	buf   *bytes.Buffer             // the open file's bytes, from bufPool
+	buf   *bytes.Buffer             // the open file's bytes, from fileBuffers
 	fw    parquetWriter
 	rows  int64 // rows in the open file
 
@@ -167,7 +166,7 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 		w.props = parquet.NewWriterProperties(opts...)
 	}
 	if w.buf == nil {
-		w.buf = bufPool.Get().(*bytes.Buffer)
+		w.buf = getFileBuffer()
 	}
 	w.buf.Reset()
 	fw, err := newParquetWriter(w.schema, w.buf, w.props)
@@ -212,17 +211,31 @@ func (w *Writer) Finish(ctx context.Context) ([]Fragment, error) {
 	return w.frags, nil
 }
 
-// bufPool recycles the buffers data files are encoded into: a file is tens of megabytes, and
-// growing a fresh buffer for every epoch costs more than encoding small ones.
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// fileBuffers recycles the buffers data files are encoded into: a file is tens of megabytes,
+// and growing a fresh buffer for every epoch (zeroing and copying it at every doubling) costs
+// more than encoding small ones. A channel, not a sync.Pool: every garbage collection empties a
+// sync.Pool, and a sink under load collects often.
+var fileBuffers = make(chan *bytes.Buffer, 4)
 
 // maxPooledBuffer keeps unusually large buffers out of the pool.
 const maxPooledBuffer = 256 << 20
 
+func getFileBuffer() *bytes.Buffer {
+	select {
+	case b := <-fileBuffers:
+		return b
+	default:
+		return new(bytes.Buffer)
+	}
+}
+
 func (w *Writer) releaseBuffer() {
 	if w.buf != nil && w.buf.Cap() <= maxPooledBuffer {
 		w.buf.Reset()
-		bufPool.Put(w.buf)
+		select {
+		case fileBuffers <- w.buf:
+		default:
+		}
 	}
 	w.buf = nil
 }
