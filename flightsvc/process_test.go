@@ -4,8 +4,13 @@ package flightsvc_test
 // committing to one table at once.
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -200,4 +205,32 @@ func twoProcessesOneTable(t *testing.T, root string, env ...string) {
 	}
 	procs[0].wantIDs(t, "shared", want)
 	procs[0].wantDenseHistory(t, "shared")
+}
+
+// TestServeCPUProfile: `serve --cpuprofile` (here through its environment variable) leaves a
+// complete pprof file once the server has shut down on SIGTERM.
+func TestServeCPUProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a server process")
+	}
+	t.Parallel()
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	p := startProcess(t, t.TempDir(), "FLIGHT_SINK_CPUPROFILE="+prof)
+	for e := int64(0); e < 20; e++ {
+		wantAck(t, p.putEpoch(t, "t", "q", e, idRange(e*1000, 1000)), "committed", uint64(e+2))
+	}
+	p.stop()
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatalf("no profile after shutdown: %v\n%s", err, p.out)
+	}
+	// A pprof profile is a gzip-compressed protocol buffer, complete only when its gzip stream is.
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("profile is not gzip (%d bytes): %v", len(b), err)
+	}
+	body, err := io.ReadAll(zr)
+	if err != nil || len(body) == 0 {
+		t.Fatalf("profile is truncated or empty: %d bytes, %v", len(body), err)
+	}
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"runtime/pprof"
 
 	"github.com/flight-sink/flight-sink/flightsvc/flightbench"
 )
@@ -24,17 +22,11 @@ type BenchCmd struct {
 
 // Run runs the selected workloads and prints their report on stdout.
 func (c *BenchCmd) Run(ctx context.Context) error {
-	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	return flightbench.Run(ctx, flightbench.Config{
 		Root: c.Root, Only: c.Only, BatchesPerStrm: c.Batches, Epochs: c.Epochs, EpochRows: c.EpochRows,
 		HistoryVersions: c.History, RouteEpochs: c.Routes, RouteStreams: c.RouteQueries,

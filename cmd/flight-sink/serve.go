@@ -31,6 +31,7 @@ type ServeCmd struct {
 	AllowRemote     bool          `name:"allow-unauthenticated-remote" env:"FLIGHT_SINK_ALLOW_UNAUTHENTICATED_REMOTE" help:"Serve a non-loopback address without --auth-token (not recommended)."`
 	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
 	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
+	CPUProfile      string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
 }
 
 // Run serves until SIGINT/SIGTERM, then drains in-flight calls and exits.
@@ -61,6 +62,11 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	if cfg.HTTPListen == "off" {
 		cfg.HTTPListen = ""
 	}
+	stop, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	srv, err := flightsvc.NewServer(ctx, cfg)
 	if err != nil {
 		return err
