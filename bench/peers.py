@@ -614,6 +614,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     ap.add_argument("--render", type=Path, help="only rewrite the doc and plots from a --json file of an earlier run")
     ap.add_argument("--keep", action="store_true", help="keep the temporary root")
+    ap.add_argument("--profile", type=Path, help="write the flight-sink server's CPU profile of the whole run here "
+                    "(serve --cpuprofile; read it with `go tool pprof`, -focus writeMemWALEpoch or writeAll to split the routes)")
     ap.add_argument("--bin", type=Path, help="use flight-sink and discard binaries from this directory instead of building them")
     ap.add_argument("--venv", type=Path, default=DEFAULT_VENV)
     ap.add_argument("--no-venv", action="store_true", help="use this interpreter as is (packages already installed)")
@@ -652,8 +654,11 @@ def main() -> int:
         sink_port = free_port()
         sink_addr = f"127.0.0.1:{sink_port}"
         (work / "root").mkdir()
-        sink = Proc("flight-sink", [str(work / "flight-sink"), "serve", "--listen", sink_addr, "--http-listen", "off",
-                                    "--root", str(work / "root"), "--log-level", "warn"], work / "flight-sink.log")
+        sink_argv = [str(work / "flight-sink"), "serve", "--listen", sink_addr, "--http-listen", "off",
+                     "--root", str(work / "root"), "--log-level", "warn"]
+        if args.profile:
+            sink_argv += ["--cpuprofile", str(args.profile.resolve())]
+        sink = Proc("flight-sink", sink_argv, work / "flight-sink.log")
         procs.append(sink)
         disc = Proc("discard", [str(work / "discard"), "-listen", "127.0.0.1:0"], work / "discard.log")
         procs.append(disc)
