@@ -51,6 +51,108 @@ func TestPlanCompaction(t *testing.T) {
 	}
 }
 
+func TestPlanCompactionIncremental(t *testing.T) {
+	tbl := &Table{opts: *(&Options{TargetRowsPerFragment: 100}).EnsureDefaults()}
+	frag := func(id uint64, rows, deleted int64) Fragment {
+		return Fragment{ID: id, PhysicalRows: rows, DeletedRows: deleted}
+	}
+	cases := []struct {
+		name  string
+		frags []Fragment
+		want  [][]uint64
+	}{
+		{"small ones merge, the big older one waits", []Fragment{frag(1, 40, 0), frag(2, 5, 0), frag(3, 5, 0), frag(4, 5, 0)},
+			[][]uint64{{2, 3, 4}}},
+		{"the older one joins once the newer rows reach half of it", []Fragment{frag(1, 40, 0), frag(2, 10, 0), frag(3, 10, 0)},
+			[][]uint64{{1, 2, 3}}},
+		{"a binary counter", []Fragment{frag(1, 32, 0), frag(2, 16, 0), frag(3, 8, 0), frag(4, 4, 0), frag(5, 4, 0)},
+			[][]uint64{{1, 2, 3, 4, 5}}},
+		{"the target still cuts", []Fragment{frag(1, 60, 0), frag(2, 30, 0), frag(3, 30, 0)}, [][]uint64{{2, 3}}},
+		{"full fragments split runs", []Fragment{frag(1, 5, 0), frag(2, 5, 0), frag(3, 100, 0), frag(4, 5, 0), frag(5, 5, 0)},
+			[][]uint64{{1, 2}, {4, 5}}},
+		{"too many deletions: rewritten even when large", []Fragment{frag(1, 90, 50), frag(2, 5, 0)}, [][]uint64{{1, 2}}},
+		{"too many deletions alone", []Fragment{frag(1, 100, 11), frag(2, 100, 0)}, [][]uint64{{1}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got [][]uint64
+			for _, g := range tbl.PlanCompaction(&Manifest{Fragments: c.frags}, CompactOptions{MergeRatio: 2}).Groups {
+				var gi []uint64
+				for _, f := range g {
+					gi = append(gi, f.ID)
+				}
+				got = append(got, gi)
+			}
+			if !slices.EqualFunc(got, c.want, slices.Equal) {
+				t.Fatalf("plan %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestIncrementalCompactionWriteAmplification drives the planner the way background maintenance
+// does — a stream of 1,000-row epochs, compaction whenever the plan would rewrite 16 or more
+// fragments, target 1 M rows — and counts the rows each policy rewrites per row ingested. A full
+// compaction rewrites the growing fragment every time (tens of times per row); the incremental
+// plan rewrites each row a handful of times and keeps the fragment count about as low.
+func TestIncrementalCompactionWriteAmplification(t *testing.T) {
+	tbl := &Table{opts: *(&Options{}).EnsureDefaults()}
+	simulate := func(ratio float64) (amplification float64, maxFrags int) {
+		var frags []Fragment
+		var rewritten, ingested int64
+		next := uint64(0)
+		add := func(rows int64) Fragment {
+			next++
+			return Fragment{ID: next, PhysicalRows: rows}
+		}
+		for e := 0; e < 3600; e++ {
+			frags = append(frags, add(1000))
+			ingested += 1000
+			maxFrags = max(maxFrags, len(frags))
+			plan := tbl.PlanCompaction(&Manifest{Fragments: frags}, CompactOptions{MergeRatio: ratio})
+			n := 0
+			for _, g := range plan.Groups {
+				n += len(g)
+			}
+			if n < defaultMinCompactFragments {
+				continue
+			}
+			merged := map[uint64][]Fragment{} // first fragment id of a group -> the group
+			in := map[uint64]bool{}
+			for _, g := range plan.Groups {
+				merged[g[0].ID] = g
+				for _, f := range g {
+					in[f.ID] = true
+				}
+			}
+			var out []Fragment
+			for _, f := range frags {
+				if g, ok := merged[f.ID]; ok {
+					var rows int64
+					for _, x := range g {
+						rows += x.PhysicalRows
+					}
+					rewritten += rows
+					out = append(out, add(rows))
+				} else if !in[f.ID] {
+					out = append(out, f)
+				}
+			}
+			frags = out
+		}
+		return float64(rewritten) / float64(ingested), maxFrags
+	}
+	fullAmp, fullMax := simulate(0)
+	incAmp, incMax := simulate(defaultCompactMergeRatio)
+	t.Logf("rows rewritten per row ingested: full %.1f (max %d fragments), incremental %.1f (max %d fragments)", fullAmp, fullMax, incAmp, incMax)
+	if incAmp > 8 || incAmp*4 > fullAmp {
+		t.Fatalf("incremental compaction rewrites %.1f rows per row (full: %.1f); want at most 8 and a quarter of full", incAmp, fullAmp)
+	}
+	if incMax > 25 {
+		t.Fatalf("incremental compaction let %d fragments pile up", incMax)
+	}
+}
+
 func TestCompact(t *testing.T) {
 	hStores(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()

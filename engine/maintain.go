@@ -284,7 +284,7 @@ func (c *MaintenanceConfig) step(op MaintenanceOperation) (FailurePolicy, bool) 
 
 func (c *MaintenanceConfig) compactOptions(props map[string]string) CompactOptions {
 	return CompactOptions{TargetRowsPerFragment: c.Compaction.TargetRowsPerFragment,
-		MaxDeletedShare: c.Compaction.MaxDeletedShare, Properties: props}
+		MaxDeletedShare: c.Compaction.MaxDeletedShare, MergeRatio: c.Compaction.MergeRatio, Properties: props}
 }
 
 func (mt *TableMaintainer) cleanupPolicy(c *MaintenanceConfig) CleanupPolicy {

@@ -75,6 +75,9 @@ type CompactionMaintenance struct {
 	TargetRowsPerFragment int64 `json:"target_rows_per_fragment,omitempty"`
 	// MaxDeletedShare: CompactOptions.MaxDeletedShare (default 0.1).
 	MaxDeletedShare float64 `json:"max_deleted_share,omitempty"`
+	// MergeRatio: CompactOptions.MergeRatio. Default 4: incremental compaction, each row
+	// rewritten about log4(target / epoch size) + 1 times.
+	MergeRatio float64 `json:"merge_ratio,omitempty"`
 }
 
 // CleanupMaintenance configures the cleanup step.
@@ -101,6 +104,7 @@ const (
 	defaultMinUnindexedFragments = 1
 	defaultMaxIndexSegments      = 8
 	defaultMinCompactFragments   = 16
+	defaultCompactMergeRatio     = 4
 	defaultMaintenanceOlderThan  = time.Hour
 	defaultMaintenanceKeepLast   = 1000
 	defaultMaintenanceGrace      = 24 * time.Hour
@@ -153,6 +157,9 @@ func (c *MaintenanceConfig) EnsureDefaults() *MaintenanceConfig {
 	}
 	if c.Compaction.MinFragments <= 0 {
 		c.Compaction.MinFragments = defaultMinCompactFragments
+	}
+	if c.Compaction.MergeRatio <= 0 {
+		c.Compaction.MergeRatio = defaultCompactMergeRatio
 	}
 	if c.Cleanup.OlderThan <= 0 {
 		c.Cleanup.OlderThan = Duration(defaultMaintenanceOlderThan)
