@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -80,12 +81,14 @@ func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, allo
 		return nil, err
 	}
 	md := schema.Metadata()
-	keys := append(md.Keys(), metaKind, metaWriterEpoch, metaPosition, metaPuts)
-	vals := append(md.Values(), kind, strconv.FormatUint(epoch, 10), strconv.FormatUint(pos, 10), string(mj))
+	// Concat, not append: the schema's metadata slices are shared with every other encode.
+	keys := slices.Concat(md.Keys(), []string{metaKind, metaWriterEpoch, metaPosition, metaPuts})
+	vals := slices.Concat(md.Values(), []string{kind, strconv.FormatUint(epoch, 10), strconv.FormatUint(pos, 10), string(mj)})
 	meta := arrow.NewMetadata(keys, vals)
 	entrySchema := arrow.NewSchema(schema.Fields(), &meta)
 
 	var buf bytes.Buffer
+	buf.Grow(int(min(batchBytes(puts), 256<<20)) + 16<<10) // the batches, their padding and the messages: one allocation
 	w := ipc.NewWriter(&buf, ipc.WithSchema(entrySchema), ipc.WithAllocator(alloc))
 	for _, p := range puts {
 		for _, b := range p.Batches {

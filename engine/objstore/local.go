@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -187,7 +188,7 @@ func (l *Local) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return err
 	}
-	tmp, err := writeTemp(p, strings.NewReader(string(data)))
+	tmp, err := writeTemp(p, bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("put-if-absent %s: %w", key, err)
 	}
