@@ -16,6 +16,7 @@ type BenchCmd struct {
 	EpochRows    int    `name:"epoch-rows" env:"FLIGHT_SINK_BENCH_EPOCH_ROWS" default:"1000" help:"Rows per epoch in the small-epoch and history workloads."`
 	History      int    `env:"FLIGHT_SINK_BENCH_HISTORY" default:"10000" help:"Versions of history in the history workload."`
 	Routes       int    `env:"FLIGHT_SINK_BENCH_ROUTES" default:"3600" help:"Epochs per route in the direct-vs-MemWAL workload."`
+	Maintenance  string `enum:"background,inline,off" default:"background" env:"FLIGHT_SINK_BENCH_MAINTENANCE" help:"The benchmark server's maintenance after commits (as serve --maintenance): background, inline or off."`
 	RouteQueries []int  `name:"route-queries" env:"FLIGHT_SINK_BENCH_ROUTE_QUERIES" default:"1,8" help:"Concurrent streaming queries in the direct-vs-MemWAL workload, one run per count (comma-separated)."`
 	CPUProfile   string `name:"cpuprofile" type:"path" help:"Write a CPU profile of the whole run (client and server share this process) to this file, for go tool pprof."`
 }
@@ -29,6 +30,6 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	defer stop()
 	return flightbench.Run(ctx, flightbench.Config{
 		Root: c.Root, Only: c.Only, BatchesPerStrm: c.Batches, Epochs: c.Epochs, EpochRows: c.EpochRows,
-		HistoryVersions: c.History, RouteEpochs: c.Routes, RouteStreams: c.RouteQueries,
+		HistoryVersions: c.History, RouteEpochs: c.Routes, RouteStreams: c.RouteQueries, Maintenance: c.Maintenance,
 	}, os.Stdout)
 }

@@ -37,6 +37,7 @@ type Config struct {
 	RouteEpochs     int    // epochs per route in the direct-vs-MemWAL run (3,600)
 	RouteStreams    []int  // concurrent streaming queries in the direct-vs-MemWAL run (1 and 8)
 	Only            string // run only "throughput", "epochs", "history" or "memwal"
+	Maintenance     string // the server's default maintenance: background (the default), inline or off
 }
 
 // EnsureDefaults fills unset fields.
@@ -102,9 +103,13 @@ func startDiscard() (string, func(), error) {
 	return lis.Addr().String(), gs.Stop, nil
 }
 
-func startSink(ctx context.Context, root string) (string, func(), error) {
+func startSink(ctx context.Context, cfg Config) (string, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
-	srv, err := flightsvc.NewServer(ctx, flightsvc.Config{Listen: "127.0.0.1:0", Root: root, Logger: quietLogger()})
+	sc := flightsvc.Config{Listen: "127.0.0.1:0", Root: cfg.Root, Logger: quietLogger()}
+	if cfg.Maintenance != "" {
+		sc.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceMode(cfg.Maintenance)}
+	}
+	srv, err := flightsvc.NewServer(ctx, sc)
 	if err != nil {
 		cancel()
 		return "", nil, err
@@ -116,8 +121,8 @@ func startSink(ctx context.Context, root string) (string, func(), error) {
 
 // connectSink starts a flight-sink server on root and returns a client of it; stop closes the
 // client and stops the server.
-func connectSink(ctx context.Context, root string) (flight.Client, func(), error) {
-	addr, stopServer, err := startSink(ctx, root)
+func connectSink(ctx context.Context, cfg Config) (flight.Client, func(), error) {
+	addr, stopServer, err := startSink(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -218,7 +223,7 @@ func runThroughput(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	defer dStop()
-	sAddr, sStop, err := startSink(ctx, cfg.Root)
+	sAddr, sStop, err := startSink(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -281,7 +286,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 func runEpochs(ctx context.Context, cfg Config, out io.Writer) error {
-	c, stop, err := connectSink(ctx, cfg.Root)
+	c, stop, err := connectSink(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -326,7 +331,7 @@ func runHistory(ctx context.Context, cfg Config, out io.Writer) error {
 	if _, err := engine.Create(ctx, store, "history_fresh", Schema, engine.CreateOptions{}, nil); err != nil {
 		return err
 	}
-	c, stop, err := connectSink(ctx, cfg.Root)
+	c, stop, err := connectSink(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ type tableStats struct {
 // after another, as Spark does). The two routes run in alternating blocks so both see the same
 // machine; then the tables' fragments, a compaction of each, and a full read.
 func runRoutes(ctx context.Context, cfg Config, out io.Writer) error {
-	c, stop, err := connectSink(ctx, cfg.Root)
+	c, stop, err := connectSink(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,11 @@ func runRoutes(ctx context.Context, cfg Config, out io.Writer) error {
 			return fmt.Errorf("%d queries: %w", streams, err)
 		}
 	}
-	fmt.Fprintf(out, "frags = base-table fragments after the run (background maintenance on, as served by default); after = after flush + fold + compact\n")
+	maint := cfg.Maintenance
+	if maint == "" {
+		maint = "background, the server's default"
+	}
+	fmt.Fprintf(out, "frags = base-table fragments after the run (maintenance: %s); after = after flush + fold + compact\n", maint)
 	return nil
 }
 
