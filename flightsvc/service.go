@@ -182,14 +182,16 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 		return toStatus(err)
 	}
 	defer sc.Release()
+	ra := newReadAhead(ctx, sc)
+	defer ra.Close() // before sc.Release: stops the goroutine reading sc
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc.Schema()), ipc.WithAllocator(s.alloc))
-	for sc.Next() {
-		if err := writeBounded(w, sc.RecordBatch()); err != nil {
+	for ra.Next() {
+		if err := writeBounded(w, ra.RecordBatch()); err != nil {
 			w.Close()
 			return toStatus(err)
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := ra.Err(); err != nil {
 		w.Close()
 		return toStatus(err)
 	}
