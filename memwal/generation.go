@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -92,7 +93,8 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		return fmt.Errorf("open %s: %w", key, err)
 	}
 	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024}, alloc)
+	// Columns decode in parallel (compaction folds and merged reads wait on this).
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024, Parallel: schema.NumFields() > 1 && runtime.GOMAXPROCS(0) > 1}, alloc)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", key, err)
 	}
