@@ -491,9 +491,10 @@ def write_doc(res, doc: Path, pngs: list[str]) -> None:
     w(f"- Python {m['python']}, {m['go']}; pyarrow {m['pyarrow']}, pylance {m['pylance']}, deltalake {m['deltalake']}")
     w(f"- load average (1/5/15 min) at the start {ls[0]:.2f} / {ls[1]:.2f} / {ls[2]:.2f}, at the end "
       f"{le[0]:.2f} / {le[1]:.2f} / {le[2]:.2f}. "
-      + ("**The machine was shared with other jobs during the run** (a load above its core count): "
+      + ("**The machine was shared with other jobs when the run started** (a load near or above its core count): "
          "absolute numbers are lower and noisier than on an idle machine; the ratios, measured "
-         "interleaved, are what to read." if max(ls[0], le[0]) > m["nproc"] * 0.75 else "The machine was otherwise idle."))
+         "interleaved, are what to read." if ls[0] > m["nproc"] * 0.75
+         else "The machine was otherwise idle when the run started (the load at the end is the run's own)."))
     w(f"- client, servers and disk are all on this one machine: every peer competes for the same {m['nproc']} cores; "
       "the Flight peers talk over loopback TCP.\n")
     w("## What is measured\n")
@@ -521,7 +522,7 @@ def write_doc(res, doc: Path, pngs: list[str]) -> None:
       "between rounds. The table gives the best and the median round.")
     w(f"- **1-second trigger**: {T['epochs']} epochs of {T['epoch_rows']:,} rows (a Spark micro-batch every second "
       f"would be {T['epochs'] / 60:.0f} minutes of stream; {T['epochs']} rather than more to keep the run short on a "
-      "2-core machine shared with other jobs). The peers are interleaved: every peer lands epoch *e* before any "
+      "small machine). The peers are interleaved: every peer lands epoch *e* before any "
       "lands *e+1*, so load drift hits them alike. Epochs/s = epochs / the summed ack latency of that peer "
       "(back-to-back capacity; a real 1-second trigger sends one per second). Ack latency = call start to "
       "acknowledgement (for pylance/deltalake: to the call's return).")
@@ -573,14 +574,19 @@ def write_doc(res, doc: Path, pngs: list[str]) -> None:
     if analysis.exists():
         w(analysis.read_text().rstrip() + "\n")
     w("## Go micro-benchmarks\n")
-    w("The hot paths have `testing.B` benchmarks (not rerun for this page): `engine` `BenchmarkAppend`, "
-      "`BenchmarkPqarrowBaseline` (plain pqarrow encode, the Go-side encode bound), `BenchmarkCommitLatency`, "
-      "`BenchmarkHistory` and the table-health benchmarks; `memwal` `BenchmarkEpochPut`. `make bench` runs all of "
-      "them and then `flight-sink bench` (the Go-client Flight benchmark of `flightsvc/flightbench`: discard vs "
-      "sink throughput, 1,000-row epoch rate, long-history ack latency, direct vs MemWAL):\n")
+    w("The hot paths have `testing.B` benchmarks (not rerun for this page), in `go test -bench` format for "
+      "`benchstat`: commit — `engine` `BenchmarkCommitLatency`, `BenchmarkHistory`; dedupe check — `streaming` "
+      "`BenchmarkDedupeCheck` (watermark hit, window scan, new query; 100 and 10,000 versions); WAL append — "
+      "`memwal` `BenchmarkWALAppend` (raw entry create) and `BenchmarkEpochPut` (a whole MemWAL put vs a direct "
+      "append, 1 and 8 streams); Parquet encode — `engine` `BenchmarkAppend` against `BenchmarkPqarrowBaseline` "
+      "(plain single-threaded pqarrow, the Go-side encode bound); DoGet — `flightsvc` `BenchmarkDoGet` (full read "
+      "over a real loopback Flight connection) and `BenchmarkDoPutEpoch`; plus the table-health benchmarks. "
+      "`make bench` runs all of them and then `flight-sink bench` (the Go-client Flight benchmark of "
+      "`flightsvc/flightbench`: discard vs sink throughput, 1,000-row epoch rate, long-history ack latency, "
+      "direct vs MemWAL for 1 and 8 concurrent queries):\n")
     w("```sh")
     w("make bench                         # every Go benchmark, then flight-sink bench (BENCHTIME=10s for steadier numbers)")
-    w("go test -run '^$' -bench . -benchmem -count 6 ./engine/ > new.txt   # benchstat-friendly")
+    w("go test -run '^$' -bench . -benchmem -count 6 ./engine/ ./memwal/ ./streaming/ ./flightsvc/ > new.txt   # then: benchstat old.txt new.txt")
     w("bin/flight-sink bench --only throughput")
     w("```\n")
     w("## Reproduce\n")
