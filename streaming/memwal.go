@@ -34,6 +34,9 @@ type shardSet struct {
 	mu     sync.Mutex
 	ids    []string
 	shards []*memwal.Shard
+
+	folding  []bool   // a fold of shard i is running
+	foldedAt []uint64 // shard i's next generation number when its last fold started
 }
 
 func (s *Sink) shardSet(table string, ids []string) *shardSet {
@@ -41,7 +44,7 @@ func (s *Sink) shardSet(table string, ids []string) *shardSet {
 	defer s.mu.Unlock()
 	ss := s.memwal[table]
 	if ss == nil || len(ss.ids) != len(ids) {
-		ss = &shardSet{ids: ids, shards: make([]*memwal.Shard, len(ids))}
+		ss = &shardSet{ids: ids, shards: make([]*memwal.Shard, len(ids)), folding: make([]bool, len(ids)), foldedAt: make([]uint64, len(ids))}
 		s.memwal[table] = ss
 	}
 	return ss
@@ -229,9 +232,111 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 		ack.Route = RouteMemWAL
 		return ack, nil
 	}
+	for i := range puts {
+		if err := s.maybeFold(ctx, t, m, ss, i); err != nil {
+			return Ack{}, err // inline maintenance with a strict policy; the epoch itself is durable
+		}
+	}
 	ack := newAck(StatusCommitted, r)
 	ack.Rows, ack.Route = rows, RouteMemWAL
 	return ack, nil
+}
+
+// maybeFold folds shard i into the base table when Options.MemWALFoldGenerations flushed
+// generations wait in it (as this process's writer sees them) and the table's maintenance is
+// on: in the background, or before returning in inline mode. One fold per shard runs at a time,
+// and a shard is not tried again until it has flushed a generation since its last fold started
+// (the writer's view of its generations is only refreshed by its own flushes).
+func (s *Sink) maybeFold(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *shardSet, i int) error {
+	need := s.opts.MemWALFoldGenerations
+	if need < 0 {
+		return nil
+	}
+	ss.mu.Lock()
+	w := ss.shards[i]
+	if w == nil || ss.folding[i] {
+		ss.mu.Unlock()
+		return nil
+	}
+	st := w.Stats()
+	if st.Generations < need || st.NextGeneration <= ss.foldedAt[i] {
+		ss.mu.Unlock()
+		return nil
+	}
+	mode, err := s.maintenanceMode(m)
+	if err != nil || mode == engine.MaintenanceOff {
+		ss.mu.Unlock()
+		return nil // a bad maintenance config is reported by the maintainer itself
+	}
+	ss.folding[i], ss.foldedAt[i] = true, st.NextGeneration
+	ss.mu.Unlock()
+	done := func() {
+		ss.mu.Lock()
+		ss.folding[i] = false
+		ss.mu.Unlock()
+	}
+	// A failed fold is best effort, like a maintenance step: it is logged and the shard's next
+	// flush tries again. Only the maintenance after a fold can fail an inline put (a strict
+	// policy), and the epoch is durable all the same: its replay is a duplicate.
+	fold := func(ctx context.Context) error {
+		defer done()
+		n, err := foldShard(ctx, t, ss.ids[i], need)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.opts.Logger.Warn("memwal: fold failed; the shard's next flush tries again", "table", t.Name(), "shard", ss.ids[i], "err", err)
+			}
+			return nil
+		}
+		if n == 0 {
+			return nil
+		}
+		return s.maintainAfterFold(ctx, t)
+	}
+	if mode == engine.MaintenanceInline {
+		return fold(ctx)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		done()
+		return nil
+	}
+	s.folds.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.folds.Done()
+		if err := fold(s.foldCtx); err != nil && s.foldCtx.Err() == nil {
+			s.opts.Logger.Warn("memwal: maintenance after a background fold failed", "table", t.Name(), "shard", ss.ids[i], "err", err)
+		}
+	}()
+	return nil
+}
+
+// maintenanceMode is the maintenance mode of table m as the maintainer resolves it: the table's
+// own configuration, else the sink's default, else the engine's.
+func (s *Sink) maintenanceMode(m *engine.Manifest) (engine.MaintenanceMode, error) {
+	if _, stored := m.Config[engine.ConfigMaintenance]; !stored && s.opts.DefaultMaintenance != nil {
+		c := *s.opts.DefaultMaintenance
+		return c.EnsureDefaults().Mode, nil
+	}
+	c, err := engine.MaintenanceConfigOf(m)
+	return c.Mode, err
+}
+
+// foldShard folds one shard into the base table when it has at least minGenerations flushed
+// generations and returns the generations reclaimed.
+func foldShard(ctx context.Context, t *engine.Table, shard string, minGenerations int) (int, error) {
+	return memwal.NewCompactor(t, &memwal.CompactOptions{}).CompactShardIfReady(ctx, shard, minGenerations)
+}
+
+// maintainAfterFold runs the table's maintenance after a fold's commit: the fold is a commit
+// like any other, it adds fragments and lets index catch-up advance.
+func (s *Sink) maintainAfterFold(ctx context.Context, t *engine.Table) error {
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	return s.maintain(ctx, t, m)
 }
 
 // putShard puts one shard's share of an epoch unless the shard already holds the epoch; it
@@ -348,24 +453,16 @@ func (s *Sink) CompactMemWAL(ctx context.Context, req MemWALRequest) (int, error
 	if err != nil {
 		return 0, err
 	}
-	c := memwal.NewCompactor(t, &memwal.CompactOptions{})
 	total := 0
 	for _, i := range sel {
-		n, err := c.CompactShardIfReady(ctx, ss.ids[i], max(req.MinGenerations, 1))
+		n, err := foldShard(ctx, t, ss.ids[i], max(req.MinGenerations, 1))
+		total += n
 		if err != nil {
 			return total, err
 		}
-		total += n
 	}
 	if total > 0 {
-		// The fold is a commit like any other: it adds fragments and lets index catch-up advance.
-		m, err := t.Latest(ctx)
-		if err != nil {
-			return total, err
-		}
-		if err := s.maintain(ctx, t, m); err != nil {
-			return total, err
-		}
+		return total, s.maintainAfterFold(ctx, t)
 	}
 	return total, nil
 }
@@ -418,9 +515,22 @@ func (s *Sink) Scan(ctx context.Context, table string, version uint64, columns [
 // Close closes the MemWAL writers this sink opened. Acknowledged puts are durable in the WAL
 // already; the next writer replays them.
 func (s *Sink) Close() {
-	// Background maintenance of this process's tables ends before the writers close.
+	// Background folds and maintenance of this process's tables end before the writers close.
+	s.mu.Lock()
+	s.closed = true // no new background fold starts
+	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	folded := make(chan struct{})
+	go func() { s.folds.Wait(); close(folded) }()
+	select {
+	case <-folded:
+	case <-ctx.Done():
+		s.opts.Logger.Warn("background memwal fold still running at close; cancelling it")
+		s.foldStop()
+		<-folded
+	}
+	s.foldStop()
 	if err := engine.WaitForMaintenance(ctx); err != nil {
 		s.opts.Logger.Warn("background maintenance still running at close", "err", err)
 	}

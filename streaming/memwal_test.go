@@ -11,6 +11,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 var kvSchema = arrow.NewSchema([]arrow.Field{
@@ -197,5 +198,57 @@ func TestMemWALKeyedNewestWinsAndCompleteTruncates(t *testing.T) {
 	}
 	if got := readKV(t, s, "mk"); fmt.Sprint(got) != fmt.Sprint(map[int64][]string{7: {"z"}}) {
 		t.Fatalf("after complete: %v", got)
+	}
+}
+
+// With maintenance on, a MemWAL shard folds itself into the base table once enough flushed
+// generations wait in it: a stream of epochs needs no compact_memwal_shard call, every row is
+// there exactly once, replays stay duplicates after the fold, and with maintenance off nothing
+// folds.
+func TestMemWALFoldsAutomatically(t *testing.T) {
+	for _, mode := range []engine.MaintenanceMode{engine.MaintenanceInline, engine.MaintenanceBackground, engine.MaintenanceOff} {
+		t.Run(string(mode), func(t *testing.T) {
+			ctx := context.Background()
+			opts := &Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: mode}, MemWALFoldGenerations: 3}
+			opts.MemWAL.MemtableMaxRows = 4 // every second epoch seals the memtable: a generation
+			s, _ := newSink(t, opts)
+			spec := memwalSpec(1)
+			const epochs = 40
+			for e := 0; e < epochs; e++ {
+				if a := putKV(t, s, "f", "q", int64(e), ModeAppend, spec, e*2, "a", e*2+1, "b"); a.Status != StatusCommitted {
+					t.Fatalf("epoch %d: %+v", e, a)
+				}
+			}
+			tbl, _ := s.Table(ctx, "f")
+			if mode == engine.MaintenanceBackground {
+				s.folds.Wait()
+			}
+			m, err := tbl.Latest(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			folded := m.MemWALMerged[memwal.ShardIDs(1)[0]]
+			switch {
+			case mode == engine.MaintenanceOff && (folded != 0 || len(m.Fragments) != 0):
+				t.Fatalf("maintenance off, yet the shard folded up to generation %d (%d base fragments)", folded, len(m.Fragments))
+			case mode != engine.MaintenanceOff && (folded < 10 || m.Rows() < 40):
+				t.Fatalf("after %d epochs the shard folded only up to generation %d, base rows %d", epochs, folded, m.Rows())
+			}
+			got := readKV(t, s, "f")
+			if len(got) != 2*epochs {
+				t.Fatalf("%d distinct ids, want %d", len(got), 2*epochs)
+			}
+			for id, vs := range got {
+				if len(vs) != 1 {
+					t.Fatalf("id %d present %d times", id, len(vs))
+				}
+			}
+			// Spark replays the last epoch after a restart.
+			last := epochs - 1
+			if a := putKV(t, s, "f", "q", int64(last), ModeAppend, spec, last*2, "a", last*2+1, "b"); a.Status != StatusDuplicate {
+				t.Fatalf("replay of the last epoch: %+v", a)
+			}
+			s.Close()
+		})
 	}
 }

@@ -33,6 +33,11 @@ type Options struct {
 	CleanupGrace time.Duration
 	// MemWAL options for the shard writers of MemWAL tables.
 	MemWAL memwal.Options
+	// MemWALFoldGenerations folds a MemWAL shard into the base table once this many flushed
+	// generations wait in it, as part of the table's maintenance (in the background, or inline;
+	// never when the table's maintenance is off). Default 4; negative: only the
+	// compact_memwal_shard action folds.
+	MemWALFoldGenerations int
 	// DefaultMaintenance is the maintenance of tables that configure none (nil: the engine's
 	// default, background optimize-indices -> compaction -> cleanup after commits). A server
 	// passes {"mode": "off"} to leave maintenance to operators.
@@ -61,8 +66,14 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.DefaultLookback < 1 || o.DefaultLookback > MaxLookback {
 		o.DefaultLookback = DefaultLookback
 	}
+	if o.MemWALFoldGenerations == 0 {
+		o.MemWALFoldGenerations = DefaultMemWALFoldGenerations
+	}
 	return o
 }
+
+// DefaultMemWALFoldGenerations is Options.MemWALFoldGenerations unless set.
+const DefaultMemWALFoldGenerations = 4
 
 // Sink lands epochs in the tables of one store root. It is safe for concurrent use; several
 // Sinks (in several processes) may serve the same root at once.
@@ -74,6 +85,11 @@ type Sink struct {
 	tables map[string]*engine.Table
 	memwal map[string]*shardSet // MemWAL writers by table, opened on first use
 	gauges metric.Registration  // the MemWAL backlog callback; unregistered by Close
+
+	closed   bool               // Close has begun (guarded by mu)
+	folds    sync.WaitGroup     // background MemWAL folds in flight
+	foldCtx  context.Context    // their context, cancelled by Close after a grace period
+	foldStop context.CancelFunc //
 }
 
 // NewSink returns a Sink on store.
@@ -84,6 +100,7 @@ func NewSink(store objstore.Store, opts *Options) *Sink {
 	}
 	o.EnsureDefaults()
 	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*shardSet)}
+	s.foldCtx, s.foldStop = context.WithCancel(context.Background())
 	s.gauges = s.registerMemWALGauges()
 	return s
 }
