@@ -5,7 +5,6 @@ package flightsvc_test
 // (startProcess, for kill -9 and several processes on one root).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,13 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,16 +30,12 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/flightsvc/servertest"
 )
-
-// binDir holds the server binaries built for the process tests; TestMain removes it.
-var binDir string
 
 func TestMain(m *testing.M) {
 	code := storetest.Run(m) // a real S3 server for the tests that put a root on S3
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	servertest.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -362,34 +352,7 @@ func abbrev(ids []int64) string {
 
 // action runs a DoAction and returns the body of its single result.
 func (c *flightConn) action(ctx context.Context, typ string, body any) ([]byte, error) {
-	b, ok := body.([]byte)
-	if !ok {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
-			return nil, err
-		}
-	}
-	stream, err := c.Client.DoAction(ctx, &flight.Action{Type: typ, Body: b})
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	n := 0
-	for {
-		r, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = r.GetBody()
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("action %s: %d results, want 1", typ, n)
-	}
-	return out, nil
+	return servertest.Action(ctx, c.Client, typ, body)
 }
 
 // mustAction runs an action and decodes its JSON result into out (unless out is nil).
@@ -474,140 +437,32 @@ func wantCode(t testing.TB, err error, code codes.Code, substrs ...string) {
 
 // ---- servers as OS processes ----
 
-var (
-	serverBinOnce sync.Once
-	serverBin     string
-	serverBinErr  error
-)
-
-// servingLine matches the log line a server prints once it serves, capturing its address.
-// It reads slog's text (addr=H:P) and JSON ("addr":"H:P") formats.
-var servingLine = regexp.MustCompile(`flight-sink serving.*?\baddr"?[=:]"?(127\.0\.0\.1:[1-9][0-9]*)`)
-
-// serverBinary builds the product binary (cmd/flight-sink) once per test run.
-func serverBinary(t testing.TB) string {
-	t.Helper()
-	serverBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "flightsvc-test-bin-")
-		if err != nil {
-			serverBinErr = err
-			return
-		}
-		binDir = dir
-		bin := filepath.Join(dir, "flight-sink")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/flight-sink/flight-sink/cmd/flight-sink").CombinedOutput()
-		if err != nil {
-			serverBinErr = fmt.Errorf("build cmd/flight-sink: %v: %s", err, out)
-			return
-		}
-		serverBin = bin
-	})
-	if serverBinErr != nil {
-		t.Fatal(serverBinErr)
-	}
-	return serverBin
-}
-
-// procServer is a server running as an OS process.
+// procServer is a `flight-sink serve` process (maintenance off) and a client on it.
 type procServer struct {
 	flightConn
-	Root   string
-	cmd    *exec.Cmd
-	out    *watchWriter
-	ready  chan struct{}
-	exited chan struct{}
-}
-
-// watchWriter collects a process's output and signals ready once the serving line appears.
-type watchWriter struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	addr  string
-	ready chan struct{}
-}
-
-func (w *watchWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if w.addr == "" {
-		if m := servingLine.FindSubmatch(w.buf.Bytes()); m != nil {
-			w.addr = string(m[1])
-			close(w.ready)
-		}
-	}
-	return len(p), nil
-}
-
-func (w *watchWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-// launch starts `flight-sink serve` on a free loopback port.
-func launch(bin, root string, env ...string) (*procServer, error) {
-	c := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", root, "--maintenance", "off")
-	if len(env) > 0 {
-		c.Env = append(os.Environ(), env...)
-	}
-	w := &watchWriter{ready: make(chan struct{})}
-	c.Stdout, c.Stderr = w, w
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
-	p := &procServer{Root: root, cmd: c, out: w, ready: w.ready, exited: make(chan struct{})}
-	go func() { c.Wait(); close(p.exited) }()
-	return p, nil
-}
-
-// stop ends the process: SIGTERM (graceful), then SIGKILL after 10 s.
-func (p *procServer) stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-// kill9 kills the process with SIGKILL: no shutdown code runs.
-func (p *procServer) kill9(t testing.TB) {
-	t.Helper()
-	if err := p.cmd.Process.Kill(); err != nil {
-		t.Fatalf("kill -9: %v", err)
-	}
-	<-p.exited
+	Root string
+	proc *servertest.Process
 }
 
 // startProcess runs a server process on root and connects to it. It is stopped when the test ends.
 func startProcess(t testing.TB, root string, env ...string) *procServer {
 	t.Helper()
-	bin := serverBinary(t)
-	p, err := launch(bin, root, env...)
+	proc, err := servertest.Start(t, []string{"--root", root, "--maintenance", "off"}, env, 30*time.Second)
 	if err != nil {
-		t.Fatalf("start %s: %v", bin, err)
+		t.Fatal(err)
 	}
-	t.Cleanup(p.stop)
-	select {
-	case <-p.ready:
-	case <-p.exited:
-		t.Fatalf("server process exited before serving: %s", p.out)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("server process not serving after 30s: %s", p.out)
-	}
-	p.out.mu.Lock()
-	p.Addr = p.out.addr
-	p.out.mu.Unlock()
+	t.Cleanup(proc.Stop)
+	p := &procServer{Root: root, proc: proc}
+	p.Addr = proc.Addr
 	p.Client = newClient(t, p.Addr)
 	return p
 }
+
+// stop ends the process: SIGTERM (graceful), then SIGKILL after 10 s.
+func (p *procServer) stop() { p.proc.Stop() }
+
+// kill9 kills the process with SIGKILL: no shutdown code runs.
+func (p *procServer) kill9() { p.proc.Kill9() }
 
 // codeOf returns the gRPC code of err (Unknown for a non-status error).
 func codeOf(err error) codes.Code { return status.Code(err) }

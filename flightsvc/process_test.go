@@ -42,7 +42,7 @@ func TestKill9AndRestart(t *testing.T) {
 		wantAck(t, a, "staged", 0)
 		stages = append(stages, a.Stage)
 	}
-	p1.kill9(t) // right after the acks: no shutdown code runs
+	p1.kill9() // right after the acks: no shutdown code runs
 
 	p2 := startProcess(t, root)
 	// Spark replays the last epoch after a crash: duplicate with the original version.
@@ -72,7 +72,7 @@ func TestKill9AndRestart(t *testing.T) {
 		b.Release()
 	}
 	time.Sleep(100 * time.Millisecond)
-	p2.kill9(t)
+	p2.kill9()
 	if _, err := stream.Recv(); err == nil {
 		t.Fatal("epoch acknowledged by a killed server")
 	}
@@ -222,7 +222,7 @@ func TestServeCPUProfile(t *testing.T) {
 	p.stop()
 	b, err := os.ReadFile(prof)
 	if err != nil {
-		t.Fatalf("no profile after shutdown: %v\n%s", err, p.out)
+		t.Fatalf("no profile after shutdown: %v\n%s", err, p.proc.Output())
 	}
 	// A pprof profile is a gzip-compressed protocol buffer, complete only when its gzip stream is.
 	zr, err := gzip.NewReader(bytes.NewReader(b))

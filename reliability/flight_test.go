@@ -113,35 +113,6 @@ func doPut(ctx context.Context, c flight.Client, command any, batches ...arrow.R
 	return a, nil
 }
 
-// doAction runs an action and returns its single result body.
-func doAction(ctx context.Context, c flight.Client, typ string, body any) ([]byte, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	stream, err := c.DoAction(ctx, &flight.Action{Type: typ, Body: b})
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	n := 0
-	for {
-		r, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = r.GetBody()
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("action %s: %d results, want 1", typ, n)
-	}
-	return out, nil
-}
-
 // storedRow is one row read back.
 type storedRow struct {
 	ID    int64

@@ -5,12 +5,11 @@ import (
 	"testing"
 
 	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+	"github.com/flight-sink/flight-sink/flightsvc/servertest"
 )
 
 func TestMain(m *testing.M) {
 	code := storetest.Run(m) // a real S3 server for the S3 cases
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	servertest.RemoveBinary()
 	os.Exit(code)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+	"github.com/flight-sink/flight-sink/flightsvc/servertest"
 )
 
 const envMultiKills = "FLIGHT_SINK_MULTI_KILLS" // kills in TestThreeServersOneTable (default 6)
@@ -44,7 +45,7 @@ func (p *serverPool) client(ctx context.Context, r *rand.Rand) (flight.Client, e
 		p.mu.Lock()
 		var live []*server
 		for _, s := range p.slots {
-			if s != nil && s.alive() {
+			if s != nil && s.Alive() {
 				live = append(live, s)
 			}
 		}
@@ -89,7 +90,7 @@ func TestThreeServersOneTable(t *testing.T) {
 	defer cancel()
 	// One table for everyone, made up front as a deployment would; a MemWAL table beside it,
 	// whose shards the servers take from each other (fencing) as producers hop between them.
-	if _, err := doAction(ctx, pool.get(0).Client, "create_table", map[string]any{"table": "shared", "schema": []map[string]any{
+	if _, err := servertest.Action(ctx, pool.get(0).Client, "create_table", map[string]any{"table": "shared", "schema": []map[string]any{
 		{"name": "id", "type": "int64", "nullable": false}, {"name": "q", "type": "utf8", "nullable": false},
 		{"name": "epoch", "type": "int64", "nullable": false}, {"name": "payload", "type": "utf8"}}}); err != nil {
 		t.Fatalf("create_table: %v", err)
@@ -132,13 +133,13 @@ func TestThreeServersOneTable(t *testing.T) {
 			actx, acancel := context.WithTimeout(pctx, 30*time.Second)
 			switch mrng.IntN(4) {
 			case 0:
-				doAction(actx, c, "flush_memwal", map[string]any{"table": "shared_wal"})
+				servertest.Action(actx, c, "flush_memwal", map[string]any{"table": "shared_wal"})
 			case 1:
-				doAction(actx, c, "compact_memwal_shard", map[string]any{"table": "shared_wal"})
+				servertest.Action(actx, c, "compact_memwal_shard", map[string]any{"table": "shared_wal"})
 			case 2:
-				doAction(actx, c, "compact", map[string]any{"table": "shared"})
+				servertest.Action(actx, c, "compact", map[string]any{"table": "shared"})
 			case 3:
-				doAction(actx, c, "compact", map[string]any{"table": "shared_wal"})
+				servertest.Action(actx, c, "compact", map[string]any{"table": "shared_wal"})
 			}
 			acancel()
 		}
@@ -148,10 +149,10 @@ func TestThreeServersOneTable(t *testing.T) {
 		sleepCtx(ctx, time.Duration(500+rng.IntN(1500))*time.Millisecond)
 		i := rng.IntN(nservers)
 		victim := pool.get(i)
-		if p := victim.panics(); len(p) > 0 {
+		if p := victim.Panics(); len(p) > 0 {
 			t.Fatalf("server %s panicked:\n%s", victim.Name, strings.Join(p, "\n"))
 		}
-		victim.kill9()
+		victim.Kill9()
 		sleepCtx(ctx, time.Duration(rng.IntN(500))*time.Millisecond)
 		pool.set(i, mustStartServer(t, fmt.Sprintf("s%d-restart%d", i, k), uri, env...))
 		if v := ledger.problems(); len(v) > 0 {
@@ -198,7 +199,7 @@ func TestThreeServersOneTable(t *testing.T) {
 			}
 			rowsChecked += n
 		}
-		if p := s.panics(); len(p) > 0 {
+		if p := s.Panics(); len(p) > 0 {
 			t.Fatalf("server %s panicked:\n%s", s.Name, strings.Join(p, "\n"))
 		}
 	}

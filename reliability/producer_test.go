@@ -19,6 +19,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/flight-sink/flight-sink/flightsvc/servertest"
 )
 
 // endpoint hands a producer the client of a live server to send its next attempt to.
@@ -136,7 +138,7 @@ func (p *producer) checkStatus(ctx context.Context, c flight.Client, key epochKe
 	p.statusChecks.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	b, err := doAction(cctx, c, "epoch_status", map[string]any{"table": p.table, "query_id": key.Q, "epoch_id": key.E})
+	b, err := servertest.Action(cctx, c, "epoch_status", map[string]any{"table": p.table, "query_id": key.Q, "epoch_id": key.E})
 	if err != nil {
 		return false
 	}
@@ -190,7 +192,7 @@ func (p *producer) send(ctx context.Context, c flight.Client, e int64, attempt i
 			return ack{}, fmt.Errorf("partition %d of epoch %d: unexpected ack %+v", i, e, a)
 		}
 	}
-	b, err := doAction(cctx, c, "commit_epoch", map[string]any{"table": p.table, "query_id": p.query, "epoch_id": e, "stages": stages})
+	b, err := servertest.Action(cctx, c, "commit_epoch", map[string]any{"table": p.table, "query_id": p.query, "epoch_id": e, "stages": stages})
 	if err != nil {
 		return ack{}, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/flightsvc/servertest"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -101,7 +102,7 @@ func (c *tortureCluster) client(ctx context.Context, _ *rand.Rand) (flight.Clien
 		c.mu.Lock()
 		s, ch := c.cur, c.changed
 		c.mu.Unlock()
-		if s != nil && s.alive() {
+		if s != nil && s.Alive() {
 			return s.Client, nil
 		}
 		select {
@@ -168,7 +169,7 @@ func TestTorture(t *testing.T) {
 		defer cluster.inflight.Add(-1)
 		actx, acancel := context.WithTimeout(pctx, 30*time.Second)
 		defer acancel()
-		doAction(actx, c, typ, body)
+		servertest.Action(actx, c, typ, body)
 	}
 	wg.Add(1)
 	go func() {
@@ -217,10 +218,10 @@ func TestTorture(t *testing.T) {
 		if cut {
 			st.actionsCut++
 		}
-		if p := srv.panics(); len(p) > 0 {
+		if p := srv.Panics(); len(p) > 0 {
 			t.Fatalf("cycle %d: server panicked:\n%s", cycle, strings.Join(p, "\n"))
 		}
-		srv.kill9()
+		srv.Kill9()
 		cluster.set(nil)
 		st.cycles++
 		if cycle%10 == 0 {
@@ -260,18 +261,18 @@ func TestTorture(t *testing.T) {
 	}
 	checkTables(t, ctx, final.Client, ledger, queriesOf, true, &st)
 	for _, typ := range []string{"flush_memwal", "compact_memwal_shard"} {
-		if _, err := doAction(ctx, final.Client, typ, map[string]any{"table": "wal"}); err != nil {
+		if _, err := servertest.Action(ctx, final.Client, typ, map[string]any{"table": "wal"}); err != nil {
 			t.Fatalf("final %s: %v", typ, err)
 		}
 	}
 	checkTables(t, ctx, final.Client, ledger, queriesOf, true, &st)
 	// One more kill: what was read must still be there after a crash.
-	final.kill9()
+	final.Kill9()
 	again := mustStartServer(t, "after-final-kill", root)
 	checkTables(t, ctx, again.Client, ledger, queriesOf, true, &st)
 	checkDirectWatermarks(t, ctx, again.Client, producers)
-	again.stop()
-	if p := append(final.panics(), again.panics()...); len(p) > 0 {
+	again.Stop()
+	if p := append(final.Panics(), again.Panics()...); len(p) > 0 {
 		t.Fatalf("server panicked:\n%s", strings.Join(p, "\n"))
 	}
 	// Every version of both tables decodes and scans, read straight from the store.
@@ -333,7 +334,7 @@ func killDuring(ctx context.Context, t *testing.T, rng *rand.Rand, c *tortureClu
 	case killMidFold:
 		// Flush first so the fold has generations to fold.
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		doAction(actx, srv.Client, "flush_memwal", map[string]any{"table": "wal"})
+		servertest.Action(actx, srv.Client, "flush_memwal", map[string]any{"table": "wal"})
 		cancel()
 		typ, body = "compact_memwal_shard", map[string]any{"table": "wal"}
 	case killMidCompact:
@@ -343,7 +344,7 @@ func killDuring(ctx context.Context, t *testing.T, rng *rand.Rand, c *tortureClu
 	go func() {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		_, err := doAction(actx, srv.Client, typ, body)
+		_, err := servertest.Action(actx, srv.Client, typ, body)
 		res <- err
 	}()
 	// A few milliseconds in: the action is reading, writing or committing.
@@ -387,7 +388,7 @@ func checkTables(t *testing.T, ctx context.Context, c flight.Client, l *ledger, 
 // epoch.
 func checkDirectWatermarks(t *testing.T, ctx context.Context, c flight.Client, producers []*producer) {
 	t.Helper()
-	b, err := doAction(ctx, c, "table_stats", map[string]any{"table": "direct"})
+	b, err := servertest.Action(ctx, c, "table_stats", map[string]any{"table": "direct"})
 	if err != nil {
 		t.Fatalf("table_stats: %v", err)
 	}
