@@ -72,11 +72,7 @@ type cleanupPolicyJSON struct {
 
 // Run removes (or, dry, lists) what the policy expires.
 func (c *CleanupCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error {
-	t, err := openTable(ctx, g, c.Table)
-	if err != nil {
-		return err
-	}
-	latest, err := t.Latest(ctx)
+	t, latest, err := openTableLatest(ctx, g, c.Table)
 	if err != nil {
 		return err
 	}

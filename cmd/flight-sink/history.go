@@ -52,11 +52,7 @@ type historyEntryJSON struct {
 
 // Run prints the history, newest first.
 func (c *HistoryCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error {
-	t, err := openTable(ctx, g, c.Table)
-	if err != nil {
-		return err
-	}
-	latest, err := t.Latest(ctx)
+	t, latest, err := openTableLatest(ctx, g, c.Table)
 	if err != nil {
 		return err
 	}

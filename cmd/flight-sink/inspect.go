@@ -77,11 +77,7 @@ type streamJSON struct {
 
 // Run prints the description.
 func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error {
-	t, err := openTable(ctx, g, c.Table)
-	if err != nil {
-		return err
-	}
-	latest, err := t.Latest(ctx)
+	t, latest, err := openTableLatest(ctx, g, c.Table)
 	if err != nil {
 		return err
 	}

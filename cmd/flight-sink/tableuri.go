@@ -104,3 +104,16 @@ func openTable(ctx context.Context, g *Globals, uri string) (*engine.Table, erro
 	}
 	return engine.Open(ctx, store, name, nil)
 }
+
+// openLatest opens the table at uri and reads its latest version.
+func openTableLatest(ctx context.Context, g *Globals, uri string) (*engine.Table, *engine.Manifest, error) {
+	t, err := openTable(ctx, g, uri)
+	if err != nil {
+		return nil, nil, err
+	}
+	latest, err := t.Latest(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, latest, nil
+}

@@ -13,27 +13,8 @@
 """
 
 from .client import MODES, Ack, Client, EpochStatus
-from .errors import (
-    AbortedError,
-    AlreadyExistsError,
-    CancelledError,
-    DeadlineExceededError,
-    EpochNotCommittedError,
-    FailedPreconditionError,
-    FlightSinkError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
-    ProtocolError,
-    QueryReusedError,
-    ResourceExhaustedError,
-    SchemaMismatchError,
-    ServerInternalError,
-    ServerUnavailableError,
-    TableNotFoundError,
-    UnauthenticatedError,
-    UnsupportedError,
-)
+from . import errors as _errors
+from .errors import *  # noqa: F401,F403 (the exception types, listed in errors.__all__)
 from .retry import RetryPolicy
 
 __version__ = "0.1.0"
@@ -48,23 +29,4 @@ __all__ = [
     "MODES",
     "RetryPolicy",
     "PROTOCOL_VERSION",
-    "FlightSinkError",
-    "InvalidRequestError",
-    "SchemaMismatchError",
-    "NotFoundError",
-    "TableNotFoundError",
-    "AlreadyExistsError",
-    "FailedPreconditionError",
-    "QueryReusedError",
-    "UnsupportedError",
-    "AbortedError",
-    "ResourceExhaustedError",
-    "UnauthenticatedError",
-    "PermissionDeniedError",
-    "ServerUnavailableError",
-    "DeadlineExceededError",
-    "CancelledError",
-    "ServerInternalError",
-    "ProtocolError",
-    "EpochNotCommittedError",
-]
+] + [name for name in _errors.__all__ if name != "from_arrow_error"]
