@@ -14,7 +14,7 @@ import (
 )
 
 func TestCleanupPolicy(t *testing.T) {
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		tbl := hCreate(t, store, "clean", false, &Options{TargetRowsPerFragment: 1000})
 		for i := range int64(6) {
@@ -149,7 +149,7 @@ func TestCleanupWhileWriting(t *testing.T) {
 	if testing.Short() {
 		dur = 5 * time.Second
 	}
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		opts := &Options{TargetRowsPerFragment: 500}
 		hCreate(t, store, "cw", false, opts)

@@ -154,7 +154,7 @@ func TestIncrementalCompactionWriteAmplification(t *testing.T) {
 }
 
 func TestCompact(t *testing.T) {
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		tbl := hCreate(t, store, "cmp", false, &Options{TargetRowsPerFragment: 1000})
 		want := map[int64]string{}

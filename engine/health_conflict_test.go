@@ -25,7 +25,7 @@ func hSessions(t *testing.T, fn func(t *testing.T, store objstore.Store, shared 
 		shared bool
 	}{{"shared-handle", true}, {"separate-handles", false}} {
 		t.Run(mode.name, func(t *testing.T) {
-			hStores(t, func(t *testing.T, store objstore.Store) { fn(t, store, mode.shared) })
+			forEachStore(t, func(t *testing.T, store objstore.Store) { fn(t, store, mode.shared) })
 		})
 	}
 }
@@ -159,7 +159,7 @@ func TestRewriteCarriesDeletions(t *testing.T) {
 
 // TestRowConflictMatrix checks the row-level pairs of the matrix in docs/conflicts.md.
 func TestRowConflictMatrix(t *testing.T) {
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		var n int
 		fresh := func() (*Table, map[int64]string) {

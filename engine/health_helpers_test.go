@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 )
 
 // Helpers of the table-health tests (delete, update, upsert, compaction, cleanup). They are
@@ -50,14 +49,6 @@ func hRange(from, n int64) []int64 {
 		out[i] = from + int64(i)
 	}
 	return out
-}
-
-// hStores runs fn as a subtest on every store kind (local directory and real S3).
-func hStores(t *testing.T, fn func(t *testing.T, store objstore.Store)) {
-	t.Helper()
-	for _, st := range storetest.Stores(t) {
-		t.Run(st.Name, func(t *testing.T) { fn(t, st.New(t)) })
-	}
 }
 
 // hCreate creates a table of hSchema, with primary key id when pk is set.

@@ -17,7 +17,7 @@ import (
 )
 
 func TestDeleteByPredicate(t *testing.T) {
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		tbl := hCreate(t, store, "del", false, &Options{TargetRowsPerFragment: 40})
 		hAppend(t, tbl, hRange(0, 100), "a") // fragments of 40, 40, 20
@@ -104,7 +104,7 @@ func TestDeleteByPredicate(t *testing.T) {
 }
 
 func TestDeleteRowsByAddress(t *testing.T) {
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		tbl := hCreate(t, store, "rows", false, &Options{TargetRowsPerFragment: 10})
 		hAppend(t, tbl, hRange(0, 25), "a")
@@ -148,7 +148,7 @@ func TestDeleteRowsByAddress(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		tbl := hCreate(t, store, "upd", true, &Options{TargetRowsPerFragment: 30})
 		hAppend(t, tbl, hRange(0, 60), "a")
@@ -197,7 +197,7 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestUpsert(t *testing.T) {
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		tbl := hCreate(t, store, "ups", true, nil)
 		hAppend(t, tbl, hRange(0, 10), "a")
@@ -322,7 +322,7 @@ func TestDeleteAndCompactEveryType(t *testing.T) {
 		}
 		return out
 	}
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		tbl, err := Create(ctx, store, "types", sc, CreateOptions{PrimaryKey: []string{"k", "fsb", "dec"}}, &Options{TargetRowsPerFragment: 50})
 		if err != nil {

@@ -38,7 +38,7 @@ func stressDuration(t *testing.T) time.Duration {
 // hold exactly the rows written minus the rows deleted.
 func TestCompactionNeverFightsWriters(t *testing.T) {
 	dur := stressDuration(t)
-	hStores(t, func(t *testing.T, store objstore.Store) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
 		opts := &Options{TargetRowsPerFragment: 2000}
 		hCreate(t, store, "stress", false, opts)

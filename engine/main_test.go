@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -19,21 +18,12 @@ import (
 // one helper test against a store named by its environment and needs no S3 server of its own.
 const helperProcessEnv = "FLIGHT_SINK_ENGINE_HELPER_PROCESS"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(helperProcessEnv) == "1" {
-		os.Exit(m.Run())
-	}
-	storetest.Main(m)
-}
+func TestMain(m *testing.M) { storetest.MainUnlessHelper(m, helperProcessEnv) }
 
 // forEachStore runs fn as a subtest on every kind of store the engine must work on.
 func forEachStore(t *testing.T, fn func(t *testing.T, store objstore.Store)) {
 	t.Helper()
-	for _, st := range storetest.Stores(t) {
-		t.Run(st.Name, func(t *testing.T) {
-			fn(t, st.New(t))
-		})
-	}
+	storetest.ForEach(t, false, fn)
 }
 
 // rowsSchema is the schema most tests use: a non-nullable id, which every test checks row by

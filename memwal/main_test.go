@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -25,22 +24,12 @@ import (
 // store its environment names and needs no S3 server of its own.
 const helperProcessEnv = "FLIGHT_SINK_MEMWAL_HELPER_PROCESS"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(helperProcessEnv) == "1" {
-		os.Exit(m.Run())
-	}
-	storetest.Main(m)
-}
+func TestMain(m *testing.M) { storetest.MainUnlessHelper(m, helperProcessEnv) }
 
-// forEachStore runs fn as a subtest on a local directory and on the real S3 server.
+// forEachStore runs fn as parallel subtests on a local directory and on the real S3 server.
 func forEachStore(t *testing.T, fn func(t *testing.T, store objstore.Store)) {
 	t.Helper()
-	for _, st := range storetest.Stores(t) {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, st.New(t))
-		})
-	}
+	storetest.ForEach(t, true, fn)
 }
 
 // rowsSchema: a key, the value a test checks, and the epoch that wrote the row.

@@ -23,17 +23,6 @@ import (
 
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-// eachStore runs fn as a parallel subtest on a fresh store of every kind.
-func eachStore(t *testing.T, fn func(t *testing.T, s objstore.Store)) {
-	t.Helper()
-	for _, st := range storetest.Stores(t) {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, st.New(t))
-		})
-	}
-}
-
 func put(t *testing.T, s objstore.Store, key, data string) {
 	t.Helper()
 	if err := s.Put(t.Context(), key, strings.NewReader(data)); err != nil {
@@ -68,7 +57,7 @@ func listKeys(t *testing.T, s objstore.Store, prefix, startAfter string) []strin
 }
 
 func TestPutIfAbsentRace(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		const writers = 16
 		const key = "t/_versions/00000000000000000001.manifest"
 		var (
@@ -104,7 +93,7 @@ func TestPutIfAbsentRace(t *testing.T) {
 }
 
 func TestPutIfAbsentExisting(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		ctx := t.Context()
 		if err := s.PutIfAbsent(ctx, "k/first", []byte("one")); err != nil {
 			t.Fatalf("first put-if-absent: %v", err)
@@ -133,7 +122,7 @@ func TestPutIfAbsentExisting(t *testing.T) {
 }
 
 func TestMissing(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		ctx := t.Context()
 		put(t, s, "present/x", "x")
 		for _, key := range []string{"missing", "present/y", "nodir/x"} {
@@ -157,7 +146,7 @@ func TestMissing(t *testing.T) {
 }
 
 func TestStat(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		before := time.Now()
 		put(t, s, "s/obj", "twelve bytes")
 		info, err := s.Stat(t.Context(), "s/obj")
@@ -175,7 +164,7 @@ func TestStat(t *testing.T) {
 }
 
 func TestGetRange(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		data := make([]byte, 100)
 		for i := range data {
 			data[i] = byte(i)
@@ -211,7 +200,7 @@ func TestGetRange(t *testing.T) {
 }
 
 func TestPutReplaces(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		put(t, s, "p/obj", "a longer first version")
 		put(t, s, "p/obj", "second")
 		if got := mustGet(t, s, "p/obj"); got != "second" {
@@ -252,7 +241,7 @@ func (r *streamReader) Read(p []byte) (int, error) {
 
 func TestPutLarge(t *testing.T) {
 	const size = 20<<20 + 12345 // more than one 16 MiB part: multipart on S3
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		seed := [32]byte{1, 2, 3}
 		want := make([]byte, size)
 		io.ReadFull(&streamReader{rng: rand.NewChaCha8(seed), n: size}, want)
@@ -285,7 +274,7 @@ func TestList(t *testing.T) {
 		"ab/c",
 		"b/d/e/f",
 	}
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		// Written in reverse so a store that returned insertion order would fail.
 		for _, k := range slices.Backward(all) {
 			put(t, s, k, "data of "+k)
@@ -321,7 +310,7 @@ func TestList(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		ctx := t.Context()
 		put(t, s, "d/x", "x")
 		put(t, s, "d/y", "y")
@@ -345,7 +334,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestDeletePrefix(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		ctx := t.Context()
 		for _, k := range []string{"t/_mem_wal/s1/g1/a", "t/_mem_wal/s1/g1/b", "t/_mem_wal/s1/g10/a", "t/_mem_wal/s2/x", "t/data/f"} {
 			put(t, s, k, k)
@@ -383,7 +372,7 @@ func TestDeletePrefixBatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 1,100 objects")
 	}
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		ctx := t.Context()
 		const n = 1100
 		var wg sync.WaitGroup
@@ -417,7 +406,7 @@ func TestDeletePrefixBatches(t *testing.T) {
 }
 
 func TestListPrefixes(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		if _, ok := s.(objstore.PrefixLister); !ok {
 			t.Errorf("%T does not implement PrefixLister", s)
 		}
@@ -449,7 +438,7 @@ func TestListPrefixes(t *testing.T) {
 // TestSiblingKeys: keys that share a directory coexist. The layout never makes a key that is also
 // a prefix of another key ("x" and "x/a"), which versitygw's posix backend cannot store.
 func TestSiblingKeys(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		put(t, s, "x/a", "A")
 		put(t, s, "x/b", "B")
 		if a, b := mustGet(t, s, "x/a"), mustGet(t, s, "x/b"); a != "A" || b != "B" {
@@ -465,7 +454,7 @@ func TestSiblingKeys(t *testing.T) {
 }
 
 func TestInvalidKeys(t *testing.T) {
-	eachStore(t, func(t *testing.T, s objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		for _, key := range []string{"", "/abs", "a/../b", "./a", `a\b`} {
 			if err := s.Put(t.Context(), key, strings.NewReader("x")); err == nil {
 				t.Errorf("put %q succeeded, want an error", key)

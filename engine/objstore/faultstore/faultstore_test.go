@@ -18,16 +18,6 @@ import (
 
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-// eachStore runs fn on a fresh store of every kind (local directory, real S3 server).
-func eachStore(t *testing.T, fn func(t *testing.T, inner objstore.Store)) {
-	for _, st := range storetest.Stores(t) {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, st.New(t))
-		})
-	}
-}
-
 // only is a schedule that makes every call of op fail with kind, and nothing else.
 func only(op faultstore.Op, k faultstore.Kind) faultstore.Schedule {
 	r := faultstore.Rates{}
@@ -51,7 +41,7 @@ func wantFault(t *testing.T, err error, k faultstore.Kind) {
 }
 
 func TestDisabledIsTransparent(t *testing.T) {
-	eachStore(t, func(t *testing.T, inner objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, inner objstore.Store) {
 		ctx := t.Context()
 		s := faultstore.New(inner, faultstore.Uniform(7, 1, 0))
 		s.SetEnabled(false)
@@ -91,7 +81,7 @@ func TestDisabledIsTransparent(t *testing.T) {
 }
 
 func TestErrorBeforeChangesNothing(t *testing.T) {
-	eachStore(t, func(t *testing.T, inner objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, inner objstore.Store) {
 		ctx := t.Context()
 		s := faultstore.New(inner, only(faultstore.OpPutIfAbsent, faultstore.KindError))
 		wantFault(t, s.PutIfAbsent(ctx, "k/v.json", []byte("data")), faultstore.KindError)
@@ -111,7 +101,7 @@ func TestErrorBeforeChangesNothing(t *testing.T) {
 }
 
 func TestAfterLeavesCompleteObject(t *testing.T) {
-	eachStore(t, func(t *testing.T, inner objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, inner objstore.Store) {
 		ctx := t.Context()
 		s := faultstore.New(inner, only(faultstore.OpPutIfAbsent, faultstore.KindAfter))
 		wantFault(t, s.PutIfAbsent(ctx, "k/v.json", []byte("complete")), faultstore.KindAfter)
@@ -131,7 +121,7 @@ func TestAfterLeavesCompleteObject(t *testing.T) {
 }
 
 func TestTornWriteLeavesNothingVisible(t *testing.T) {
-	eachStore(t, func(t *testing.T, inner objstore.Store) {
+	storetest.ForEach(t, true, func(t *testing.T, inner objstore.Store) {
 		ctx := t.Context()
 		data := bytes.Repeat([]byte("0123456789"), 10_000)
 		for _, op := range []faultstore.Op{faultstore.OpPut, faultstore.OpPutIfAbsent} {

@@ -46,6 +46,16 @@ func Main(m *testing.M) {
 	os.Exit(Run(m))
 }
 
+// MainUnlessHelper is Main, except in a child process a test started with env=1 in its
+// environment: such a helper runs one test against the store its environment names and needs no
+// S3 server of its own.
+func MainUnlessHelper(m *testing.M, env string) {
+	if os.Getenv(env) == "1" {
+		os.Exit(m.Run())
+	}
+	Main(m)
+}
+
 // Run is Main without the exit: it returns m.Run's code (or 1 when the server cannot start), for
 // a TestMain that has its own clean-up to do afterwards.
 func Run(m *testing.M) int {
@@ -108,6 +118,20 @@ func Stores(t testing.TB) []Named {
 			}
 			return s
 		}},
+	}
+}
+
+// ForEach runs fn as a subtest on a fresh store of every kind Stores returns; parallel marks the
+// subtests parallel.
+func ForEach(t *testing.T, parallel bool, fn func(t *testing.T, store objstore.Store)) {
+	t.Helper()
+	for _, st := range Stores(t) {
+		t.Run(st.Name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
+			fn(t, st.New(t))
+		})
 	}
 }
 
