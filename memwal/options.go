@@ -45,6 +45,12 @@ type Options struct {
 	// query has not flushed an epoch for this long. Default 30 days.
 	QueryWatermarkRetention time.Duration
 
+	// AfterFlush, when set, is called with a generation's number once the writer has committed it
+	// to the shard manifest (and deleted the WAL entries it covers). It runs on the writer's
+	// flusher goroutine: it must return quickly and must not wait for the writer, whose next
+	// flush waits for it.
+	AfterFlush func(generation uint64)
+
 	// Allocator for Arrow memory. Default memory.DefaultAllocator.
 	Allocator memory.Allocator
 	// Logger for warnings. Default slog.Default().

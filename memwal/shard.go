@@ -719,6 +719,9 @@ func (s *Shard) flush(mt *memtable) error {
 	// Delete after the manifest update: until replay_after passed them, a reopened writer needed
 	// these entries. An entry left behind is below replay_after and never read again.
 	s.wal.deleteEntries(ctx, prevReplayAfter+1, mt.lastPos, s.opts.Logger.Warn)
+	if s.opts.AfterFlush != nil {
+		s.opts.AfterFlush(g)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package memwal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -288,6 +289,20 @@ func TestMemtableThresholds(t *testing.T) {
 	o := testOptions()
 	o.MemtableMaxRows = 20
 	o.MemtableMaxAge = 50 * time.Millisecond
+	// AfterFlush sees each generation once, in order, after the shard manifest lists it.
+	type flushed struct{ gen, listed uint64 }
+	var afterFlush []flushed
+	var mu sync.Mutex
+	o.AfterFlush = func(g uint64) {
+		m, err := NewManifestStore(store, tbl.Name(), testShardID, o).ReadLatest(ctx)
+		var listed uint64
+		if err == nil && len(m.FlushedGenerations) > 0 {
+			listed = m.FlushedGenerations[len(m.FlushedGenerations)-1].Generation
+		}
+		mu.Lock()
+		afterFlush = append(afterFlush, flushed{g, listed})
+		mu.Unlock()
+	}
 	s := openShard(t, tbl, testShardID, o)
 	put(t, s, "q", 1, 0, 25, "a") // over the row threshold: sealed at once
 	deadline := time.Now().Add(10 * time.Second)
@@ -319,6 +334,11 @@ func TestMemtableThresholds(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
+	if fmt.Sprint(afterFlush) != fmt.Sprint([]flushed{{1, 1}, {2, 2}}) {
+		t.Fatalf("AfterFlush calls (generation, newest listed): %v, want [{1 1} {2 2}]", afterFlush)
+	}
+	mu.Unlock()
 	late := makeRows(0, 1, "x", 0)
 	defer late.Release()
 	if _, err := s.Put(ctx, nil, late); !errors.Is(err, ErrClosed) {

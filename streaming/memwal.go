@@ -62,6 +62,7 @@ func (s *Sink) writer(ctx context.Context, t *engine.Table, ss *shardSet, i int)
 		ss.shards[i] = nil
 	}
 	o := s.opts.MemWAL
+	o.AfterFlush = func(uint64) { s.foldAfterFlush(t, ss, i) }
 	w, err := memwal.OpenShard(ctx, t, ss.ids[i], &o)
 	if err != nil {
 		return nil, err
@@ -246,40 +247,25 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 // generations wait in it (as this process's writer sees them) and the table's maintenance is
 // on: in the background, or before returning in inline mode. One fold per shard runs at a time,
 // and a shard is not tried again until it has flushed a generation since its last fold started
-// (the writer's view of its generations is only refreshed by its own flushes).
+// (the writer's view of its generations is only refreshed by its own flushes). A background fold
+// looks again when it finishes: generations flushed while it ran would otherwise wait for the
+// shard's next flush, which a stream that has stopped never makes.
 func (s *Sink) maybeFold(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *shardSet, i int) error {
 	need := s.opts.MemWALFoldGenerations
 	if need < 0 {
 		return nil
 	}
-	ss.mu.Lock()
-	w := ss.shards[i]
-	if w == nil || ss.folding[i] {
-		ss.mu.Unlock()
-		return nil
-	}
-	st := w.Stats()
-	if st.Generations < need || st.NextGeneration <= ss.foldedAt[i] {
-		ss.mu.Unlock()
-		return nil
-	}
 	mode, err := s.maintenanceMode(m)
 	if err != nil || mode == engine.MaintenanceOff {
-		ss.mu.Unlock()
 		return nil // a bad maintenance config is reported by the maintainer itself
 	}
-	ss.folding[i], ss.foldedAt[i] = true, st.NextGeneration
-	ss.mu.Unlock()
-	done := func() {
-		ss.mu.Lock()
-		ss.folding[i] = false
-		ss.mu.Unlock()
+	if !ss.startFold(i, need) {
+		return nil
 	}
 	// A failed fold is best effort, like a maintenance step: it is logged and the shard's next
 	// flush tries again. Only the maintenance after a fold can fail an inline put (a strict
 	// policy), and the epoch is durable all the same: its replay is a duplicate.
 	fold := func(ctx context.Context) error {
-		defer done()
 		n, err := foldShard(ctx, t, ss.ids[i], need)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -293,23 +279,97 @@ func (s *Sink) maybeFold(ctx context.Context, t *engine.Table, m *engine.Manifes
 		return s.maintainAfterFold(ctx, t)
 	}
 	if mode == engine.MaintenanceInline {
+		defer ss.endFold(i)
 		return fold(ctx)
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		done()
+		ss.endFold(i)
 		return nil
 	}
 	s.folds.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.folds.Done()
-		if err := fold(s.foldCtx); err != nil && s.foldCtx.Err() == nil {
-			s.opts.Logger.Warn("memwal: maintenance after a background fold failed", "table", t.Name(), "shard", ss.ids[i], "err", err)
+		for {
+			if err := fold(s.foldCtx); err != nil && s.foldCtx.Err() == nil {
+				s.opts.Logger.Warn("memwal: maintenance after a background fold failed", "table", t.Name(), "shard", ss.ids[i], "err", err)
+			}
+			if s.foldCtx.Err() != nil || !ss.continueFold(i, need) {
+				return
+			}
 		}
 	}()
 	return nil
+}
+
+// foldAfterFlush is the shard writers' AfterFlush hook. The flusher runs behind the puts, so the
+// put that sealed a memtable has returned before its generation is flushed; with background
+// maintenance, the flush itself starts the fold that put could not, and a stream that stops
+// leaves no more than MemWALFoldGenerations-1 generations waiting. Inline maintenance folds only
+// in puts, and off never.
+func (s *Sink) foldAfterFlush(t *engine.Table, ss *shardSet, i int) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.folds.Add(1)
+	s.mu.Unlock()
+	go func() { // the hook must not wait: the writer's next flush waits for it
+		defer s.folds.Done()
+		m, err := t.Latest(s.foldCtx)
+		if err != nil {
+			return // the next put or flush looks again
+		}
+		if mode, err := s.maintenanceMode(m); err != nil || mode != engine.MaintenanceBackground {
+			return
+		}
+		_ = s.maybeFold(s.foldCtx, t, m, ss, i) // background: the fold reports its own errors
+	}()
+}
+
+// startFold marks a fold of shard i as running when none is and the writer has flushed at least
+// need generations, one of them since the last fold started.
+func (ss *shardSet) startFold(i, need int) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.folding[i] {
+		return false
+	}
+	return ss.readyLocked(i, need)
+}
+
+// continueFold keeps shard i's running fold going when generations were flushed while it ran, and
+// ends it otherwise.
+func (ss *shardSet) continueFold(i, need int) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.readyLocked(i, need) {
+		return true
+	}
+	ss.folding[i] = false
+	return false
+}
+
+func (ss *shardSet) endFold(i int) {
+	ss.mu.Lock()
+	ss.folding[i] = false
+	ss.mu.Unlock()
+}
+
+func (ss *shardSet) readyLocked(i, need int) bool {
+	w := ss.shards[i]
+	if w == nil {
+		return false
+	}
+	st := w.Stats()
+	if st.Generations < need || st.NextGeneration <= ss.foldedAt[i] {
+		return false
+	}
+	ss.folding[i], ss.foldedAt[i] = true, st.NextGeneration
+	return true
 }
 
 // maintenanceMode is the maintenance mode of table m as the maintainer resolves it: the table's
