@@ -421,8 +421,12 @@ func TestMemWALUnderStoreFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := tbl.Latest(ctx)
-		if err != nil {
+		var m *engine.Manifest
+		if err := retry(ctx, errs, "latest", func() error {
+			var err error
+			m, err = tbl.Latest(ctx)
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		shardIDs, err := memwal.TableShardIDs(m)
