@@ -350,3 +350,46 @@ func BenchmarkHistory(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFinishLater commits 1,000-row appends whose data file is stored before the commit
+// starts (Finish) and while the commit writes its transaction file (FinishLater), side by side.
+func BenchmarkFinishLater(b *testing.B) {
+	rec := benchBatch(0, 1000)
+	defer rec.Release()
+	for _, st := range storetest.Stores(b) {
+		for _, later := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/later=%v", st.Name, later), func(b *testing.B) {
+				tbl, err := Create(b.Context(), st.New(b), "later", benchSchema, CreateOptions{}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var lat []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					w, err := tbl.NewWriter(b.Context(), benchSchema)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := w.Write(b.Context(), rec); err != nil {
+						b.Fatal(err)
+					}
+					txn := &Transaction{Operation: OpAppend}
+					if later {
+						txn.Fragments, err = w.FinishLater(b.Context())
+						txn.FilesDurable = w.Durable
+					} else {
+						txn.Fragments, err = w.Finish(b.Context())
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := tbl.Commit(b.Context(), txn); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(start))
+				}
+				reportPercentiles(b, lat)
+			})
+		}
+	}
+}

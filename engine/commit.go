@@ -105,6 +105,14 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 			}
 			summary = next.Transaction
 			txnWritten = true
+			// The data files are durable before the first manifest can name them: a file still
+			// landing (Writer.FinishLater) overlapped the work above; a crash before this point
+			// leaves unreferenced files only.
+			if txn.FilesDurable != nil {
+				if err := txn.FilesDurable(ctx); err != nil {
+					return nil, fmt.Errorf("table %s: %w: %w", t.name, errFilesNotDurable, err)
+				}
+			}
 		}
 		next.Transaction = summary
 		if hook := t.opts.BeforeManifestWrite; hook != nil {
@@ -308,7 +316,7 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 // CommitDefinitelyFailed reports whether err from Commit proves that no manifest references the
 // transaction, so its data files may be deleted at once.
 func CommitDefinitelyFailed(err error) bool {
-	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochAlreadyCommitted) ||
+	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochAlreadyCommitted) || errors.Is(err, errFilesNotDurable) ||
 		errors.Is(err, ErrGenerationAlreadyMerged) ||
 		errors.Is(err, ErrTooManyRetries) || errors.Is(err, ErrSchemaMismatch)
 }

@@ -5,6 +5,8 @@
 //
 //  1. Data files are written under <table>/data/ (Parquet, zstd). Nothing references them yet.
 //  2. The transaction file <table>/_transactions/<read_version>-<uuid>.txn records the operation.
+//     (A data file from Writer.FinishLater may land during this step; the commit waits for it,
+//     Transaction.FilesDurable, before step 3.)
 //  3. The manifest <table>/_versions/<version>.manifest is created put-if-absent. That single
 //     atomic create is the commit point; whoever creates version N first owns it.
 //  4. On losing the race the committer reads the transactions committed since the version it read,

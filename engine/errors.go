@@ -31,6 +31,10 @@ var (
 	// ErrGenerationAlreadyMerged: a MemWAL fold names a generation at or below the shard's
 	// merged-generation watermark; its rows are already in the table.
 	ErrGenerationAlreadyMerged = errors.New("memwal generation already merged")
+
+	// errFilesNotDurable: a transaction's data files could not be stored (Transaction.FilesDurable);
+	// the commit stopped before any manifest named them.
+	errFilesNotDurable = errors.New("data files not stored")
 )
 
 // ConflictError names both sides of an unresolvable commit conflict.

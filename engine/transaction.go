@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -79,6 +80,11 @@ type Transaction struct {
 	// ConfigSet and ConfigUnset are an UpdateConfig's changes to the table config.
 	ConfigSet   map[string]string `json:"config_set,omitempty"`
 	ConfigUnset []string          `json:"config_unset,omitempty"`
+
+	// FilesDurable, when set, is waited for once, before the first manifest attempt: it reports
+	// whether the data files the transaction references are stored (Writer.Durable after
+	// Writer.FinishLater). An error fails the commit before any manifest names the files.
+	FilesDurable func(context.Context) error `json:"-"`
 
 	// In-process state of a prepared transaction; not part of the file.
 	base                      *Manifest           // the version it was prepared against

@@ -75,7 +75,9 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	if keyedUpdate {
 		return s.upsertEpoch(ctx, t, &r, src)
 	}
-	frags, rows, w, err := s.writeAll(ctx, t, src)
+	// A staged partition's files must be stored before it is staged; a direct epoch's last file
+	// lands while its commit is prepared.
+	frags, rows, w, err := s.writeAll(ctx, t, src, r.Partition == nil)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -140,6 +142,9 @@ func (s *Sink) commitEpoch(ctx context.Context, t *engine.Table, r *EpochRequest
 		Operation:  op,
 		Properties: engine.EpochProperties(engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}, nil),
 		Fragments:  frags,
+	}
+	if w != nil {
+		txn.FilesDurable = w.Durable
 	}
 	return s.commitTxn(ctx, t, r, txn, rows, func() { abortIfFailed(ctx, w, engine.ErrCommitConflict) })
 }

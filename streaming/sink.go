@@ -190,14 +190,14 @@ func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, 
 	if err != nil {
 		return Ack{}, err
 	}
-	frags, rows, w, err := s.writeAll(ctx, t, src)
+	frags, rows, w, err := s.writeAll(ctx, t, src, true)
 	if err != nil {
 		return Ack{}, err
 	}
 	if rows == 0 {
 		return Ack{Status: StatusEmpty, Table: table}, nil
 	}
-	m, err := t.Commit(ctx, &engine.Transaction{Operation: engine.OpAppend, Fragments: frags})
+	m, err := t.Commit(ctx, &engine.Transaction{Operation: engine.OpAppend, Fragments: frags, FilesDurable: w.Durable})
 	if err != nil {
 		abortIfFailed(ctx, w, err)
 		return Ack{}, err
@@ -209,7 +209,9 @@ func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, 
 }
 
 // writeAll writes every batch of src into new data files of t. On error the files are removed.
-func (s *Sink) writeAll(ctx context.Context, t *engine.Table, src BatchSource) ([]engine.Fragment, int64, *engine.Writer, error) {
+// With later, the last file may still be landing when it returns (engine Writer.FinishLater): the
+// caller's transaction must then wait for w.Durable (Transaction.FilesDurable).
+func (s *Sink) writeAll(ctx context.Context, t *engine.Table, src BatchSource, later bool) ([]engine.Fragment, int64, *engine.Writer, error) {
 	w, err := t.NewWriter(ctx, src.Schema())
 	if err != nil {
 		return nil, 0, nil, err
@@ -233,7 +235,11 @@ func (s *Sink) writeAll(ctx context.Context, t *engine.Table, src BatchSource) (
 		w.Abort(context.WithoutCancel(ctx))
 		return nil, 0, nil, err
 	}
-	frags, err := w.Finish(ctx)
+	finish := w.Finish
+	if later {
+		finish = w.FinishLater
+	}
+	frags, err := finish(ctx)
 	if err != nil {
 		w.Abort(context.WithoutCancel(ctx))
 		return nil, 0, nil, err
