@@ -297,12 +297,12 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 			return nil, err
 		}
 	}
-	frags, err := w.Finish(ctx)
+	frags, err := w.FinishLater(ctx) // the last file lands while the commit is prepared
 	if err != nil {
 		w.Abort(ctx)
 		return nil, err
 	}
-	txn.Fragments = frags
+	txn.Fragments, txn.FilesDurable = frags, w.Durable
 	m, err := t.Commit(ctx, txn)
 	if err != nil {
 		if CommitDefinitelyFailed(err) {
