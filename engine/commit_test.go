@@ -452,6 +452,12 @@ func TestTruncateWithoutSchema(t *testing.T) {
 
 // writeFragments writes ids as data files without committing them.
 func writeFragments(t testing.TB, tbl *Table, ids []int64) []Fragment {
+	_, frags := writeRows(t, tbl, ids, false)
+	return frags
+}
+
+// writeRows writes ids with a new writer of tbl and finishes it (with FinishLater if later).
+func writeRows(t testing.TB, tbl *Table, ids []int64, later bool) (*Writer, []Fragment) {
 	t.Helper()
 	w, err := tbl.NewWriter(t.Context(), rowsSchema)
 	if err != nil {
@@ -462,11 +468,15 @@ func writeFragments(t testing.TB, tbl *Table, ids []int64) []Fragment {
 	if err := w.Write(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
-	frags, err := w.Finish(t.Context())
+	finish := w.Finish
+	if later {
+		finish = w.FinishLater
+	}
+	frags, err := finish(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return frags
+	return w, frags
 }
 
 // TestConflictMatrix commits transactions with an old ReadVersion by hand, the way a slow

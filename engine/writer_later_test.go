@@ -22,6 +22,14 @@ type gatedStore struct {
 	dataPuts atomic.Int64
 }
 
+func newGatedStore(t *testing.T) *gatedStore {
+	local, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gatedStore{Store: local, release: make(chan struct{}), txnPut: make(chan struct{})}
+}
+
 func (g *gatedStore) Put(ctx context.Context, key string, body io.Reader) error {
 	if strings.Contains(key, "/"+dataDir) {
 		g.dataPuts.Add(1)
@@ -50,11 +58,7 @@ func (g *gatedStore) PutIfAbsent(ctx context.Context, key string, data []byte) e
 // for it, and a manifest attempt while it is held fails the test.
 func TestFinishLaterOverlapsTheCommit(t *testing.T) {
 	ctx := t.Context()
-	local, err := objstore.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gatedStore{Store: local, release: make(chan struct{}), txnPut: make(chan struct{})}
+	g := newGatedStore(t)
 	manifestAttempt := make(chan struct{}, 1)
 	opts := &Options{BeforeManifestWrite: func(uint64) error {
 		select {
@@ -69,19 +73,7 @@ func TestFinishLaterOverlapsTheCommit(t *testing.T) {
 	default:
 	}
 
-	w, err := tbl.NewWriter(ctx, rowsSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := makeRows(idRange(0, 100))
-	defer rec.Release()
-	if err := w.Write(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	frags, err := w.FinishLater(ctx) // returns although the upload is held
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, frags := writeRows(t, tbl, idRange(0, 100), true) // returns although the upload is held
 	waiting := make(chan struct{})
 	durable := func(ctx context.Context) error {
 		close(waiting)
@@ -110,7 +102,7 @@ func TestFinishLaterOverlapsTheCommit(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.Stat(ctx, tbl.key(frags[0].Files[0].Path)); err != nil {
+	if _, err := g.Store.Stat(ctx, tbl.key(frags[0].Files[0].Path)); err != nil {
 		t.Fatalf("data file after the commit: %v", err)
 	}
 	requireSameIDs(t, "rows after the commit", scanRows(t, tbl, 0), idRange(0, 100))
@@ -120,31 +112,15 @@ func TestFinishLaterOverlapsTheCommit(t *testing.T) {
 // not move, the error says the commit definitely failed, and Abort leaves no data file behind.
 func TestFinishLaterUploadFailure(t *testing.T) {
 	ctx := t.Context()
-	local, err := objstore.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gatedStore{Store: local, release: make(chan struct{}), txnPut: make(chan struct{})}
+	g := newGatedStore(t)
 	close(g.release)
 	tbl := createRowsTable(t, g, "later", nil)
 	appendIDs(t, tbl, idRange(0, 10), nil) // version 2
 	before := listKeys(t, tbl, dataDir)
 
 	g.failData = errors.New("injected: disk full")
-	w, err := tbl.NewWriter(ctx, rowsSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := makeRows(idRange(100, 50))
-	defer rec.Release()
-	if err := w.Write(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	frags, err := w.FinishLater(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = tbl.Commit(ctx, &Transaction{Operation: OpAppend, Fragments: frags, FilesDurable: w.Durable})
+	w, frags := writeRows(t, tbl, idRange(100, 50), true)
+	_, err := tbl.Commit(ctx, &Transaction{Operation: OpAppend, Fragments: frags, FilesDurable: w.Durable})
 	if err == nil || !strings.Contains(err.Error(), "disk full") || !CommitDefinitelyFailed(err) {
 		t.Fatalf("commit with a failed data file: %v (definitely failed: %v)", err, CommitDefinitelyFailed(err))
 	}
