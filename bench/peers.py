@@ -551,8 +551,9 @@ def write_doc(res, doc: Path, pngs: list[str]) -> None:
         d, mw = st.get("direct_trigger") or {}, st.get("memwal_trigger") or {}
         w(f"\nAfter the run the direct table is at version {d.get('version')} (one version per epoch, plus "
           f"maintenance) with {d.get('fragments')} fragments (background maintenance compacts as epochs arrive); the "
-          f"MemWAL table's base table has {mw.get('fragments')} fragments: its rows sit in the shards, read at once, "
-          "until 4 flushed generations (400,000 rows with the default memtable) make the server fold them in.")
+          f"MemWAL table's base table holds {mw.get('rows', 0):,} of the {T['epochs'] * T['epoch_rows']:,} rows in "
+          f"{mw.get('fragments')} fragment(s): the server folds a shard into it once 4 flushed generations (400,000 rows "
+          "with the default memtable) wait; the other rows sit in the shards and are read from there at once.")
     w("\n![1-second trigger](benchmarks/trigger.png)\n")
     w("### Read-back of the final tables\n")
     w("| peer | large-batch table | rows | 1-second-trigger table | rows |")
