@@ -260,6 +260,18 @@ func TestPutLarge(t *testing.T) {
 		if info, err := s.Stat(t.Context(), "big/obj"); err != nil || info.Size != size {
 			t.Errorf("stat = %+v, %v; want size %d", info, err, size)
 		}
+		// The same bytes from memory, as data files and WAL entries are written.
+		if err := s.Put(t.Context(), "big/mem", bytes.NewReader(want)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutIfAbsent(t.Context(), "big/once", want); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"big/mem", "big/once"} {
+			if got := []byte(mustGet(t, s, k)); sha256.Sum256(got) != sha256.Sum256(want) {
+				t.Fatalf("%s: round trip of %d bytes returned %d different bytes", k, size, len(got))
+			}
+		}
 	})
 }
 

@@ -14,3 +14,10 @@ func NewS3WithHTTPClient(ctx context.Context, o S3Options, hc s3.HTTPClient) (St
 	}
 	return s, nil
 }
+
+// SetWritebackChunk changes writebackChunk and returns a function that restores it.
+func SetWritebackChunk(n int64) (restore func()) {
+	old := writebackChunk
+	writebackChunk = n
+	return func() { writebackChunk = old }
+}
