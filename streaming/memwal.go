@@ -296,7 +296,11 @@ func (s *Sink) maybeFold(ctx context.Context, t *engine.Table, m *engine.Manifes
 			if err := fold(s.foldCtx); err != nil && s.foldCtx.Err() == nil {
 				s.opts.Logger.Warn("memwal: maintenance after a background fold failed", "table", t.Name(), "shard", ss.ids[i], "err", err)
 			}
-			if s.foldCtx.Err() != nil || !ss.continueFold(i, need) {
+			if s.foldCtx.Err() != nil {
+				ss.endFold(i) // the sink is closing
+				return
+			}
+			if !ss.continueFold(i, need) {
 				return
 			}
 		}
