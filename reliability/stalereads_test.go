@@ -53,15 +53,7 @@ func TestFencedWriterServesStaleReads(t *testing.T) {
 // acknowledged puts, instead of failing with ErrFenced.
 func TestFencedShardSnapshotIsStale(t *testing.T) {
 	ctx := context.Background()
-	store, err := objstore.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := engine.Create(ctx, store, "w", epochSchema, engine.CreateOptions{Config: map[string]string{memwal.ConfigShards: "1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := memwal.ShardIDs(1)[0]
+	tbl, id := oneShardTable(t)
 	opts := &memwal.Options{MemtableMaxAge: -1}
 	put := func(s *memwal.Shard, e int64) {
 		rec := epochBatch(0, "q", e, 10)
@@ -105,15 +97,7 @@ func TestFencedShardSnapshotIsStale(t *testing.T) {
 // from A's memtable.
 func TestFencedShardReadsRowsTwice(t *testing.T) {
 	ctx := context.Background()
-	store, err := objstore.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := engine.Create(ctx, store, "w", epochSchema, engine.CreateOptions{Config: map[string]string{memwal.ConfigShards: "1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := memwal.ShardIDs(1)[0]
+	tbl, id := oneShardTable(t)
 	opts := &memwal.Options{MemtableMaxAge: -1}
 	first, err := memwal.OpenShard(ctx, tbl, id, opts)
 	if err != nil {
@@ -141,4 +125,18 @@ func TestFencedShardReadsRowsTwice(t *testing.T) {
 	if _, _, problems := checkRows("w", rows, map[string]bool{"q": true}, map[epochKey]bool{{"q", 0}: true}, sent, true); len(problems) > 0 {
 		t.Fatalf("merged read through the fenced writer:\n%s", strings.Join(problems, "\n"))
 	}
+}
+
+// oneShardTable creates a MemWAL table with one shard on a local store and returns its shard id.
+func oneShardTable(t *testing.T) (*engine.Table, string) {
+	t.Helper()
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := engine.Create(t.Context(), store, "w", epochSchema, engine.CreateOptions{Config: map[string]string{memwal.ConfigShards: "1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, memwal.ShardIDs(1)[0]
 }

@@ -281,12 +281,7 @@ func TestEngineUnderStoreFaults(t *testing.T) {
 				}
 			}
 		}()
-		wg.Wait()
-		close(stop)
-		mwg.Wait()
-		if v := l.problems(); len(v) > 0 {
-			t.Fatalf("exactly-once violated:\n%s", strings.Join(v, "\n"))
-		}
+		stopWorkload(t, l, &wg, stop, &mwg)
 
 		// Faults off: the truth.
 		fs.SetEnabled(false)
@@ -472,12 +467,7 @@ func TestMemWALUnderStoreFaults(t *testing.T) {
 				}
 			}
 		}()
-		wg.Wait()
-		close(stop)
-		cwg.Wait()
-		if v := l.problems(); len(v) > 0 {
-			t.Fatalf("exactly-once violated:\n%s", strings.Join(v, "\n"))
-		}
+		stopWorkload(t, l, &wg, stop, &cwg)
 
 		// Faults off: what a fresh reader sees, then what is left after a full fold.
 		fs.SetEnabled(false)
@@ -645,4 +635,16 @@ func mustOpen(t *testing.T, ctx context.Context, store objstore.Store, table str
 		t.Fatal(err)
 	}
 	return tbl
+}
+
+// stopWorkload waits for the writers (wg), then stops the maintenance goroutines (stop, maint) and
+// fails the test if the ledger saw exactly-once violated.
+func stopWorkload(t *testing.T, l *ledger, wg *sync.WaitGroup, stop chan struct{}, maint *sync.WaitGroup) {
+	t.Helper()
+	wg.Wait()
+	close(stop)
+	maint.Wait()
+	if v := l.problems(); len(v) > 0 {
+		t.Fatalf("exactly-once violated:\n%s", strings.Join(v, "\n"))
+	}
 }
