@@ -28,6 +28,9 @@ var (
 	// ErrEpochAlreadyCommitted: the manifest's watermark for the transaction's streaming query is
 	// already at or past its epoch. See EpochCommittedError for the details.
 	ErrEpochAlreadyCommitted = errors.New("streaming epoch already committed")
+	// ErrInvalidPredicate: a predicate is malformed or does not fit the table's schema (an unknown
+	// op, a literal of the wrong type, an empty "in").
+	ErrInvalidPredicate = errors.New("invalid predicate")
 	// ErrGenerationAlreadyMerged: a MemWAL fold names a generation at or below the shard's
 	// merged-generation watermark; its rows are already in the table.
 	ErrGenerationAlreadyMerged = errors.New("memwal generation already merged")

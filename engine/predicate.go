@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -111,7 +112,7 @@ func Not(p *Predicate) *Predicate { return &Predicate{Op: OpNot, Args: []*Predic
 func ParsePredicate(b []byte) (*Predicate, error) {
 	var p Predicate
 	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("parse predicate: %w", err)
+		return nil, fmt.Errorf("%w: not a predicate: %v", ErrInvalidPredicate, err)
 	}
 	return &p, nil
 }
@@ -149,10 +150,16 @@ func (p *Predicate) Columns() []string {
 	return slices.Compact(out)
 }
 
-// Validate checks that p is well formed and that every column and literal fits schema.
+// Validate checks that p is well formed and that every column and literal fits schema. Its
+// errors wrap ErrInvalidPredicate.
 func (p *Predicate) Validate(schema *arrow.Schema) error {
-	_, err := p.bind(schema)
-	return err
+	if _, err := p.bind(schema); err != nil {
+		if errors.Is(err, ErrInvalidPredicate) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrInvalidPredicate, err)
+	}
+	return nil
 }
 
 // String renders p in a SQL-like form for messages and logs.

@@ -299,9 +299,6 @@ func (s *Service) actCleanup(ctx context.Context, body []byte) (any, error) {
 	if err := decodeJSON("cleanup body", body, &req); err != nil {
 		return nil, err
 	}
-	if req.OlderThanSeconds < 0 || req.KeepLast < 0 {
-		return nil, fmt.Errorf("%w: cleanup older_than_seconds and keep_last must be >= 0", streaming.ErrInvalidRequest)
-	}
 	return s.sink.Cleanup(ctx, req)
 }
 

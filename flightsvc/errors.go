@@ -28,7 +28,7 @@ func toStatus(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	case errors.Is(err, streaming.ErrInvalidRequest), errors.Is(err, engine.ErrSchemaMismatch),
-		errors.Is(err, engine.ErrInvalidTableName):
+		errors.Is(err, engine.ErrInvalidTableName), errors.Is(err, engine.ErrInvalidPredicate):
 		code = codes.InvalidArgument
 	case errors.Is(err, engine.ErrTableNotFound), errors.Is(err, engine.ErrVersionNotFound),
 		errors.Is(err, streaming.ErrStageNotFound):

@@ -46,6 +46,8 @@ func TestMalformedRequests(t *testing.T) {
 	wantAck(t, s.putEpoch(t, "t", "good", 0, idRange(0, 5)), "committed", 2)
 	s.mustAction(t, "create_table", cmd{"table": "pk", "primary_key": []string{"id"},
 		"schema": []cmd{{"name": "id", "type": "int64", "nullable": false}, {"name": "payload", "type": "utf8"}}}, nil)
+	s.mustAction(t, "create_table", cmd{"table": "mw", "memwal": cmd{"shards": 1},
+		"schema": []cmd{{"name": "id", "type": "int64", "nullable": false}, {"name": "payload", "type": "utf8"}}}, nil)
 
 	with := func(kv ...any) cmd {
 		c := cmd{"table": "t", "query_id": "q", "epoch_id": 1}
@@ -128,6 +130,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"schema mismatch: missing column", typed(with(), payload), codes.InvalidArgument, "id"},
 		// Valid requests this server or table cannot serve.
 		{"memwal route", put(with("route", "memwal")), codes.FailedPrecondition, "memwal"},
+		{"complete mode on route memwal", put(with("table", "mw", "mode", "complete", "route", "memwal")), codes.FailedPrecondition, "complete"},
 		{"update mode on a primary-key table as staged partitions", put(with("table", "pk", "mode", "update", "partition", cmd{"id": 0, "attempt": 0})), codes.FailedPrecondition, "primary key"},
 		// PATH descriptors.
 		{"PATH of two elements", func(ctx context.Context) error {
@@ -206,6 +209,17 @@ func TestMalformedRequests(t *testing.T) {
 		{"create_table with unknown type", act("create_table", cmd{"table": "fresh", "schema": []cmd{{"name": "id", "type": "int65"}}}), codes.InvalidArgument, "int65"},
 		{"create_table without schema", act("create_table", cmd{"table": "fresh"}), codes.InvalidArgument, "schema"},
 		{"create_table with unknown primary key", act("create_table", cmd{"table": "fresh", "primary_key": []string{"nope"}, "schema": []cmd{{"name": "id", "type": "int64"}}}), codes.InvalidArgument, "nope"},
+		{"create_table with -1 memwal shards", act("create_table", cmd{"table": "fresh", "memwal": cmd{"shards": -1}, "schema": []cmd{{"name": "id", "type": "int64"}}}), codes.InvalidArgument, "shards"},
+		{"create_table with 5000 memwal shards", act("create_table", cmd{"table": "fresh", "memwal": cmd{"shards": 5000}, "schema": []cmd{{"name": "id", "type": "int64"}}}), codes.InvalidArgument, "shards"},
+		{"create_table with a primary key named twice", act("create_table", cmd{"table": "fresh", "primary_key": []string{"id", "id"}, "schema": []cmd{{"name": "id", "type": "int64", "nullable": false}}}), codes.InvalidArgument, "twice"},
+		{"cleanup older_than_seconds past a Duration", act("cleanup", cmd{"table": "t", "older_than_seconds": uint64(18446744074)}), codes.InvalidArgument, "older_than_seconds"},
+		{"cleanup older_than_seconds just past 100 years", act("cleanup", cmd{"table": "t", "older_than_seconds": 100*365*24*3600 + 1}), codes.InvalidArgument, "older_than_seconds"},
+		{"cleanup negative keep_last", act("cleanup", cmd{"table": "t", "keep_last": -1}), codes.InvalidArgument, "keep_last"},
+		{"delete with a string for an int64", act("delete", cmd{"table": "t", "where": cmd{"op": "=", "column": "id", "value": "seven"}}), codes.InvalidArgument, "id"},
+		{"delete with op like", act("delete", cmd{"table": "t", "where": cmd{"op": "like", "column": "payload", "value": "a%"}}), codes.InvalidArgument, "like"},
+		{"delete with an empty in", act("delete", cmd{"table": "t", "where": cmd{"op": "in", "column": "id", "values": []int{}}}), codes.InvalidArgument, "in"},
+		{"delete with an unknown column", act("delete", cmd{"table": "t", "where": cmd{"op": "=", "column": "nope", "value": 1}}), codes.InvalidArgument, "nope"},
+		{"delete with a predicate that is not an object", act("delete", cmd{"table": "t", "where": []int{1}}), codes.InvalidArgument, "predicate"},
 		{"create_table with bad name", act("create_table", cmd{"table": "../x", "schema": []cmd{{"name": "id", "type": "int64"}}}), codes.InvalidArgument, ""},
 		// Reads.
 		{"ticket is not JSON", get([]byte("t")), codes.InvalidArgument, "ticket"},

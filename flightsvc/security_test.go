@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,5 +184,22 @@ func TestRemoteListenWithoutTokenIsRefused(t *testing.T) {
 	_, err := NewServer(context.Background(), Config{Listen: "0.0.0.0:0", Root: t.TempDir()})
 	if err == nil {
 		t.Fatal("a non-loopback listen without a token must be refused")
+	}
+}
+
+// A blank token must not count as "a token is configured": it would pass the remote-listen check
+// above and then be dropped, serving anonymous writes on the network.
+func TestBlankAuthTokenIsRefused(t *testing.T) {
+	for _, tokens := range [][]string{{" "}, {"", ""}, {"good", "  "}, {"\t"}} {
+		for _, listen := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+			srv, err := NewServer(context.Background(), Config{Listen: listen, Root: t.TempDir(), AuthTokens: tokens})
+			if err == nil {
+				srv.lis.Close()
+				t.Fatalf("tokens %q on %s: server started; a blank token must be refused at start-up", tokens, listen)
+			}
+			if !strings.Contains(err.Error(), "blank") {
+				t.Errorf("tokens %q: error %q does not say the token is blank", tokens, err)
+			}
+		}
 	}
 }

@@ -133,6 +133,12 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.HTTPListen != "" && !isLoopback(cfg.HTTPListen) && !cfg.AllowUnauthenticatedRemote {
 		return nil, fmt.Errorf("refusing to serve the HTTP endpoints (/metrics, /status) on %s: they have no authentication, so only loopback addresses are served (pass --allow-unauthenticated-remote to override)", cfg.HTTPListen)
 	}
+	for i, t := range cfg.AuthTokens {
+		// A blank token would otherwise be dropped below and leave a remote listener open.
+		if strings.TrimSpace(t) == "" {
+			return nil, fmt.Errorf("auth token %d of %d is empty or blank: give every --auth-token a value (comma-separated tokens must not leave an empty entry)", i+1, len(cfg.AuthTokens))
+		}
+	}
 	if len(cfg.AuthTokens) == 0 && !isLoopback(cfg.Listen) && !cfg.AllowUnauthenticatedRemote {
 		return nil, fmt.Errorf("refusing to listen on %s without --auth-token: only loopback addresses are served unauthenticated (pass --allow-unauthenticated-remote to override)", cfg.Listen)
 	}

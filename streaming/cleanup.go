@@ -18,6 +18,10 @@ type CleanupRequest struct {
 	DryRun   bool `json:"dry_run,omitempty"`
 }
 
+// MaxCleanupAgeSeconds is the largest older_than_seconds a cleanup takes: 100 years, far inside
+// what a time.Duration can hold.
+const MaxCleanupAgeSeconds = 100 * 365 * 24 * 3600
+
 // CleanupReport says what Cleanup removed (or, in a dry run, would remove).
 type CleanupReport struct {
 	engine.CleanupReport
@@ -29,6 +33,14 @@ type CleanupReport struct {
 // younger than the stage TTL are kept: staged partitions' data is unreferenced until its epoch
 // commits.
 func (s *Sink) Cleanup(ctx context.Context, req CleanupRequest) (CleanupReport, error) {
+	// A count of seconds past what a time.Duration holds (~292 years) would wrap negative and
+	// expire every old version.
+	if req.OlderThanSeconds < 0 || req.OlderThanSeconds > MaxCleanupAgeSeconds {
+		return CleanupReport{}, invalid("cleanup older_than_seconds must be 0..%d (0: the default, 7 days), got %d", MaxCleanupAgeSeconds, req.OlderThanSeconds)
+	}
+	if req.KeepLast < 0 {
+		return CleanupReport{}, invalid("cleanup keep_last must be >= 0, got %d", req.KeepLast)
+	}
 	t, err := s.Table(ctx, req.Table)
 	if err != nil {
 		return CleanupReport{}, err

@@ -117,6 +117,9 @@ func useMemWAL(r *EpochRequest, ss *shardSet) (bool, error) {
 	case ss == nil:
 		return false, nil
 	case r.Mode == ModeComplete:
+		if r.Route == RouteMemWAL {
+			return false, fmt.Errorf("%w: complete-mode epochs overwrite the table in one base transaction and cannot take route \"memwal\"; send them with route \"auto\" or \"direct\"", ErrUnsupported)
+		}
 		return false, nil // an overwrite is one base transaction by nature
 	case r.Partition != nil:
 		if r.Route == RouteMemWAL {

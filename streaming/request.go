@@ -122,8 +122,30 @@ func (r *EpochRequest) Normalize() error {
 	if p := r.Partition; p != nil && (p.ID < 0 || p.Attempt < 0) {
 		return invalid("partition id and attempt must be >= 0, got id %d attempt %d", p.ID, p.Attempt)
 	}
-	if c := r.Create; c != nil && c.MemWAL != nil && (c.MemWAL.Shards < 1 || c.MemWAL.Shards > 1024) {
-		return invalid("create.memwal.shards must be 1..1024, got %d", c.MemWAL.Shards)
+	if r.Create != nil {
+		return r.Create.Validate()
+	}
+	return nil
+}
+
+// MaxMemWALShards bounds the MemWAL shards of one table.
+const MaxMemWALShards = 1024
+
+// Validate checks a create spec. DoPut's "create" and the create_table action both go through
+// it, so the two accept exactly the same tables.
+func (c *CreateSpec) Validate() error {
+	if c.MemWAL != nil && (c.MemWAL.Shards < 1 || c.MemWAL.Shards > MaxMemWALShards) {
+		return invalid("memwal.shards must be 1..%d, got %d", MaxMemWALShards, c.MemWAL.Shards)
+	}
+	seen := make(map[string]bool, len(c.PrimaryKey))
+	for _, k := range c.PrimaryKey {
+		if strings.TrimSpace(k) == "" {
+			return invalid("primary_key names an empty column")
+		}
+		if seen[k] {
+			return invalid("primary_key names column %q twice", k)
+		}
+		seen[k] = true
 	}
 	return nil
 }

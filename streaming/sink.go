@@ -138,6 +138,9 @@ func (s *Sink) cache(t *engine.Table) *engine.Table {
 
 // CreateTable creates a table; a table created concurrently by someone else is ErrTableExists.
 func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec CreateSpec) (*engine.Table, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
 	co := engine.CreateOptions{PrimaryKey: spec.PrimaryKey}
 	if spec.MemWAL != nil {
 		co.Config = map[string]string{ConfigMemWALShards: strconv.Itoa(spec.MemWAL.Shards)}
