@@ -13,16 +13,21 @@ or let the example build and start a throw-away server itself:
 The query reads Spark's ``rate-micro-batch`` source (a fixed number of rows per batch), derives
 a few columns and writes each micro-batch with one line in ``foreachBatch``:
 
-    .foreachBatch(FlightSink(uri, table="events"))
+    .foreachBatch(FlightSink(uri, table="spark_events"))
 
 Run it again with the same ``--checkpoint``: Spark resumes from the checkpoint with the same
 query id, the sink skips any batch that the previous run committed but Spark had not yet marked
 done, and every event id is in the table exactly once (the job checks that at the end).
+
+The job writes its own table (``spark_events``), so it runs before or after the Go example against
+the same ``make run``. When it fails it prints one line saying why (the server's message), not
+Spark's stack traces, and exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -31,11 +36,38 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def one_line(exc: BaseException) -> str:
+    """The cause of a failed run in one line.
+
+    A failure inside ``foreachBatch`` reaches the driver wrapped in Spark's
+    ``StreamingQueryException`` with the Python and JVM stack traces in its message; the
+    flight-sink client's own error (``flight_sink.errors.SchemaMismatchError: ...``) is one line
+    of it, and the one worth showing.
+    """
+    text = str(exc)
+    for line in text.splitlines():
+        m = re.search(r"flight_sink\.errors\.(\w+Error): (.*)", line)
+        if m:
+            return f"{m.group(1)}: {m.group(2).strip()}"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
 def main() -> int:
+    try:
+        return run()
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # one line for the user, whatever failed
+        print(f"pyspark_stream: {one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def run() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--uri", default="grpc://127.0.0.1:8815", help="flight-sink server")
     ap.add_argument("--token", default=None, help="bearer token (servers with --auth-token)")
-    ap.add_argument("--table", default="events")
+    ap.add_argument("--table", default="spark_events")
     ap.add_argument("--checkpoint", default="./checkpoints/pyspark_stream")
     ap.add_argument("--rows-per-batch", type=int, default=10_000)
     ap.add_argument("--batches", type=int, default=5, help="stop after this many new batches")
@@ -65,7 +97,9 @@ def main() -> int:
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    # The job reports a failure itself, in one line; Spark's own error log would repeat it as
+    # pages of stack traces.
+    spark.sparkContext.setLogLevel("OFF")
     try:
         events = (
             spark.readStream.format("rate-micro-batch")
@@ -107,7 +141,7 @@ def main() -> int:
         for h in client.history(args.table, limit=3):
             print(f"  v{h['version']} {h['operation']:<9} {h.get('properties', {})}")
         if len(ids) != len(set(ids)) or sorted(ids) != list(range(len(ids))):
-            print("ERROR: the table does not hold every event id exactly once")
+            print("pyspark_stream: the table does not hold every event id exactly once", file=sys.stderr)
             return 1
         print(f"every event id 0..{len(ids) - 1} is in the table exactly once")
         return 0

@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -26,13 +25,14 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8815", "flight-sink address")
-	table := flag.String("table", "events", "table to write")
+	table := flag.String("table", "go_events", "table to write (its own name, so the examples run in any order against one server)")
 	query := flag.String("query-id", "go-producer", "streaming query id")
 	epochs := flag.Int("epochs", 5, "epochs to send")
 	rows := flag.Int("rows", 1000, "rows per epoch")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *addr, *table, *query, *epochs, *rows); err != nil {
-		log.Fatal(err)
+		fmt.Fprintf(os.Stderr, "go-producer: %v\n", err) // one line: the server's status message names the cause
+		os.Exit(1)
 	}
 }
 
