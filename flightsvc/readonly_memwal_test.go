@@ -6,11 +6,18 @@ package flightsvc_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
@@ -191,7 +198,8 @@ func TestMemWALReadsNeverFence(t *testing.T) {
 
 // TestMemWALReadsRacingFlushAndFold: while server A writes epochs and flushes and folds its
 // shards, readers on A and on B read the table over and over. Every read holds each row at most
-// once, and every row acknowledged before the read began.
+// once, and every row acknowledged before the read began; epoch_status on B finds every
+// acknowledged epoch.
 func TestMemWALReadsRacingFlushAndFold(t *testing.T) {
 	forEachRoot(t, func(t *testing.T, root sharedRoot) {
 		const table, q, epochs, rows = "race", "q-race", 60, 4
@@ -226,9 +234,33 @@ func TestMemWALReadsRacingFlushAndFold(t *testing.T) {
 				}
 			}
 		}
-		wg.Add(2)
+		// epoch_status on B, racing the same flushes and folds: every acknowledged epoch is
+		// committed whether it is in the WAL, a generation or the base table.
+		status := func() {
+			defer wg.Done()
+			for checks := 0; ; checks++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, e := range []int64{acked.Load() - 1, int64(checks) % acked.Load()} {
+					var st epochStatus
+					body, err := b.action(context.Background(), "epoch_status", cmd{"table": table, "query_id": q, "epoch_id": e})
+					if err == nil {
+						err = json.Unmarshal(body, &st)
+					}
+					if err != nil || !st.Committed {
+						errs <- fmt.Errorf("B: epoch_status of acknowledged epoch %d: %+v, %v", e, st, err)
+						return
+					}
+				}
+			}
+		}
+		wg.Add(3)
 		go reader("A", a)
 		go reader("B", b)
+		go status()
 		for e := int64(1); e < epochs; e++ {
 			a.mustPut(t, cmd{"table": table, "query_id": q, "epoch_id": e}, idRange(e*rows, rows))
 			acked.Store(e + 1)
@@ -267,4 +299,103 @@ func checkPrefixRead(ids []int64, lo, hi int64) error {
 		}
 	}
 	return nil
+}
+
+// TestMemWALReadOnlyViewRefusesBadInput: epoch_status bodies that are wrong answer the right code
+// on a server that reads a MemWAL table it does not write; a WAL entry that is corrupt in storage
+// fails the reads that need it with Internal, leaves the server up, and the reads still write
+// nothing.
+func TestMemWALReadOnlyViewRefusesBadInput(t *testing.T) {
+	root := sharedRoot{uri: t.TempDir()}
+	const table, q = "bad", "q-bad"
+	a, b := root.server(t), root.server(t)
+	for e := int64(0); e < 3; e++ {
+		a.mustPut(t, cmd{"table": table, "query_id": q, "epoch_id": e, "create": cmd{"memwal": cmd{"shards": 1}}}, idRange(e*10, 10))
+	}
+	for _, c := range []struct {
+		name string
+		body any
+		code codes.Code
+	}{
+		{"no epoch_id", cmd{"table": table, "query_id": q}, codes.InvalidArgument},
+		{"negative epoch_id", cmd{"table": table, "query_id": q, "epoch_id": -1}, codes.InvalidArgument},
+		{"epoch_id not a number", cmd{"table": table, "query_id": q, "epoch_id": "1"}, codes.InvalidArgument},
+		{"epoch_id past int64", []byte(`{"table":"bad","query_id":"q-bad","epoch_id":9223372036854775808}`), codes.InvalidArgument},
+		{"blank query_id", cmd{"table": table, "query_id": "  ", "epoch_id": 0}, codes.InvalidArgument},
+		{"table outside the root", cmd{"table": "../bad", "query_id": q, "epoch_id": 0}, codes.InvalidArgument},
+		{"unknown table", cmd{"table": "nope", "query_id": q, "epoch_id": 0}, codes.NotFound},
+		{"not JSON", []byte(`{"table":`), codes.InvalidArgument},
+	} {
+		_, err := b.action(testCtx(t), "epoch_status", c.body)
+		if codeOf(err) != c.code {
+			t.Errorf("%s: %v, want %v", c.name, err, c.code)
+		}
+	}
+	var st epochStatus
+	b.mustAction(t, "epoch_status", cmd{"table": table, "query_id": q, "epoch_id": int64(1) << 62}, &st)
+	if st.Committed {
+		t.Fatalf("epoch 2^62 that nobody sent: %+v", st)
+	}
+
+	// Corrupt entries after the acknowledged ones: garbage, a truncated entry, and an entry whose
+	// bytes name another position.
+	wal := filepath.Join(root.uri, table, "_mem_wal", memwal.ShardIDs(1)[0], "wal")
+	names, err := os.ReadDir(wal)
+	if err != nil || len(names) == 0 {
+		t.Fatalf("wal dir: %v, %d entries", err, len(names))
+	}
+	last := names[len(names)-1].Name()
+	good, err := os.ReadFile(filepath.Join(wal, last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip, err := strconv.ParseUint(strings.TrimSuffix(last, ".arrow"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, bad := range [][]byte{[]byte("not an arrow stream"), good[:len(good)/3], good} {
+		t.Run(fmt.Sprintf("corrupt-%d", i), func(t *testing.T) {
+			key := filepath.Join(wal, fmt.Sprintf("%020d.arrow", tip+1))
+			if err := os.WriteFile(key, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(key)
+			before := listFiles(t, root.uri)
+			_, err := b.action(testCtx(t), "epoch_status", cmd{"table": table, "query_id": q, "epoch_id": 7})
+			wantCode(t, err, codes.Internal, "wal entry")
+			_, err = b.action(testCtx(t), "table_stats", cmd{"table": table})
+			wantCode(t, err, codes.Internal, "wal entry")
+			_, err = b.get(testCtx(t), cmd{"table": table})
+			wantCode(t, err, codes.Internal, "wal entry")
+			if after := listFiles(t, root.uri); !slices.Equal(before, after) {
+				t.Fatalf("reads of a corrupt shard changed the store:\nbefore %v\n after %v", before, after)
+			}
+			b.mustAction(t, "history", cmd{"table": table, "limit": 1}, nil) // the server is up
+		})
+	}
+	b.wantIDs(t, table, idRange(0, 30))
+	a.wantIDs(t, table, idRange(0, 30))
+}
+
+// listFiles returns every file under dir, relative and sorted, with its size.
+func listFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, fmt.Sprintf("%s:%d", rel, info.Size()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
 }
