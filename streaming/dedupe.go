@@ -91,7 +91,9 @@ func epochOf(props map[string]string) (engine.EpochIdentity, bool) {
 }
 
 // EpochStatus reports whether (q, e) is committed in table, so a replaying driver can skip
-// sending data for an epoch that already landed.
+// sending data for an epoch that already landed. Any server answers for any table: on a MemWAL
+// table it reads the shards without claiming them (memwalEpochStatus), so asking never fences
+// the server that writes them.
 func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (epochState, error) {
 	r := EpochRequest{Table: table, QueryID: q, EpochID: e}
 	if err := s.normalize(&r); err != nil {
