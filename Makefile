@@ -85,6 +85,7 @@ FUZZ_TARGETS := \
 	engine:FuzzDecodeManifest engine:FuzzDecodeManifestHeader engine:FuzzDecodeManifestSchema \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
 	memwal:FuzzDecodeWALEntry memwal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
+	memwal:FuzzDecodeWALHeader \
 	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket
 
 .PHONY: torture fuzz

@@ -179,7 +179,11 @@ func (s *Service) actEpochStatus(ctx context.Context, body []byte) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"committed": st.Committed, "version": st.Version}, nil
+	res := map[string]any{"committed": st.Committed, "version": st.Version}
+	if st.Route != "" {
+		res["route"] = st.Route // "memwal": the epoch is held by the table's MemWAL shards, version 0
+	}
+	return res, nil
 }
 
 func (s *Service) actHistory(ctx context.Context, body []byte) (any, error) {

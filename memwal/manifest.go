@@ -100,6 +100,17 @@ func (m *ShardManifest) GenerationsAbove(watermark uint64) []FlushedGeneration {
 	return out
 }
 
+// drainedAbove reports whether a generation above watermark that the shard flushed is no longer
+// listed. Generations are numbered 1..NextGeneration-1 in flush order and only a compaction's
+// drain unlists one, after the base table's merged watermark passed it: so a gap above watermark
+// means a base version newer than the one watermark came from holds those rows.
+func (m *ShardManifest) drainedAbove(watermark uint64) bool {
+	if m.NextGeneration <= watermark+1 {
+		return false
+	}
+	return uint64(len(m.GenerationsAbove(watermark))) < m.NextGeneration-1-watermark
+}
+
 // Clone returns a deep copy of m that a CommitUpdate closure may change.
 func (m *ShardManifest) Clone() *ShardManifest {
 	c := *m

@@ -15,15 +15,21 @@ import (
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
-// mergedReadAttempts bounds how often ScanMerged starts over when a compaction deletes a
-// generation it was about to read.
-const mergedReadAttempts = 4
+// mergedReadAttempts bounds how often ScanMerged starts over when a compaction folds and drains
+// generations under it.
+const mergedReadAttempts = 8
+
+// errMergedSince: a shard's snapshot misses generations that a compaction folded into a base
+// version newer than the one being read (Snapshot.drained); read again from the newer version.
+var errMergedSince = errors.New("memwal: generations were folded into a newer base version during the read")
 
 // ScanMerged returns one consistent read of a table and its MemWAL shards: the base table at
 // o.Version (0: the latest), plus, for every shard, the flushed generations above that version's
 // merged-generation watermark for the shard and the memtable. Generations at or below the
 // watermark are already in the base table and are skipped, so no row is counted twice even
-// between a compaction's fold and its drain.
+// between a compaction's fold and its drain; and a generation the shard no longer lists because a
+// compaction folded and drained it after that version was read makes the read start over from
+// the newer version, so no row is missed either.
 //
 // Without a primary key the result is the union: base rows, then each shard's rows. With one,
 // the newest row of each key wins: a MemWAL row over every base row of its key; within a shard a
@@ -31,6 +37,9 @@ const mergedReadAttempts = 4
 // an earlier one. Base rows are returned as the engine holds them (compaction folds a keyed table
 // with an upsert, so it adds no duplicates there). Keys are expected to live in one shard (route
 // by key); if they do not, a later shard in shards wins.
+//
+// Reading never claims a shard: a *Shard reader is this process's writer, a *StoredShard the
+// read-only view of storage (and a writer another process fenced is read through one).
 //
 // The MemWAL rows are read into memory; base rows stream. The caller must Release the reader. For a read of an older version, pass no shards: the MemWAL holds
 // today's rows, not that version's.
@@ -51,9 +60,10 @@ func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o 
 		if err == nil {
 			break
 		}
-		// A compaction folded and deleted a generation after we read the base version: the
-		// newer base version holds its rows, so read again from there.
-		if !errors.Is(err, objstore.ErrNotFound) || o.Version != 0 || attempt+1 >= mergedReadAttempts {
+		// A compaction folded (and drained or deleted) generations after we read the base
+		// version: the newer base version holds their rows, so read again from there.
+		retry := errors.Is(err, objstore.ErrNotFound) || errors.Is(err, errMergedSince)
+		if !retry || o.Version != 0 || attempt+1 >= mergedReadAttempts {
 			return nil, err
 		}
 	}
@@ -70,14 +80,20 @@ func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o 
 func readShards(ctx context.Context, m *engine.Manifest, shards []ShardReader) ([]arrow.RecordBatch, error) {
 	var out []arrow.RecordBatch
 	for _, sh := range shards {
-		sn, err := sh.Snapshot(ctx, m.MemWALMerged[sh.ShardID()])
+		watermark := m.MemWALMerged[sh.ShardID()]
+		sn, err := sh.Snapshot(ctx, watermark)
 		if w, ok := sh.(*Shard); ok && errors.Is(err, ErrFenced) {
 			// A writer another process fenced: read what the shard holds from storage.
-			sn, err = NewStoredShard(w.table, w.id, &w.opts).Snapshot(ctx, m.MemWALMerged[sh.ShardID()])
+			sn, err = w.storedView().Snapshot(ctx, watermark)
 		}
 		if err != nil {
 			releaseAll(out)
 			return nil, err
+		}
+		if sn.drained {
+			sn.Release()
+			releaseAll(out)
+			return nil, fmt.Errorf("memwal shard %s above merged generation %d: %w", sh.ShardID(), watermark, errMergedSince)
 		}
 		bs, err := sn.ReadAll(ctx)
 		sn.Release()
@@ -88,6 +104,66 @@ func readShards(ctx context.Context, m *engine.Manifest, shards []ShardReader) (
 		out = append(out, bs...)
 	}
 	return out, nil
+}
+
+// EpochCommitted reports whether the shard r reads holds epoch epochID of query queryID, with the
+// answer and location of Shard.EpochCommitted. It never claims the shard: a resident writer
+// answers from memory, confirming (one manifest probe) that it still owns the shard before it
+// answers "no"; a StoredShard, or a writer another process has fenced, answers from the
+// read-only view of storage, which sees every epoch any writer acknowledged.
+func EpochCommitted(ctx context.Context, r ShardReader, queryID string, epochID int64) (bool, EpochLocation, error) {
+	switch r := r.(type) {
+	case *Shard:
+		if ok, loc := r.EpochCommitted(queryID, epochID); ok {
+			return true, loc, nil // durable: true whoever owns the shard now
+		}
+		stored, err := r.storedIfFenced(ctx)
+		if err != nil || stored == nil {
+			return false, EpochLocation{}, err
+		}
+		return stored.EpochCommitted(ctx, queryID, epochID)
+	case *StoredShard:
+		return r.EpochCommitted(ctx, queryID, epochID)
+	}
+	return false, EpochLocation{}, fmt.Errorf("memwal: EpochCommitted: unknown shard reader %T", r)
+}
+
+// ReadStats describes the shard r reads without claiming it: a resident writer's own view while it
+// still owns the shard (confirmed by one manifest probe), else the read-only view of storage.
+func ReadStats(ctx context.Context, r ShardReader) (ShardStats, error) {
+	switch r := r.(type) {
+	case *Shard:
+		stored, err := r.storedIfFenced(ctx)
+		if err != nil {
+			return ShardStats{Shard: r.id}, err
+		}
+		if stored == nil {
+			return r.Stats(), nil
+		}
+		st, err := stored.Stats(ctx)
+		st.Failed = r.Err().Error() // this process's writer was fenced; st is the new owner's shard
+		return st, err
+	case *StoredShard:
+		return r.Stats(ctx)
+	}
+	return ShardStats{}, fmt.Errorf("memwal: ReadStats: unknown shard reader %T", r)
+}
+
+// storedView returns the read-only view of the writer's shard.
+func (s *Shard) storedView() *StoredShard { return NewStoredShard(s.table, s.id, &s.opts) }
+
+// storedIfFenced confirms that the writer still owns its shard and returns nil, or, when another
+// writer claimed it, marks the writer failed and returns the shard's read-only view.
+func (s *Shard) storedIfFenced(ctx context.Context) (*StoredShard, error) {
+	err := s.ms.confirmEpoch(ctx, s.epoch)
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.Is(err, ErrFenced):
+		s.fail(err)
+		return s.storedView(), nil
+	}
+	return nil, err
 }
 
 func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest, mem []arrow.RecordBatch, o engine.ScanOptions) (*mergedReader, error) {

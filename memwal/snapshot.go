@@ -34,6 +34,11 @@ type Snapshot struct {
 	alloc  memory.Allocator
 	gens   []FlushedGeneration
 	mem    []arrow.RecordBatch // retained
+	// drained: the manifest the snapshot was taken from no longer lists a generation above the
+	// caller's merged watermark that the shard flushed. A compaction folded it into a base
+	// version newer than the caller's and drained it, so the caller's base version misses its
+	// rows: read again from a newer base version.
+	drained bool
 }
 
 // Snapshot implements ShardReader for the resident writer. It fails with ErrFenced when another
@@ -52,7 +57,7 @@ func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot
 		return nil, fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
 	}
 	sn := &Snapshot{shard: s.id, store: s.table.Store(), paths: s.paths, schema: s.schema, alloc: s.opts.Allocator,
-		gens: s.manifest.GenerationsAbove(mergedWatermark)}
+		gens: s.manifest.GenerationsAbove(mergedWatermark), drained: s.manifest.drainedAbove(mergedWatermark)}
 	for _, mt := range s.sealed {
 		sn.mem = append(sn.mem, mt.batches()...)
 	}
@@ -116,9 +121,12 @@ func (sn *Snapshot) Release() {
 	sn.mem = nil
 }
 
-// StoredShard reads a shard from storage without claiming it, for shards whose writer lives in
-// another process (or nowhere). It sees what that writer acknowledged: the generations its
-// manifest lists and the WAL entries after replay_after.
+// StoredShard is the read-only view of a shard: it reads the shard from storage and never claims
+// it, writes nothing and fences no one, so any process may read any shard, whoever writes it. It
+// sees everything the shard's writers acknowledged (acknowledged means durable in the WAL): the
+// generations its manifest lists and the WAL entries after replay_after, including entries
+// written after this view's manifest version by a writer that claimed the shard meanwhile. It
+// answers what the shard's next writer would hold after replaying it.
 type StoredShard struct {
 	table *engine.Table
 	id    string
@@ -150,117 +158,205 @@ func (ss *StoredShard) Manifest(ctx context.Context) (*ShardManifest, error) {
 }
 
 // Stats describes the shard from storage: its manifest and the WAL entries not yet flushed
-// (MemtableRows counts their rows). A shard with no manifest has zero stats.
+// (MemtableRows counts the rows a replay would hold; UnflushedBytes and SealedMemtables, which
+// only a writer's memory has, are 0). A shard with no manifest has zero stats. It reads entry
+// headers only, never their rows.
 func (ss *StoredShard) Stats(ctx context.Context) (ShardStats, error) {
 	st := ShardStats{Shard: ss.id}
-	m, err := ss.ms.ReadLatest(ctx)
-	if errors.Is(err, ErrNoManifest) {
-		return st, nil
-	}
-	if err != nil {
+	v, err := ss.view(ctx, nil)
+	if err != nil || v.manifest == nil {
 		return st, err
 	}
+	m := v.manifest
 	st.WriterEpoch, st.ManifestVersion, st.Generations = m.WriterEpoch, m.Version, len(m.FlushedGenerations)
 	st.ReplayAfterWALEntryPosition, st.NextGeneration = m.ReplayAfterWALEntryPosition, m.NextGeneration
 	for _, g := range m.FlushedGenerations {
 		st.GenerationRows += g.Rows
 	}
-	positions, err := ss.wal.list(ctx, m.ReplayAfterWALEntryPosition)
-	if err != nil {
-		return st, err
-	}
 	st.NextWALPosition = m.ReplayAfterWALEntryPosition + 1
-	for _, pos := range positions {
-		e, err := ss.wal.read(ctx, pos, nil, ss.opts.Allocator)
-		if errors.Is(err, objstore.ErrNotFound) {
-			continue // flushed and deleted meanwhile
-		}
-		if err != nil {
-			return st, err
-		}
-		for _, p := range e.Puts {
-			st.MemtableRows += p.Rows
-		}
-		e.release()
-		st.NextWALPosition = pos + 1
+	if n := len(v.entries); n > 0 {
+		st.NextWALPosition = v.entries[n-1].Position + 1
 	}
+	v.replayed(func(_ uint64, p walPut) { st.MemtableRows += p.Rows })
 	return st, nil
 }
 
-// storedSnapshotAttempts bounds how often a stored snapshot re-reads when a flush moves
-// replay_after under it.
-const storedSnapshotAttempts = 8
+// EpochCommitted reports, from storage, whether the shard holds epoch epochID of query queryID,
+// with the answer and location the shard's writer (Shard.EpochCommitted) would give once it had
+// replayed the shard now: a WAL entry not yet flushed that a replay keeps, else the query's
+// watermark of flushed epochs. It reads entry headers only, never their rows.
+func (ss *StoredShard) EpochCommitted(ctx context.Context, queryID string, epochID int64) (bool, EpochLocation, error) {
+	v, err := ss.view(ctx, nil)
+	if err != nil || v.manifest == nil {
+		return false, EpochLocation{}, err
+	}
+	found := uint64(0)
+	v.replayed(func(pos uint64, p walPut) {
+		if found == 0 && p.Epoch != nil && p.Epoch.QueryID == queryID && p.Epoch.EpochID == epochID {
+			found = pos
+		}
+	})
+	if found != 0 {
+		return true, EpochLocation{Position: found}, nil
+	}
+	if wm, ok := v.manifest.Queries[queryID]; ok && epochID <= wm.Epoch {
+		return true, EpochLocation{Generation: wm.Generation, WatermarkEpoch: wm.Epoch, FromWatermark: true}, nil
+	}
+	return false, EpochLocation{}, nil
+}
 
-// Snapshot implements ShardReader. It reads the manifest, then the WAL entries after its
-// replay_after, then the manifest again: if a flush moved replay_after meanwhile (and may have
-// deleted entries it had listed), it starts over.
+// Snapshot implements ShardReader from the read-only view: the generations the view's manifest
+// lists above mergedWatermark, and the rows of the WAL entries after its replay_after that a
+// replay keeps.
 func (ss *StoredShard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot, error) {
 	base, err := ss.table.Latest(ctx)
 	if err != nil {
 		return nil, err
 	}
 	schema := base.ArrowSchema()
-	for attempt := 0; attempt < storedSnapshotAttempts; attempt++ {
+	v, err := ss.view(ctx, schema)
+	if err != nil {
+		return nil, err
+	}
+	defer v.release()
+	sn := &Snapshot{shard: ss.id, store: ss.table.Store(), paths: ss.paths, schema: schema, alloc: ss.opts.Allocator}
+	if v.manifest == nil {
+		return sn, nil
+	}
+	sn.gens, sn.drained = v.manifest.GenerationsAbove(mergedWatermark), v.manifest.drainedAbove(mergedWatermark)
+	v.replayed(func(_ uint64, p walPut) {
+		for _, b := range p.Batches {
+			b.Retain()
+			sn.mem = append(sn.mem, b)
+		}
+	})
+	return sn, nil
+}
+
+// storedViewAttempts bounds how often the read-only view starts over when a flush moves the
+// shard's replay_after under it.
+const storedViewAttempts = 8
+
+// storedView is one consistent read of a shard from storage: a manifest version and the WAL
+// entries after its replay_after, ascending, fence entries included. manifest is nil when the
+// shard has none (then it has no WAL either: a claim creates the manifest before its fence).
+type storedView struct {
+	manifest *ShardManifest
+	entries  []*walEntry
+}
+
+// view reads the shard's read-only view: entries decoded whole in schema, or header only (no
+// rows) when schema is nil. It writes nothing. Release the view when done.
+//
+// Consistency with a writer flushing meanwhile (in any process):
+//
+//  1. read the newest manifest M: its generations hold every acknowledged row at or below its
+//     replay_after R; the entries after R hold the rest;
+//  2. list the WAL after R and read every entry listed, up to the tip;
+//  3. read the newest manifest again, M2.
+//
+// A flush commits a manifest that lists its generation, raises NextGeneration and advances
+// replay_after past the entries it covers, and only then deletes those entries. So when M2 has
+// M's replay_after and NextGeneration, no flush committed between 1 and 3: none of the entries
+// read in 2 is in a generation M does not list, and none was deleted, so M's generations plus
+// those entries hold each acknowledged row exactly once. When either moved, or an entry listed in
+// 2 is gone when read (deleted by such a flush), a row could be read twice (entry and new
+// generation) or missed (entry deleted, generation not in M): start over. Claims between 1 and 3
+// bump only the writer epoch; a new writer's fence is skipped and its entries after it are
+// acknowledged puts like any other. Entries written after the listing in 2 are puts concurrent
+// with the read. Compaction's drains do not move replay_after; the caller that merges with a
+// base version checks them (ShardManifest.drainedAbove).
+func (ss *StoredShard) view(ctx context.Context, schema *arrow.Schema) (*storedView, error) {
+	for attempt := 0; attempt < storedViewAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, err
+			}
+		}
 		m, err := ss.ms.ReadLatest(ctx)
 		if errors.Is(err, ErrNoManifest) {
-			return &Snapshot{shard: ss.id, store: ss.table.Store(), paths: ss.paths, schema: schema, alloc: ss.opts.Allocator}, nil
+			return &storedView{}, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		mem, err := ss.readWAL(ctx, m, schema)
+		v := &storedView{manifest: m}
+		err = ss.readEntries(ctx, v, schema)
 		if errors.Is(err, objstore.ErrNotFound) {
-			continue // an entry was deleted under us by a flush
+			v.release()
+			continue // step 2 lost an entry to a flush
 		}
 		if err != nil {
+			v.release()
 			return nil, err
 		}
 		again, err := ss.ms.ReadLatest(ctx)
 		if err != nil {
-			releaseAll(mem)
+			v.release()
 			return nil, err
 		}
-		if again.ReplayAfterWALEntryPosition != m.ReplayAfterWALEntryPosition {
-			releaseAll(mem)
-			continue
+		if again.ReplayAfterWALEntryPosition != m.ReplayAfterWALEntryPosition || again.NextGeneration != m.NextGeneration {
+			v.release()
+			continue // a flush committed between 1 and 3
 		}
-		return &Snapshot{shard: ss.id, store: ss.table.Store(), paths: ss.paths, schema: schema, alloc: ss.opts.Allocator,
-			gens: again.GenerationsAbove(mergedWatermark), mem: mem}, nil
+		return v, nil
 	}
-	return nil, fmt.Errorf("memwal shard %s: snapshot kept racing flushes (%d attempts)", ss.id, storedSnapshotAttempts)
+	return nil, fmt.Errorf("memwal shard %s: read-only view kept racing flushes (%d attempts)", ss.id, storedViewAttempts)
 }
 
-// readWAL reads the batches of the entries after m's replay_after, skipping repeated epochs the
-// way replay does.
-func (ss *StoredShard) readWAL(ctx context.Context, m *ShardManifest, schema *arrow.Schema) ([]arrow.RecordBatch, error) {
-	positions, err := ss.wal.list(ctx, m.ReplayAfterWALEntryPosition)
+// readEntries reads the WAL entries after v.manifest's replay_after into v.
+func (ss *StoredShard) readEntries(ctx context.Context, v *storedView, schema *arrow.Schema) error {
+	positions, err := ss.wal.list(ctx, v.manifest.ReplayAfterWALEntryPosition)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []arrow.RecordBatch
-	seen := make(map[EpochKey]bool)
 	for _, pos := range positions {
-		e, err := ss.wal.read(ctx, pos, schema, ss.opts.Allocator)
-		if err != nil {
-			releaseAll(out)
-			return nil, err
+		var e *walEntry
+		if schema == nil {
+			e, err = ss.wal.readHeader(ctx, pos)
+		} else {
+			e, err = ss.wal.read(ctx, pos, schema, ss.opts.Allocator)
 		}
+		if err != nil {
+			return err
+		}
+		v.entries = append(v.entries, e)
+	}
+	return nil
+}
+
+// replayed calls fn with every put of the view that a replay keeps, in WAL order, with its entry's
+// position: fence entries (data-less, left by claims) are skipped, and so is a put of an epoch
+// that an earlier entry holds or that is at or below its query's flushed watermark, as
+// Shard.replay does. fn must not keep the put's batches without retaining them.
+func (v *storedView) replayed(fn func(pos uint64, p walPut)) {
+	if v.manifest == nil {
+		return
+	}
+	seen := make(map[EpochKey]bool)
+	for _, e := range v.entries {
 		if e.Fence {
 			continue
 		}
 		for _, p := range e.Puts {
 			if p.Epoch != nil {
 				k := EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}
-				if wm, ok := m.Queries[k.QueryID]; seen[k] || (ok && k.EpochID <= wm.Epoch) {
-					releasePut(p)
+				if wm, ok := v.manifest.Queries[k.QueryID]; seen[k] || (ok && k.EpochID <= wm.Epoch) {
 					continue
 				}
 				seen[k] = true
 			}
-			out = append(out, p.Batches...)
+			fn(e.Position, p)
 		}
 	}
-	return out, nil
+}
+
+// release drops the view's batches.
+func (v *storedView) release() {
+	for _, e := range v.entries {
+		e.release()
+	}
+	v.entries = nil
 }
 
 func releaseAll(bs []arrow.RecordBatch) {

@@ -110,47 +110,13 @@ func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, allo
 // decodeWALEntry parses an entry. Its batches are returned in tableSchema (the WAL metadata
 // stripped); the caller releases them with entry.release.
 func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
-	// arrow-go sizes allocations by what the bytes claim: check the schema's flatbuffer, and
-	// bound every message by the entry's own size.
-	if err := engine.CheckIPCSchema(b); err != nil {
-		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
-	}
-	limit := int64(len(b))
-	mr := ipc.NewMessageReader(bytes.NewReader(b), ipc.WithAllocator(alloc),
-		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
-	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
+	r, e, metas, err := openWALEntry(key, b, alloc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+		return nil, err
 	}
 	defer r.Release()
-	md := r.Schema().Metadata()
-	get := func(k string) string {
-		if i := md.FindKey(k); i >= 0 {
-			return md.Values()[i]
-		}
-		return ""
-	}
-	e := &walEntry{}
-	if e.Position, err = strconv.ParseUint(get(metaPosition), 10, 64); err != nil {
-		return nil, fmt.Errorf("%w: wal entry %s: bad position: %v", ErrCorrupt, key, err)
-	}
-	if e.WriterEpoch, err = strconv.ParseUint(get(metaWriterEpoch), 10, 64); err != nil {
-		return nil, fmt.Errorf("%w: wal entry %s: bad writer epoch: %v", ErrCorrupt, key, err)
-	}
-	if p, ok := parseWALKey(key); ok && p != e.Position {
-		return nil, fmt.Errorf("%w: wal entry %s holds position %d", ErrCorrupt, key, e.Position)
-	}
-	switch get(metaKind) {
-	case kindFence:
-		e.Fence = true
+	if e.Fence {
 		return e, nil
-	case kindData:
-	default:
-		return nil, fmt.Errorf("%w: wal entry %s: unknown kind %q", ErrCorrupt, key, get(metaKind))
-	}
-	var metas []walPutMeta
-	if err := json.Unmarshal([]byte(get(metaPuts)), &metas); err != nil {
-		return nil, fmt.Errorf("%w: wal entry %s: put metadata: %v", ErrCorrupt, key, err)
 	}
 	if tableSchema != nil && !tableSchema.Equal(r.Schema()) {
 		return nil, fmt.Errorf("%w: wal entry %s: schema %s is not the table's %s", ErrCorrupt, key, r.Schema(), tableSchema)
@@ -200,6 +166,81 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 	return e, nil
 }
 
+// decodeWALHeader parses an entry's header only: its position, writer epoch, kind and, for a
+// data entry, each put's epoch identity and row count (Batches stays nil). It reads the schema
+// message, behind the same guard as decodeWALEntry, and no batch; readers that need identities or
+// counts, not rows, use it (the read-only view of a shard, StoredShard).
+func decodeWALHeader(key string, b []byte) (*walEntry, error) {
+	r, e, metas, err := openWALEntry(key, b, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	r.Release()
+	for i, m := range metas {
+		if m.Batches < 0 || m.Rows < 0 {
+			return nil, fmt.Errorf("%w: wal entry %s: put %d claims %d batches, %d rows", ErrCorrupt, key, i, m.Batches, m.Rows)
+		}
+		p := walPut{Rows: m.Rows}
+		if m.EpochID != nil {
+			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
+		}
+		e.Puts = append(e.Puts, p)
+	}
+	return e, nil
+}
+
+// openWALEntry checks an entry's bytes, reads its schema message and parses the header: position,
+// writer epoch, kind, and (for a data entry) the put metadata. The caller reads the batches from
+// the returned reader, if it wants them, and releases it.
+func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *walEntry, []walPutMeta, error) {
+	// arrow-go sizes allocations by what the bytes claim: check the schema's flatbuffer, and
+	// bound every message by the entry's own size.
+	if err := engine.CheckIPCSchema(b); err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+	}
+	limit := int64(len(b))
+	mr := ipc.NewMessageReader(bytes.NewReader(b), ipc.WithAllocator(alloc),
+		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
+	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+	}
+	fail := func(err error) (*ipc.Reader, *walEntry, []walPutMeta, error) {
+		r.Release()
+		return nil, nil, nil, err
+	}
+	md := r.Schema().Metadata()
+	get := func(k string) string {
+		if i := md.FindKey(k); i >= 0 {
+			return md.Values()[i]
+		}
+		return ""
+	}
+	e := &walEntry{}
+	if e.Position, err = strconv.ParseUint(get(metaPosition), 10, 64); err != nil {
+		return fail(fmt.Errorf("%w: wal entry %s: bad position: %v", ErrCorrupt, key, err))
+	}
+	if e.WriterEpoch, err = strconv.ParseUint(get(metaWriterEpoch), 10, 64); err != nil {
+		return fail(fmt.Errorf("%w: wal entry %s: bad writer epoch: %v", ErrCorrupt, key, err))
+	}
+	if p, ok := parseWALKey(key); ok && p != e.Position {
+		return fail(fmt.Errorf("%w: wal entry %s holds position %d", ErrCorrupt, key, e.Position))
+	}
+	switch get(metaKind) {
+	case kindFence:
+		e.Fence = true
+		return r, e, nil, nil
+	case kindData:
+	default:
+		return fail(fmt.Errorf("%w: wal entry %s: unknown kind %q", ErrCorrupt, key, get(metaKind)))
+	}
+	var metas []walPutMeta
+	if err := json.Unmarshal([]byte(get(metaPuts)), &metas); err != nil {
+		return fail(fmt.Errorf("%w: wal entry %s: put metadata: %v", ErrCorrupt, key, err))
+	}
+	return r, e, metas, nil
+}
+
 // stripWALMetadata returns s without the WAL's own metadata keys.
 func stripWALMetadata(s *arrow.Schema) *arrow.Schema {
 	md := s.Metadata()
@@ -245,6 +286,16 @@ func (w *walLog) read(ctx context.Context, pos uint64, schema *arrow.Schema, all
 		return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
 	}
 	return decodeWALEntry(key, b, schema, alloc)
+}
+
+// readHeader decodes the header of the entry at pos (decodeWALHeader): no batch is read.
+func (w *walLog) readHeader(ctx context.Context, pos uint64) (*walEntry, error) {
+	key := w.paths.makeWALKey(pos)
+	b, err := w.store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
+	}
+	return decodeWALHeader(key, b)
 }
 
 // list returns the positions of the entries after position after, ascending.

@@ -14,6 +14,9 @@ import (
 type epochState struct {
 	Committed bool
 	Version   uint64 // the version holding the epoch, when Committed
+	// Route is RouteMemWAL when the epoch is held by the table's MemWAL shards (then Version is
+	// 0: no base version holds it).
+	Route Route
 }
 
 // findEpoch reports whether (q, e) is committed in t.
@@ -88,7 +91,9 @@ func epochOf(props map[string]string) (engine.EpochIdentity, bool) {
 }
 
 // EpochStatus reports whether (q, e) is committed in table, so a replaying driver can skip
-// sending data for an epoch that already landed.
+// sending data for an epoch that already landed. Any server answers for any table: on a MemWAL
+// table it reads the shards without claiming them (memwalEpochStatus), so asking never fences
+// the server that writes them.
 func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (epochState, error) {
 	r := EpochRequest{Table: table, QueryID: q, EpochID: e}
 	if err := s.normalize(&r); err != nil {
@@ -106,7 +111,10 @@ func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (epoch
 }
 
 // memwalEpochStatus reports whether a MemWAL table's shards hold (q, e): every shard the epoch
-// was routed to must hold it. It opens (claims) the shards it asks, like a put would.
+// was routed to must hold it. It never claims a shard, on this server or any other: a shard this
+// process writes answers from its writer, any other from the read-only view of its manifest and
+// WAL (memwal.EpochCommitted), which sees every epoch any server acknowledged, flushed or not.
+// Claiming here would fence the server that writes the shard.
 func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string, e int64) (epochState, error) {
 	m, err := t.Latest(ctx)
 	if err != nil {
@@ -123,14 +131,15 @@ func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string,
 			shards = append(shards, i)
 		}
 	}
+	readers := s.readers(t, ss)
 	for _, i := range shards {
-		w, err := s.writer(ctx, t, ss, i)
+		ok, _, err := memwal.EpochCommitted(ctx, readers[i], q, e)
 		if err != nil {
-			return epochState{}, err
+			return epochState{}, fmt.Errorf("epoch status in memwal shard %s of table %s: %w", ss.ids[i], t.Name(), err)
 		}
-		if ok, _ := w.EpochCommitted(q, e); !ok {
+		if !ok {
 			return epochState{}, nil
 		}
 	}
-	return epochState{Committed: true}, nil
+	return epochState{Committed: true, Route: RouteMemWAL}, nil
 }

@@ -82,7 +82,8 @@ func (ss *shardSet) dropWriter(i int, w *memwal.Shard) {
 }
 
 // readers returns a reader of every shard: this process's writer where it has one (it sees its
-// own memtable), else a reader of the shard's stored state.
+// own memtable), else the read-only view of the shard's stored manifest and WAL. It never opens
+// (claims) a shard: reads, table_stats and epoch_status must not fence the server that writes it.
 func (s *Sink) readers(t *engine.Table, ss *shardSet) []memwal.ShardReader {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -534,7 +535,8 @@ func (s *Sink) CompactMemWAL(ctx context.Context, req MemWALRequest) (int, error
 	return total, nil
 }
 
-// MemWALStats describes the table's shards (nil when it has none).
+// MemWALStats describes the table's shards (nil when it has none), without claiming any: a shard
+// this process writes is described by its writer, any other by the read-only view of storage.
 func (s *Sink) MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error) {
 	ss, err := s.tableShards(m, t.Name())
 	if err != nil || ss == nil {
@@ -542,13 +544,8 @@ func (s *Sink) MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manif
 	}
 	out := make([]memwal.ShardStats, len(ss.ids))
 	for i, r := range s.readers(t, ss) {
-		switch r := r.(type) {
-		case *memwal.Shard:
-			out[i] = r.Stats()
-		case *memwal.StoredShard:
-			if out[i], err = r.Stats(ctx); err != nil {
-				return nil, err
-			}
+		if out[i], err = memwal.ReadStats(ctx, r); err != nil {
+			return nil, fmt.Errorf("memwal shard %s of table %s: %w", ss.ids[i], t.Name(), err)
 		}
 	}
 	return out, nil
