@@ -56,7 +56,7 @@ type TypeRule struct {
 // typeRules holds a rule for every Arrow type id arrow-go defines. An id missing here (a newer
 // arrow-go's) is refused.
 var typeRules = map[arrow.Type]TypeRule{
-	arrow.NULL: {arrow.NULL, TypeRefused, "a null-type column carries no type for later batches; send the column with its real type (all values null is fine), e.g. pa.array([None]*n, pa.int64())"},
+	arrow.NULL: {arrow.NULL, TypeRefused, "a null-type column carries no type for later batches; send the column with its real type (all values null is fine), e.g. pyarrow pa.nulls(n, pa.int64())"},
 	arrow.BOOL: {arrow.BOOL, TypeStored, ""},
 
 	arrow.UINT8:   {arrow.UINT8, TypeStored, ""},
@@ -97,7 +97,7 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.LARGE_LIST:      {arrow.LARGE_LIST, TypeStored, "element type by these rules"},
 	arrow.FIXED_SIZE_LIST: {arrow.FIXED_SIZE_LIST, TypeStored, "element type by these rules; null lists included"},
 	arrow.MAP:             {arrow.MAP, TypeStored, "key and item types by these rules"},
-	arrow.STRUCT:          {arrow.STRUCT, TypeStored, "at least one field, each by these rules; a struct with no fields is refused (Parquet cannot store it): drop the column or give it a field"},
+	arrow.STRUCT:          {arrow.STRUCT, TypeStored, "at least one field, each by these rules; a struct with no fields is refused (Parquet cannot store it): send a struct with a field, or leave the column out"},
 
 	arrow.LIST_VIEW:       {arrow.LIST_VIEW, TypeConverted, "list"},
 	arrow.LARGE_LIST_VIEW: {arrow.LARGE_LIST_VIEW, TypeConverted, "large_list"},
@@ -127,7 +127,7 @@ func TypeRuleOf(id arrow.Type) TypeRule {
 	if r, ok := typeRules[id]; ok {
 		return r
 	}
-	return TypeRule{ID: id, Decision: TypeRefused, Note: "this server does not know the type"}
+	return TypeRule{ID: id, Decision: TypeRefused, Note: "this server does not know the type; send a plainer type"}
 }
 
 // unsupportedTypeError is a refusal by the type policy.
@@ -203,7 +203,7 @@ func StoredType(path string, dt arrow.DataType) (arrow.DataType, error) {
 		return m, nil
 	case *arrow.StructType:
 		if t.NumFields() == 0 {
-			return nil, unsupportedTypeError(path, dt, "a struct with no fields has nothing Parquet can store; drop the column or give the struct a field")
+			return nil, unsupportedTypeError(path, dt, "a struct with no fields has nothing Parquet can store; send a struct with at least one field, or leave the column out")
 		}
 		fields := make([]arrow.Field, t.NumFields())
 		same := true
