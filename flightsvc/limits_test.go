@@ -29,18 +29,20 @@ func TestConcurrentPutLimit(t *testing.T) {
 	if err := w.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	// The held stream owns the slot once its handler runs; it creates the table from the stream's
-	// schema before it reads on, so the table appearing is the signal.
+	// The held stream owns the slot once its handler runs. A create-on-put creates its table only
+	// after reading the whole epoch, so the signal is the refusal itself: until the held stream
+	// holds the slot, a put to an unknown table (no create) is NotFound and creates nothing.
 	for i := 0; ; i++ {
-		if _, err := s.action(ctx, "table_stats", cmd{"table": "limited"}); err == nil {
+		_, refused := s.putCmd(ctx, t, cmd{"table": "limited", "query_id": "other", "epoch_id": 0}, []int64{100})
+		if codeOf(refused) == codes.ResourceExhausted {
+			wantCode(t, refused, codes.ResourceExhausted, "max-concurrent-puts")
 			break
-		} else if i == 500 {
-			t.Fatalf("the held stream never reached the server: %v", err)
+		}
+		if codeOf(refused) != codes.NotFound || i == 500 {
+			t.Fatalf("while the held stream starts: %v", refused)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_, refused := s.putCmd(ctx, t, epochCmd("limited", "other", 0), []int64{100})
-	wantCode(t, refused, codes.ResourceExhausted, "max-concurrent-puts")
 	w.Close()
 	held.CloseSend()
 	a, err := recvAck(held)
