@@ -2,6 +2,7 @@ package flightsvc_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 
 // A DoPut beyond --max-concurrent-puts is refused at once; the stream being served still commits.
 func TestConcurrentPutLimit(t *testing.T) {
-	s := startServer(t, flightsvc.Config{MaxConcurrentPuts: 1})
+	cfg := flightsvc.Config{MaxConcurrentPuts: 1}
+	cfg.Sink.Engine.TargetRowsPerFragment = 2
+	s := startServer(t, cfg)
 	ctx := testCtx(t)
 	// Hold the only slot: a stream that has sent its schema and a batch but not finished.
 	held, err := s.Client.DoPut(ctx)
@@ -30,19 +33,18 @@ func TestConcurrentPutLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The held stream owns the slot once its handler runs. A create-on-put creates its table only
-	// after reading the whole epoch, so the signal is the refusal itself: until the held stream
-	// holds the slot, a put to an unknown table (no create) is NotFound and creates nothing.
+	// after reading the whole epoch, so the signal is its first data file: with fragments of 2
+	// rows, the handler stores one while it reads the batch of 3.
 	for i := 0; ; i++ {
-		_, refused := s.putCmd(ctx, t, cmd{"table": "limited", "query_id": "other", "epoch_id": 0}, []int64{100})
-		if codeOf(refused) == codes.ResourceExhausted {
-			wantCode(t, refused, codes.ResourceExhausted, "max-concurrent-puts")
+		if files, _ := filepath.Glob(filepath.Join(s.Root, "limited", "data", "*.parquet")); len(files) > 0 {
 			break
-		}
-		if codeOf(refused) != codes.NotFound || i == 500 {
-			t.Fatalf("while the held stream starts: %v", refused)
+		} else if i == 2000 {
+			t.Fatal("the held stream never reached the server")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	_, refused := s.putCmd(ctx, t, epochCmd("limited", "other", 0), []int64{100})
+	wantCode(t, refused, codes.ResourceExhausted, "max-concurrent-puts")
 	w.Close()
 	held.CloseSend()
 	a, err := recvAck(held)
