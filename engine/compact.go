@@ -226,7 +226,10 @@ func (t *Table) PrepareCompaction(ctx context.Context, base *Manifest, o Compact
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i], errs[i] = t.rewriteGroup(ctx, m, g, o, prog)
+			errs[i] = RecoverError(t.opts.Logger, "compaction rewrite", func() (err error) {
+				results[i], err = t.rewriteGroup(ctx, m, g, o, prog)
+				return err
+			})
 			if errs[i] != nil {
 				cancel()
 			}
@@ -393,7 +396,10 @@ func (t *Table) rewriteGroup(ctx context.Context, m *Manifest, g []Fragment, o C
 			go func() {
 				defer wg.Done()
 				defer close(r.done)
-				r.recs, r.err = t.readFragment(ctx, m, f, o.BatchSize)
+				r.err = RecoverError(t.opts.Logger, "compaction read-ahead", func() (err error) {
+					r.recs, err = t.readFragment(ctx, m, f, o.BatchSize)
+					return err
+				})
 			}()
 		}
 	}()

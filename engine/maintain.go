@@ -370,7 +370,10 @@ func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
 	go func() {
 		for {
 			st.run.Lock()
-			_, err := mt.run(bg, after)
+			err := RecoverError(mt.opts.Logger, "background table maintenance", func() error {
+				_, err := mt.run(bg, after)
+				return err
+			})
 			st.run.Unlock()
 			if err != nil {
 				mt.opts.Logger.Error("background table maintenance failed", "table", mt.t.name, "after_version", after, "err", err)

@@ -113,7 +113,11 @@ func (t *Table) referencedFiles(ctx context.Context, dropped map[uint64]bool) (m
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			m, err := t.Manifest(ctx, v)
+			var m *Manifest
+			err := RecoverError(t.opts.Logger, "read manifest for cleanup", func() (err error) {
+				m, err = t.Manifest(ctx, v)
+				return err
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if errors.Is(err, ErrVersionNotFound) {

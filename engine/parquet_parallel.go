@@ -1,15 +1,12 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -28,11 +25,16 @@ import (
 // goroutine, one goroutine per column (at most GOMAXPROCS at once), while the caller goes on
 // adding the next row group's batches. Row groups reach the file in order.
 
-// parquetWriter is what Writer needs of a Parquet file writer.
-type parquetWriter interface {
+// ParquetWriter is what Writer needs of a Parquet file writer.
+type ParquetWriter interface {
+	// WriteBuffered adds rec's rows (of the file's schema) to the file.
 	WriteBuffered(rec arrow.RecordBatch) error
+	// Close finishes the file.
 	Close() error
 }
+
+// parquetWriter is the engine's name for ParquetWriter.
+type parquetWriter = ParquetWriter
 
 // flatSchema reports whether every column of s is a primitive leaf, so that its definition
 // levels are 1 for a valid value and 0 for a null and it has no repetition levels.
@@ -49,9 +51,19 @@ func flatSchema(s *arrow.Schema) bool {
 	return true
 }
 
-// newParquetWriter returns the writer for a file of schema into out.
+// NewParquetWriter returns the writer of a Parquet file of schema (of stored types, StoredSchema)
+// into out, the one every data file and MemWAL generation is written with: column-parallel for a
+// flat schema, pqarrow's otherwise, in the Parquet shape of a schema with fixed-size lists
+// (types_parquet.go). The file stores schema as ARROW:schema.
+func NewParquetWriter(schema *arrow.Schema, out io.Writer, props *parquet.WriterProperties) (ParquetWriter, error) {
+	return newParquetWriter(schema, out, props)
+}
+
 func newParquetWriter(schema *arrow.Schema, out io.Writer, props *parquet.WriterProperties) (parquetWriter, error) {
 	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())
+	if shape, ok := parquetShape(schema); ok {
+		return newShapedWriter(schema, shape, out, props)
+	}
 	if !flatSchema(schema) || runtime.GOMAXPROCS(0) < 2 || schema.NumFields() < 2 {
 		return pqarrow.NewFileWriter(schema, out, props, arrProps)
 	}
@@ -85,12 +97,11 @@ func newParallelWriter(schema *arrow.Schema, out io.Writer, props *parquet.Write
 	for i, k := range schema.Metadata().Keys() {
 		meta.Append(k, schema.Metadata().Values()[i])
 	}
-	var ser bytes.Buffer
-	iw := ipc.NewWriter(&ser, ipc.WithSchema(schema), ipc.WithAllocator(props.Allocator()))
-	if err := iw.Close(); err != nil {
-		return nil, fmt.Errorf("serialize arrow schema: %w", err)
+	ser, err := arrowSchemaValue(schema, props.Allocator())
+	if err != nil {
+		return nil, err
 	}
-	meta.Append("ARROW:schema", base64.StdEncoding.EncodeToString(ser.Bytes()))
+	meta.Append(arrowSchemaKey, ser)
 	fw, err := file.NewParquetWriterWithError(out, pqSchema.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
 	if err != nil {
 		return nil, err
@@ -141,7 +152,9 @@ func (p *parallelWriter) flushRowGroup() error {
 	}
 	done := make(chan error, 1)
 	p.encoding = done
-	go func() { done <- p.encodeRowGroup(recs) }()
+	go func() {
+		done <- RecoverError(nil, "encode parquet row group", func() error { return p.encodeRowGroup(recs) })
+	}()
 	return nil
 }
 
@@ -172,41 +185,46 @@ func (p *parallelWriter) encodeRowGroup(recs []arrow.RecordBatch) error {
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range p.schema.Fields() {
 		g.Go(func() error {
-			cw, err := rgw.Column(i)
-			if err != nil {
-				return err
-			}
-			// A write context per goroutine: it holds scratch buffers.
-			ctx := pqarrow.NewArrowWriteContext(context.Background(), &p.arrProps)
-			var levels []int16
-			for _, r := range recs {
-				col := r.Column(i)
-				var def []int16
-				if f.Nullable {
-					levels = definitionLevels(levels, col)
-					def = levels
-				}
-				if err := pqarrow.WriteArrowToColumn(ctx, cw, col, def, nil, f.Nullable); err != nil {
-					return fmt.Errorf("column %s: %w", f.Name, err)
-				}
-			}
-			// Encode and compress the column's last page here too, not in the sequential
-			// rgw.Close. Not for a dictionary column: its data pages wait for the dictionary
-			// page, which Close writes first.
-			if !p.props.DictionaryEnabledFor(cw.Descr().Path()) {
-				if fl, ok := cw.(interface{ FlushBufferedDataPages() error }); ok {
-					if err := fl.FlushBufferedDataPages(); err != nil {
-						return fmt.Errorf("column %s: %w", f.Name, err)
-					}
-				}
-			}
-			return nil
+			return RecoverError(nil, "encode parquet column "+f.Name, func() error { return p.encodeColumn(rgw, i, f, recs) })
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
 	return rgw.Close()
+}
+
+// encodeColumn encodes column i (field f) of recs into the row group's column writer.
+func (p *parallelWriter) encodeColumn(rgw file.BufferedRowGroupWriter, i int, f arrow.Field, recs []arrow.RecordBatch) error {
+	cw, err := rgw.Column(i)
+	if err != nil {
+		return err
+	}
+	// A write context per goroutine: it holds scratch buffers.
+	ctx := pqarrow.NewArrowWriteContext(context.Background(), &p.arrProps)
+	var levels []int16
+	for _, r := range recs {
+		col := r.Column(i)
+		var def []int16
+		if f.Nullable {
+			levels = definitionLevels(levels, col)
+			def = levels
+		}
+		if err := pqarrow.WriteArrowToColumn(ctx, cw, col, def, nil, f.Nullable); err != nil {
+			return fmt.Errorf("column %s: %w", f.Name, err)
+		}
+	}
+	// Encode and compress the column's last page here too, not in the sequential
+	// rgw.Close. Not for a dictionary column: its data pages wait for the dictionary
+	// page, which Close writes first.
+	if !p.props.DictionaryEnabledFor(cw.Descr().Path()) {
+		if fl, ok := cw.(interface{ FlushBufferedDataPages() error }); ok {
+			if err := fl.FlushBufferedDataPages(); err != nil {
+				return fmt.Errorf("column %s: %w", f.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // definitionLevels returns the definition levels of a flat nullable column: 1 for a value, 0 for

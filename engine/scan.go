@@ -186,18 +186,24 @@ func (s *Scanner) Next() bool {
 			if s.withAddrs {
 				s.addrs = rowAddresses(s.addrs[:0], s.frags[s.next-1].ID, start, rec.NumRows(), keep)
 			}
+			// Stamp the table's field definitions (names, nullability, metadata, exact types) on
+			// the batch.
+			conf, err := ConformBatch(s.schema, rec)
+			if err != nil {
+				s.err = fmt.Errorf("table %s: read fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
+				return false
+			}
 			if keep != nil {
-				sel, err := selectRows(s.ctx, s.t.opts.Allocator, rec, keep)
+				sel, err := selectRows(s.ctx, s.t.opts.Allocator, conf, keep)
+				conf.Release()
 				if err != nil {
 					s.err = fmt.Errorf("table %s: apply deletions to fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
 					return false
 				}
-				s.cur = array.NewRecordBatch(s.schema, sel.Columns(), sel.NumRows())
-				sel.Release()
+				s.cur = sel
 				return true
 			}
-			// Stamp the table's field definitions (names, nullability, metadata) on the batch.
-			s.cur = array.NewRecordBatch(s.schema, rec.Columns(), rec.NumRows())
+			s.cur = conf
 			return true
 		}
 		if err := s.rr.Err(); err != nil {

@@ -104,19 +104,14 @@ func (t *Table) URI() string { return t.store.String() + "/" + t.name }
 
 func (t *Table) key(rel string) string { return t.prefix + rel }
 
-// Create creates a table with the given schema as version 1. It fails with ErrTableExists if any
-// version of the table exists (including one created concurrently by another process).
+// Create creates a table with the given schema as version 1. The table stores the schema's types
+// as the type policy says (StoredSchema): a converted type is stored as its plain equivalent, and a
+// refused one fails here, before anything is written. It fails with ErrTableExists if any version
+// of the table exists (including one created concurrently by another process).
 func Create(ctx context.Context, store objstore.Store, name string, schema *arrow.Schema, co CreateOptions, opts *Options) (*Table, error) {
-	if err := ValidateTableName(name); err != nil {
+	schema, err := CheckCreate(name, schema, co)
+	if err != nil {
 		return nil, err
-	}
-	if err := validateNewSchema(schema); err != nil {
-		return nil, fmt.Errorf("create table %s: %w", name, err)
-	}
-	for _, k := range co.PrimaryKey {
-		if len(schema.FieldIndices(k)) != 1 {
-			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, ErrSchemaMismatch, k, fieldList(schema))
-		}
 	}
 	t := newTable(store, name, opts)
 	existing, err := t.listVersions(ctx, 0)
@@ -147,6 +142,39 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	}
 	t.setLatest(m)
 	return t, nil
+}
+
+// CheckCreate validates what Create would check before it writes anything (the name, the schema
+// under the type policy, the primary key) and returns the schema the table would store
+// (StoredSchema). A create-on-put checks its stream's schema with it before reading any data.
+func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Schema, error) {
+	if err := ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	if err := validateNewSchema(schema); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", name, err)
+	}
+	stored, err := StoredSchema(schema)
+	if err != nil {
+		return nil, fmt.Errorf("create table %s: %w", name, err)
+	}
+	for _, k := range co.PrimaryKey {
+		if len(stored.FieldIndices(k)) != 1 {
+			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, ErrSchemaMismatch, k, fieldList(stored))
+		}
+	}
+	return stored, nil
+}
+
+// Handle returns a handle on table name whether or not the table exists yet, for writing the data
+// files of its first commit before Create: files written with its NewWriterFor land under the
+// table's data/ directory, unreferenced (and removed by Writer.Abort or cleanup) until a version
+// names them. Its other methods need the table to exist.
+func Handle(store objstore.Store, name string, opts *Options) (*Table, error) {
+	if err := ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	return newTable(store, name, opts), nil
 }
 
 // Open opens an existing table. It fails with ErrTableNotFound if the table has no version.
@@ -391,7 +419,10 @@ func (t *Table) HistoryFrom(ctx context.Context, newest uint64, lookback int) ([
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out[i], errs[i] = t.historyEntry(ctx, newest-uint64(i))
+			errs[i] = RecoverError(t.opts.Logger, "read history entry", func() (err error) {
+				out[i], err = t.historyEntry(ctx, newest-uint64(i))
+				return err
+			})
 		}(i)
 	}
 	wg.Wait()

@@ -248,7 +248,9 @@ func (w *Writer) FinishLater(ctx context.Context) ([]Fragment, error) {
 	w.buf = nil
 	w.landing = make(chan error, 1)
 	go func() {
-		err := w.t.store.Put(ctx, key, bytes.NewReader(buf.Bytes()))
+		err := RecoverError(w.t.opts.Logger, "store data file", func() error {
+			return w.t.store.Put(ctx, key, bytes.NewReader(buf.Bytes()))
+		})
 		putFileBuffer(buf) // the store has the bytes (or failed); nothing reads buf any more
 		if err != nil {
 			err = fmt.Errorf("table %s: write data file %s: %w", w.t.name, key, err)

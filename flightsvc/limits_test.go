@@ -2,6 +2,7 @@ package flightsvc_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 
 // A DoPut beyond --max-concurrent-puts is refused at once; the stream being served still commits.
 func TestConcurrentPutLimit(t *testing.T) {
-	s := startServer(t, flightsvc.Config{MaxConcurrentPuts: 1})
+	cfg := flightsvc.Config{MaxConcurrentPuts: 1}
+	cfg.Sink.Engine.TargetRowsPerFragment = 2
+	s := startServer(t, cfg)
 	ctx := testCtx(t)
 	// Hold the only slot: a stream that has sent its schema and a batch but not finished.
 	held, err := s.Client.DoPut(ctx)
@@ -29,13 +32,14 @@ func TestConcurrentPutLimit(t *testing.T) {
 	if err := w.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	// The held stream owns the slot once its handler runs; it creates the table from the stream's
-	// schema before it reads on, so the table appearing is the signal.
+	// The held stream owns the slot once its handler runs. A create-on-put creates its table only
+	// after reading the whole epoch, so the signal is its first data file: with fragments of 2
+	// rows, the handler stores one while it reads the batch of 3.
 	for i := 0; ; i++ {
-		if _, err := s.action(ctx, "table_stats", cmd{"table": "limited"}); err == nil {
+		if files, _ := filepath.Glob(filepath.Join(s.Root, "limited", "data", "*.parquet")); len(files) > 0 {
 			break
-		} else if i == 500 {
-			t.Fatalf("the held stream never reached the server: %v", err)
+		} else if i == 2000 {
+			t.Fatal("the held stream never reached the server")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -7,7 +7,6 @@ import (
 	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -15,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
@@ -39,7 +39,7 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 		parquet.WithStats(true),
 	)
 	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(schema, &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := engine.NewParquetWriter(schema, &buf, props) // the data files' writer, as compaction re-reads them
 	if err != nil {
 		return FlushedGeneration{}, fmt.Errorf("memwal generation %d: open parquet writer: %w", g, err)
 	}
@@ -108,12 +108,13 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		if rec.NumRows() == 0 {
 			continue
 		}
-		if int(rec.NumCols()) != schema.NumFields() {
-			return fmt.Errorf("read %s: file has %d columns, table schema %d", key, rec.NumCols(), schema.NumFields())
+		// Stamp the table's field definitions (names, nullability, metadata, exact types) on the
+		// batch.
+		b, err := engine.ConformBatch(schema, rec)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", key, err)
 		}
-		// Stamp the table's field definitions (names, nullability, metadata) on the batch.
-		b := array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
-		err := fn(b)
+		err = fn(b)
 		b.Release()
 		if err != nil {
 			return err

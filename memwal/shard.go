@@ -423,7 +423,10 @@ func (s *Shard) commitGroup(group []*putRequest) {
 	}
 	var err error
 	if len(in) > 0 {
-		err = s.writeEntry(pos, in)
+		err = engine.RecoverError(s.opts.Logger, "memwal write wal entry", func() error { return s.writeEntry(pos, in) })
+		if errors.Is(err, engine.ErrPanic) {
+			s.fail(err) // the entry's outcome is unknown: stop acknowledging
+		}
 	}
 	s.mu.Lock()
 	s.queued -= admitted
@@ -604,6 +607,10 @@ func (s *Shard) Flush(ctx context.Context) error {
 	}
 }
 
+// maxFlushFailures bounds the consecutive failed attempts to flush one memtable (a store outage
+// of a few seconds, with the back-off below) before the writer stops with the error.
+const maxFlushFailures = 8
+
 // runFlusher flushes sealed memtables in order and seals the active one when it gets too old.
 func (s *Shard) runFlusher() {
 	defer s.wg.Done()
@@ -636,13 +643,23 @@ func (s *Shard) runFlusher() {
 			if mt == nil {
 				break
 			}
-			if err := s.flush(mt); err != nil {
-				if errors.Is(err, ErrFenced) {
+			err := engine.RecoverError(s.opts.Logger, "memwal flush", func() error { return s.flush(mt) })
+			if err != nil {
+				failures++
+				// A fenced writer, a panic (the memtable cannot be encoded: it would panic again) or
+				// a failure that outlasts the retries stops the writer: its puts and every Flush
+				// waiting on it get the error instead of waiting for ever. The rows are durable in
+				// the WAL; the writer opened next replays them.
+				switch {
+				case errors.Is(err, ErrFenced):
 					s.fail(err)
+				case errors.Is(err, engine.ErrPanic) || failures >= maxFlushFailures:
+					s.fail(fmt.Errorf("memwal shard %s: flush failed %d times, the writer stops: %w", s.id, failures, err))
+				}
+				if s.Err() != nil {
 					s.signalProgress()
 					return
 				}
-				failures++
 				s.opts.Logger.Warn("memwal: flush failed, will retry", "shard", s.id, "err", err, "failures", failures)
 				select {
 				case <-s.stop:

@@ -30,10 +30,104 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	if r.ExpectRows != nil {
 		src = &countedSource{BatchSource: src, want: *r.ExpectRows}
 	}
-	t, err := s.openOrCreate(ctx, r.Table, src.Schema(), r.Create)
+	// Every batch enters as stored types; a refused type fails here, before anything exists.
+	src, err := s.storeTypes(ctx, src)
+	if err != nil {
+		return Ack{}, fmt.Errorf("table %s: %w", r.Table, err)
+	}
+	t, err := s.Table(ctx, r.Table)
+	if errors.Is(err, engine.ErrTableNotFound) && r.Create != nil {
+		return s.createWithEpoch(ctx, &r, src)
+	}
+	if err != nil {
+		return Ack{}, notFoundHint(err)
+	}
+	return s.writeEpochTo(ctx, t, &r, src)
+}
+
+// createWithEpoch lands the first epoch of a table that does not exist yet, creating the table
+// from the stream's schema (r.Create). The create waits until the epoch's data has been read
+// whole and validated: a stream that fails part-way (a corrupt batch, a client that cancels, a
+// batch that cannot be converted) creates nothing, and a refused type or a bad create spec fails
+// before anything is read. A create that loses the race to another creator lands the epoch in the
+// winner's table.
+func (s *Sink) createWithEpoch(ctx context.Context, r *EpochRequest, src BatchSource) (Ack, error) {
+	spec := *r.Create
+	stored, err := engine.CheckCreate(r.Table, src.Schema(), createOptions(spec))
+	if err != nil {
+		return Ack{}, invalidName(err)
+	}
+	var shards *shardSet // stands for the shards the table will have, for the route decision
+	if spec.MemWAL != nil {
+		shards = &shardSet{}
+	}
+	viaMemWAL, err := useMemWAL(r, shards)
 	if err != nil {
 		return Ack{}, err
 	}
+	if viaMemWAL || (r.Mode == ModeUpdate && len(spec.PrimaryKey) > 0) {
+		// These routes hold the epoch in memory anyway (a MemWAL put, an upsert): read it all,
+		// then create, then land it on the new table.
+		recs, err := readBatches(ctx, src)
+		if err != nil {
+			return Ack{}, err
+		}
+		defer func() {
+			for _, rec := range recs {
+				rec.Release()
+			}
+		}()
+		t, err := s.createOrOpen(ctx, r.Table, stored, spec)
+		if err != nil {
+			return Ack{}, err
+		}
+		return s.writeEpochTo(ctx, t, r, &batchesSource{schema: stored, recs: recs})
+	}
+	// The direct route streams the epoch into data files of the table-to-be (unreferenced until a
+	// version names them; removed on failure), and creates the table only once they are durable.
+	// Crash order: files, then the Create (version 1), then the epoch's commit (version 2). A crash
+	// before the Create leaves unreferenced files that cleanup reclaims, never a table; a crash
+	// between the two leaves an empty table, and the replayed epoch lands in it.
+	h, err := engine.Handle(s.store, r.Table, &s.opts.Engine)
+	if err != nil {
+		return Ack{}, invalidName(err)
+	}
+	w, err := h.NewWriterFor(stored, src.Schema())
+	if err != nil {
+		return Ack{}, err
+	}
+	frags, rows, w, err := s.writeInto(ctx, w, src, false)
+	if err != nil {
+		return Ack{}, err
+	}
+	t, err := s.createOrOpen(ctx, r.Table, stored, spec)
+	var m *engine.Manifest
+	if err == nil {
+		m, err = t.Latest(ctx)
+	}
+	if err == nil && !m.ArrowSchema().Equal(stored) {
+		// Someone else created the table with another schema while we wrote: our files are in
+		// our schema, not theirs.
+		if _, cerr := engine.CheckAppendSchema(m.ArrowSchema(), stored); cerr != nil {
+			err = fmt.Errorf("table %s: %w", r.Table, cerr)
+		} else {
+			err = fmt.Errorf("table %s was created concurrently with its columns in another order: %w; send the epoch again", r.Table, engine.ErrCommitConflict)
+		}
+	}
+	if err != nil {
+		w.Abort(context.WithoutCancel(ctx))
+		return Ack{}, err
+	}
+	r.Route = RouteDirect
+	if r.Partition != nil {
+		return s.stage(ctx, t, r, frags, rows, w)
+	}
+	return s.commitEpoch(ctx, t, r, frags, rows, w)
+}
+
+// writeEpochTo lands the epoch in the existing table t.
+func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochRequest, src BatchSource) (Ack, error) {
+	r := *rp
 	m, err := t.Latest(ctx)
 	if err != nil {
 		return Ack{}, err

@@ -270,7 +270,11 @@ func (s *Sink) maybeFold(ctx context.Context, t *engine.Table, m *engine.Manifes
 	// flush tries again. Only the maintenance after a fold can fail an inline put (a strict
 	// policy), and the epoch is durable all the same: its replay is a duplicate.
 	fold := func(ctx context.Context) error {
-		n, err := foldShard(ctx, t, ss.ids[i], need)
+		var n int
+		err := engine.RecoverError(s.opts.Logger, "memwal fold", func() (err error) {
+			n, err = foldShard(ctx, t, ss.ids[i], need)
+			return err
+		})
 		if err != nil {
 			if ctx.Err() == nil {
 				s.opts.Logger.Warn("memwal: fold failed; the shard's next flush tries again", "table", t.Name(), "shard", ss.ids[i], "err", err)
@@ -280,7 +284,7 @@ func (s *Sink) maybeFold(ctx context.Context, t *engine.Table, m *engine.Manifes
 		if n == 0 {
 			return nil
 		}
-		return s.maintainAfterFold(ctx, t)
+		return engine.RecoverError(s.opts.Logger, "maintenance after a memwal fold", func() error { return s.maintainAfterFold(ctx, t) })
 	}
 	if mode == engine.MaintenanceInline {
 		defer ss.endFold(i)
@@ -327,14 +331,16 @@ func (s *Sink) foldAfterFlush(t *engine.Table, ss *shardSet, i int) {
 	s.mu.Unlock()
 	go func() { // the hook must not wait: the writer's next flush waits for it
 		defer s.folds.Done()
-		m, err := t.Latest(s.foldCtx)
-		if err != nil {
-			return // the next put or flush looks again
-		}
-		if mode, err := s.maintenanceMode(m); err != nil || mode != engine.MaintenanceBackground {
-			return
-		}
-		_ = s.maybeFold(s.foldCtx, t, m, ss, i) // background: the fold reports its own errors
+		_ = engine.RecoverError(s.opts.Logger, "memwal fold after a flush", func() error {
+			m, err := t.Latest(s.foldCtx)
+			if err != nil {
+				return nil // the next put or flush looks again
+			}
+			if mode, err := s.maintenanceMode(m); err != nil || mode != engine.MaintenanceBackground {
+				return nil
+			}
+			return s.maybeFold(s.foldCtx, t, m, ss, i) // background: the fold reports its own errors
+		})
 	}()
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/flight-sink/flight-sink/engine"
@@ -137,38 +138,50 @@ func (s *Sink) cache(t *engine.Table) *engine.Table {
 }
 
 // CreateTable creates a table; a table created concurrently by someone else is ErrTableExists.
+// The schema passes the type policy (engine.StoredSchema): the table stores converted types as
+// their plain equivalents, and a refused type fails before anything is written.
 func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec CreateSpec) (*engine.Table, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	co := engine.CreateOptions{PrimaryKey: spec.PrimaryKey}
-	if spec.MemWAL != nil {
-		co.Config = map[string]string{ConfigMemWALShards: strconv.Itoa(spec.MemWAL.Shards)}
-	}
-	t, err := engine.Create(ctx, s.store, name, schema, co, &s.opts.Engine)
+	t, err := engine.Create(ctx, s.store, name, schema, createOptions(spec), &s.opts.Engine)
 	if err != nil {
-		if errors.Is(err, engine.ErrInvalidTableName) {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
-		}
-		return nil, err
+		return nil, invalidName(err)
 	}
 	return s.cache(t), nil
 }
 
-// openOrCreate opens the table, creating it from schema when spec is set and it does not exist.
-func (s *Sink) openOrCreate(ctx context.Context, name string, schema *arrow.Schema, spec *CreateSpec) (*engine.Table, error) {
-	t, err := s.Table(ctx, name)
-	if err == nil || spec == nil || !errors.Is(err, engine.ErrTableNotFound) {
-		if err != nil && errors.Is(err, engine.ErrTableNotFound) {
-			return nil, fmt.Errorf("%w (send \"create\": true to create it from the stream's schema)", err)
-		}
-		return t, err
+func createOptions(spec CreateSpec) engine.CreateOptions {
+	co := engine.CreateOptions{PrimaryKey: spec.PrimaryKey}
+	if spec.MemWAL != nil {
+		co.Config = map[string]string{ConfigMemWALShards: strconv.Itoa(spec.MemWAL.Shards)}
 	}
-	t, err = s.CreateTable(ctx, name, schema, *spec)
+	return co
+}
+
+// invalidName marks an invalid table name as a bad request.
+func invalidName(err error) error {
+	if errors.Is(err, engine.ErrInvalidTableName) {
+		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	return err
+}
+
+// createOrOpen creates the table from schema, or opens it when someone else created it first.
+func (s *Sink) createOrOpen(ctx context.Context, name string, schema *arrow.Schema, spec CreateSpec) (*engine.Table, error) {
+	t, err := s.CreateTable(ctx, name, schema, spec)
 	if errors.Is(err, engine.ErrTableExists) { // lost a creation race: use the winner's table
 		return s.Table(ctx, name)
 	}
 	return t, err
+}
+
+// notFoundHint adds how to create a table to a not-found error.
+func notFoundHint(err error) error {
+	if errors.Is(err, engine.ErrTableNotFound) {
+		return fmt.Errorf("%w (send \"create\": true to create it from the stream's schema)", err)
+	}
+	return err
 }
 
 // BatchSource is a stream of record batches of one schema (a Flight DoPut reader fits).
@@ -177,6 +190,98 @@ type BatchSource interface {
 	Next() bool
 	RecordBatch() arrow.RecordBatch
 	Err() error
+}
+
+// storedSource is a BatchSource whose batches are converted to the stored types of the type policy
+// (engine.StoredSchema) as they enter: every write path below it (data files, MemWAL WAL entries,
+// upserts, stages) and the schema checks against the table see stored types only.
+type storedSource struct {
+	src    BatchSource
+	ctx    context.Context
+	mem    memory.Allocator
+	schema *arrow.Schema
+	cur    arrow.RecordBatch
+	err    error
+}
+
+// storeTypes returns src with its batches converted to stored types, or src itself when its
+// schema holds stored types only. A refused type is an error wrapping engine.ErrUnsupportedType
+// (InvalidArgument) naming the column, before anything of the stream is read.
+func (s *Sink) storeTypes(ctx context.Context, src BatchSource) (BatchSource, error) {
+	if src.Schema() == nil {
+		return src, nil
+	}
+	stored, err := engine.StoredSchema(src.Schema())
+	if err != nil {
+		return nil, err
+	}
+	if stored == src.Schema() {
+		return src, nil
+	}
+	return &storedSource{src: src, ctx: ctx, mem: s.opts.Engine.Allocator, schema: stored}, nil
+}
+
+func (c *storedSource) Schema() *arrow.Schema { return c.schema }
+
+func (c *storedSource) Next() bool {
+	if c.cur != nil {
+		c.cur.Release()
+		c.cur = nil
+	}
+	if c.err != nil || !c.src.Next() {
+		return false
+	}
+	c.cur, c.err = engine.StoreBatch(c.ctx, c.mem, c.schema, c.src.RecordBatch())
+	return c.err == nil
+}
+
+func (c *storedSource) RecordBatch() arrow.RecordBatch { return c.cur }
+
+func (c *storedSource) Err() error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.src.Err()
+}
+
+// batchesSource replays batches read earlier (retained by the caller) as a BatchSource.
+type batchesSource struct {
+	schema *arrow.Schema
+	recs   []arrow.RecordBatch
+	next   int
+}
+
+func (b *batchesSource) Schema() *arrow.Schema { return b.schema }
+func (b *batchesSource) Next() bool {
+	b.next++
+	return b.next <= len(b.recs)
+}
+func (b *batchesSource) RecordBatch() arrow.RecordBatch { return b.recs[b.next-1] }
+func (b *batchesSource) Err() error                     { return nil }
+
+// readBatches reads src to its end and returns its batches, retained: the caller releases them.
+// A stream that fails, or a ctx that ends, fails the whole read.
+func readBatches(ctx context.Context, src BatchSource) ([]arrow.RecordBatch, error) {
+	var recs []arrow.RecordBatch
+	release := func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}
+	for src.Next() {
+		rec := src.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+	}
+	if err := src.Err(); err != nil {
+		release()
+		return nil, fmt.Errorf("read stream: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		release()
+		return nil, err
+	}
+	return recs, nil
 }
 
 // drain consumes the rest of src without writing it.
@@ -189,6 +294,10 @@ func drain(src BatchSource) error {
 // Append lands src as one plain Append with no epoch identity (Flight PATH descriptors).
 // An empty stream commits nothing.
 func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, error) {
+	src, err := s.storeTypes(ctx, src)
+	if err != nil {
+		return Ack{}, fmt.Errorf("table %s: %w", table, err)
+	}
 	t, err := s.Table(ctx, table)
 	if err != nil {
 		return Ack{}, err
@@ -219,6 +328,11 @@ func (s *Sink) writeAll(ctx context.Context, t *engine.Table, src BatchSource, l
 	if err != nil {
 		return nil, 0, nil, err
 	}
+	return s.writeInto(ctx, w, src, later)
+}
+
+// writeInto is writeAll into writer w.
+func (s *Sink) writeInto(ctx context.Context, w *engine.Writer, src BatchSource, later bool) ([]engine.Fragment, int64, *engine.Writer, error) {
 	var rows int64
 	for src.Next() {
 		rec := src.RecordBatch()
