@@ -38,28 +38,29 @@ func CheckIPCSchemaMessage(msg []byte) error {
 	return err
 }
 
-// MaxSchemaDepth bounds the nesting of fields (a struct of lists of structs...): a top-level
-// column is at depth 0, its children at depth 1, and no field may be deeper than MaxSchemaDepth.
-// The same limit holds for schemas read from storage and from the network, and for tables
-// created from a schema (CheckSchemaDepth), so that every table that can be created can be read.
-// It equals arrow-go's own nesting limit for reading record batches.
+// MaxSchemaDepth bounds the nesting of a schema (a struct of lists of structs...): a top-level
+// column is level 1, its children level 2, and no field may be deeper than level
+// MaxSchemaDepth. It is arrow-go's own limit: its IPC writer refuses a deeper batch, so a table
+// of a deeper schema could take no write through the MemWAL and serve no DoGet. The same limit
+// holds for schemas read from storage and from the network, and for tables created from a
+// schema (CheckSchemaDepth), so that every table that can be created can be read.
 const MaxSchemaDepth = 64
 
 // CheckSchemaDepth returns an error naming the column when a field of sc is nested deeper than
-// MaxSchemaDepth. Create a table only from a schema that passes it: a deeper schema would be
-// refused when the table's stored schema is read back.
+// MaxSchemaDepth levels. Create a table only from a schema that passes it: a deeper schema would
+// be refused when the table's stored schema is read back.
 func CheckSchemaDepth(sc *arrow.Schema) error {
-	var depth func(dt arrow.DataType, d int) bool
-	depth = func(dt arrow.DataType, d int) bool {
+	var within func(dt arrow.DataType, level int) bool
+	within = func(dt arrow.DataType, level int) bool {
 		for _, f := range childFields(dt) {
-			if d+1 > MaxSchemaDepth || !depth(f.Type, d+1) {
+			if level+1 > MaxSchemaDepth || !within(f.Type, level+1) {
 				return false
 			}
 		}
 		return true
 	}
 	for _, f := range sc.Fields() {
-		if !depth(f.Type, 0) {
+		if !within(f.Type, 1) {
 			return fmt.Errorf("%w: column %q is nested deeper than %d levels", ErrSchemaMismatch, f.Name, MaxSchemaDepth)
 		}
 	}
@@ -354,7 +355,7 @@ func parseSchemaMessage(b []byte) (*ipcSchema, error) {
 	// message visits at most len/8 of them, unless its fields share children: a few hundred
 	// bytes could then describe 2^64 fields.
 	w := schemaWalker{fb: fb, budget: len(b)/4 + 1, schema: &ipcSchema{dicts: map[int64]ipcField{}}}
-	if w.schema.fields, err = w.fields(m.header, 1, 0); err != nil { // Schema.fields
+	if w.schema.fields, err = w.fields(m.header, 1, 1); err != nil { // Schema.fields
 		return nil, fmt.Errorf("ipc schema: %w", err)
 	}
 	return w.schema, nil
@@ -366,16 +367,16 @@ type schemaWalker struct {
 	schema *ipcSchema
 }
 
-// fields checks the vector of Field tables at field i of table t, recursively, and returns
-// their layout.
-func (w *schemaWalker) fields(t, i, depth int) ([]ipcField, error) {
+// fields checks the vector of Field tables at field i of table t, fields at the given level
+// (1: the schema's columns), recursively, and returns their layout.
+func (w *schemaWalker) fields(t, i, level int) ([]ipcField, error) {
 	f := w.fb
 	start, n, err := f.vectorField(t, i, 4)
 	if err != nil || n == 0 {
 		return nil, err
 	}
-	if depth > MaxSchemaDepth {
-		return nil, fmt.Errorf("fields nested deeper than %d", MaxSchemaDepth)
+	if level > MaxSchemaDepth {
+		return nil, fmt.Errorf("fields nested deeper than %d levels", MaxSchemaDepth)
 	}
 	out := make([]ipcField, n) // n fits the message: 4 bytes each
 	for k := range out {
@@ -425,7 +426,7 @@ func (w *schemaWalker) fields(t, i, depth int) ([]ipcField, error) {
 			}
 			out[k].dense = mode == 1
 		}
-		if out[k].children, err = w.fields(fld, 5, depth+1); err != nil { // children
+		if out[k].children, err = w.fields(fld, 5, level+1); err != nil { // children
 			return nil, err
 		}
 		if de, ok, err := f.tableField(fld, 4); err != nil { // dictionary

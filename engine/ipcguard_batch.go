@@ -297,3 +297,47 @@ func columnNames(fields []ipcField) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// CheckIPCStream checks every message of an Arrow IPC stream held in b (as stored: each
+// message's continuation marker, metadata length, flatbuffer metadata and body) with an
+// IPCStreamGuard of the given limits, before arrow-go reads any of it.
+func CheckIPCStream(b []byte, g IPCStreamGuard) error {
+	for p := 0; p < len(b); {
+		if len(b)-p < 4 {
+			return fmt.Errorf("ipc stream: %d trailing bytes at %d", len(b)-p, p)
+		}
+		if binary.LittleEndian.Uint32(b[p:]) == 0xFFFFFFFF { // continuation marker
+			p += 4
+			if len(b)-p < 4 {
+				return fmt.Errorf("ipc stream: truncated message length at %d", p)
+			}
+		}
+		n := int(int32(binary.LittleEndian.Uint32(b[p:])))
+		p += 4
+		if n == 0 { // end of stream
+			return nil
+		}
+		if n < 0 || n > len(b)-p {
+			return fmt.Errorf("ipc stream: metadata length %d at %d does not fit the %d-byte stream", n, p-4, len(b))
+		}
+		meta := b[p : p+n]
+		p += n
+		m, err := parseMessage(meta)
+		if err != nil {
+			return fmt.Errorf("ipc stream: message at %d: %w", p-n, err)
+		}
+		root, _ := m.fb.root()                  // parseMessage read it
+		bodyLen, err := m.fb.longField(root, 3) // Message.bodyLength
+		if err != nil {
+			return err
+		}
+		if bodyLen < 0 || bodyLen > int64(len(b)-p) {
+			return fmt.Errorf("ipc stream: body length %d at %d does not fit the %d-byte stream", bodyLen, p, len(b))
+		}
+		if _, err := g.Check(meta, b[p:p+int(bodyLen)]); err != nil {
+			return err
+		}
+		p += int(bodyLen)
+	}
+	return nil
+}

@@ -17,21 +17,23 @@ import (
 	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
-// deepListSchema is a schema message of one list column nested depth levels deep (list of list
-// of ... int64), written directly: every field shares one vtable, so depth 1.5 million takes
-// about 32 MB.
-func deepListSchema(depth int) []byte {
-	b := make([]byte, 0, 80+21*depth)
-	u16 := func(v int) { b = binary.LittleEndian.AppendUint16(b, uint16(v)) }
+// nestedSchema is a schema message of one column nested depth levels deep around an int64
+// leaf, written directly: every field shares one vtable, so 1.5 million levels take about 32 MB.
+// With fanout 1 it is a list of list of ... int64. With fanout n > 1 each level is a struct whose
+// n children are one and the same table, the next level: a few hundred bytes then describe
+// n^depth fields.
+func nestedSchema(depth, fanout int) []byte {
+	b := make([]byte, 0, 80+(17+4*fanout)*depth)
+	u16 := func(vs ...int) {
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint16(b, uint16(v))
+		}
+	}
 	u32 := func(v int) { b = binary.LittleEndian.AppendUint32(b, uint32(v)) }
 	put32 := func(p, v int) { binary.LittleEndian.PutUint32(b[p:], uint32(v)) }
 	u32(0) // root offset, patched below
 	mv := len(b)
-	u16(10)
-	u16(0)
-	u16(4)
-	u16(6)
-	u16(8) // Message vtable: version, header_type, header
+	u16(10, 0, 4, 6, 8) // Message vtable: version, header_type, header
 	m := len(b)
 	put32(0, m)
 	u32(m - mv)
@@ -40,60 +42,57 @@ func deepListSchema(depth int) []byte {
 	mHeader := len(b)
 	u32(0)
 	sv := len(b)
-	u16(8)
-	u16(0)
-	u16(0)
-	u16(4) // Schema vtable: fields
+	u16(8, 0, 0, 4) // Schema vtable: fields
 	s := len(b)
 	put32(mHeader, s-mHeader)
 	u32(s - sv)
 	sFields := len(b)
 	u32(0)
-	fv := len(b) // the one Field vtable: type_type at 4, type at 5, children at 9
-	for _, v := range []int{16, 0, 0, 0, 4, 5, 0, 9} {
-		u16(v)
-	}
+	fv := len(b)
+	u16(16, 0, 0, 0, 4, 5, 0, 9) // the one Field vtable: type_type at 4, type at 5, children at 9
 	put32(sFields, len(b)-sFields)
-	u32(1) // the fields vector: one field
+	u32(1) // the schema's fields: one, the table right after
 	u32(4)
-	var typeRefs []int // type offsets to patch: to the list table, the last to the int table
+	nested := typeList
+	if fanout > 1 {
+		nested = typeStruct
+	}
+	var typeRefs []int // type offsets to patch: to the nested type's table, the last to the int's
 	for i := 0; i < depth; i++ {
 		f := len(b)
 		u32(f - fv)
 		if i < depth-1 {
-			b = append(b, typeList)
+			b = append(b, nested)
 		} else {
 			b = append(b, typeInt)
 		}
 		typeRefs = append(typeRefs, len(b))
 		u32(0)
 		u32(4) // children: the vector right after this table
-		if i < depth-1 {
-			u32(1)
-			u32(4) // its one field: the table right after it
-		} else {
+		if i == depth-1 {
 			u32(0)
+			continue
+		}
+		u32(fanout)
+		for j := 0; j < fanout; j++ {
+			u32(4 * (fanout - j)) // each child: the table right after the vector
 		}
 	}
-	lv := len(b)
-	u16(4)
-	u16(0)
-	list := len(b)
-	u32(list - lv)
+	nv := len(b)
+	u16(4, 0)
+	nt := len(b)
+	u32(nt - nv)
 	iv := len(b)
-	u16(8)
-	u16(0)
-	u16(4)
-	u16(8)
-	intT := len(b)
-	u32(intT - iv)
+	u16(8, 0, 4, 8)
+	it := len(b)
+	u32(it - iv)
 	u32(64)
 	b = append(b, 1)
 	for i, p := range typeRefs {
 		if i < len(typeRefs)-1 {
-			put32(p, list-p)
+			put32(p, nt-p)
 		} else {
-			put32(p, intT-p)
+			put32(p, it-p)
 		}
 	}
 	return b
@@ -159,7 +158,9 @@ func wireCases() []wireCase {
 			msgs: schemaOnly(fbBuild(fbT{0: ipcV5, 1: hdrSchema, 2: fbT{1: fbTV{items: []fbT{int64Field("id")}}},
 				4: fbTV{items: []fbT{{0: "k"}}, claim: claim}}))},
 		{name: "list nested 1.5 million deep", table: "t", code: codes.InvalidArgument, say: "nested deeper than 64",
-			msgs: schemaOnly(deepListSchema(1_500_000))},
+			msgs: schemaOnly(nestedSchema(1_500_000, 1))},
+		{name: "struct fields sharing their children, 2^60 paths", table: "t", code: codes.InvalidArgument, say: "share their tables",
+			msgs: schemaOnly(nestedSchema(61, 2))},
 		{name: "struct nested 100 deep", table: "deep", code: codes.InvalidArgument, say: "nested deeper than 64",
 			msgs: schemaOnly(schemaMessage(structNested("s", 100)))},
 		{name: "record batch before the schema", table: "t", code: codes.InvalidArgument, say: "not a schema",
