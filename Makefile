@@ -85,7 +85,7 @@ FUZZ_TARGETS := \
 	engine:FuzzDecodeManifest engine:FuzzDecodeManifestHeader engine:FuzzDecodeManifestSchema \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
 	memwal:FuzzDecodeWALEntry memwal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
-	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket
+	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet
 
 .PHONY: torture fuzz
 # The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and
