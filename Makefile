@@ -86,7 +86,7 @@ FUZZ_TARGETS := \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
 	memwal:FuzzDecodeWALEntry memwal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
 	memwal:FuzzDecodeWALHeader \
-	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket
+	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet
 
 .PHONY: torture fuzz
 # The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and

@@ -144,7 +144,11 @@ func (s *Service) actCreateTable(ctx context.Context, body []byte) (any, error) 
 			Shards int `json:"shards"`
 		}{Shards: req.MemWAL.Shards}
 	}
-	t, err := s.sink.CreateTable(ctx, req.Table, arrow.NewSchema(fields, nil), spec)
+	sc := arrow.NewSchema(fields, nil)
+	if err := engine.CheckSchemaDepth(sc); err != nil {
+		return nil, err
+	}
+	t, err := s.sink.CreateTable(ctx, req.Table, sc, spec)
 	if err != nil {
 		return nil, err
 	}

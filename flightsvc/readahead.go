@@ -2,6 +2,8 @@ package flightsvc
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -16,8 +18,10 @@ type readAhead struct {
 	batches chan arrow.RecordBatch
 	stop    context.CancelFunc
 	done    chan struct{}
-	err     error // src.Err(), set before batches is closed
-	cur     arrow.RecordBatch
+	err     error // src.Err() or a panic in src, set before batches is closed
+	// panicStack is the stack of the panic that ended the read, for the log; nil without one.
+	panicStack []byte
+	cur        arrow.RecordBatch
 }
 
 // readAheadDepth is how many decoded batches wait for the sender at most (each is a full scan
@@ -30,6 +34,14 @@ func newReadAhead(ctx context.Context, src array.RecordReader) *readAhead {
 	go func() {
 		defer close(ra.done)
 		defer close(ra.batches)
+		// A panic here would kill the process (no interceptor covers this goroutine): it ends the
+		// read with an error instead, set before batches is closed.
+		defer func() {
+			if r := recover(); r != nil {
+				ra.err = fmt.Errorf("reading the table panicked: %v", r)
+				ra.panicStack = debug.Stack()
+			}
+		}()
 		for src.Next() {
 			rec := src.RecordBatch()
 			rec.Retain() // src reuses nothing, but its batch is only valid until its next Next
@@ -62,7 +74,7 @@ func (ra *readAhead) Next() bool {
 // RecordBatch returns the current batch, valid until the next call to Next or Close.
 func (ra *readAhead) RecordBatch() arrow.RecordBatch { return ra.cur }
 
-// Err returns the source's error once Next has returned false.
+// Err returns the source's error, or the panic that ended the read, once Next has returned false.
 func (ra *readAhead) Err() error { return ra.err }
 
 // Close stops reading ahead and releases every batch not consumed.

@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -40,8 +41,19 @@ type Config struct {
 	// Default 64; negative means no limit.
 	MaxConcurrentPuts int
 	// MaxPutBytes bounds the Arrow bytes of one DoPut stream; a larger stream fails with
-	// ResourceExhausted and commits nothing. 0 (the default) means no limit.
+	// ResourceExhausted and commits nothing. It counts every record and dictionary batch message
+	// as it arrives, by its decoded size (the sum of its buffers, a compressed buffer by the
+	// uncompressed size it declares), before arrow-go decodes it. 0 (the default) means no limit.
 	MaxPutBytes int64
+	// MaxDecodedMessageBytes bounds the decoded size of one DoPut message, counted as MaxPutBytes
+	// counts: it is what stops a small compressed message from declaring terabytes. A larger one
+	// fails the stream with ResourceExhausted. Default (0) 1 GiB.
+	MaxDecodedMessageBytes int64
+	// PutIdleTimeout fails a DoPut stream that sends no message for this long (before its first
+	// message or between two) with DeadlineExceeded, committing nothing and freeing its
+	// MaxConcurrentPuts slot. A message must arrive whole within it. Default (0) 60s; negative
+	// disables it.
+	PutIdleTimeout time.Duration
 	// ShutdownGrace is how long a shutdown waits for in-flight calls before cancelling them.
 	// Default 30s.
 	ShutdownGrace time.Duration
@@ -72,6 +84,12 @@ func (c *Config) EnsureDefaults() *Config {
 	}
 	if c.MaxConcurrentPuts == 0 {
 		c.MaxConcurrentPuts = 64
+	}
+	if c.MaxDecodedMessageBytes <= 0 {
+		c.MaxDecodedMessageBytes = engine.DefaultMaxIPCMessageBytes
+	}
+	if c.PutIdleTimeout == 0 {
+		c.PutIdleTimeout = 60 * time.Second
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 30 * time.Second
@@ -192,6 +210,8 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 		svc.puts = make(putLimiter, cfg.MaxConcurrentPuts)
 	}
 	svc.maxPutBytes = cfg.MaxPutBytes
+	svc.maxDecodedMessageBytes = cfg.MaxDecodedMessageBytes
+	svc.putIdleTimeout = cfg.PutIdleTimeout
 	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -27,8 +28,12 @@ type Service struct {
 	alloc  memory.Allocator
 	logger *slog.Logger
 	puts   putLimiter // nil: no limit
-	// maxPutBytes bounds the Arrow bytes of one DoPut stream (0: no limit).
+	// maxPutBytes bounds the decoded Arrow bytes of one DoPut stream (0: no limit).
 	maxPutBytes int64
+	// maxDecodedMessageBytes bounds the decoded bytes of one DoPut message (0: the guard's default).
+	maxDecodedMessageBytes int64
+	// putIdleTimeout fails a DoPut stream that sends nothing for this long (<= 0: never).
+	putIdleTimeout time.Duration
 }
 
 // NewService returns the Flight service for sink.
@@ -45,18 +50,41 @@ func NewService(sink *streaming.Sink, alloc memory.Allocator, logger *slog.Logge
 // putStream is the DoPut message stream as the IPC reader sees it. It remembers the descriptor of
 // the first message and drops messages that carry no IPC header (app_metadata only, as pyarrow's
 // write_metadata sends): the IPC reader cannot decode them and would stop the stream there.
+//
+// Every other message passes guard before the IPC reader sees it: arrow-go trusts the flatbuffer
+// metadata of a message (a claimed length of 2^32 fields, a buffer declaring a 2^40-byte
+// decompressed size) and a bad one is a fatal out-of-memory or stack overflow that no recover
+// catches. guard also counts the decoded bytes of every record and dictionary batch against
+// --max-put-bytes.
+//
+// With idle > 0, a client that sends nothing for idle (before its first message or between two)
+// fails the stream, which frees its --max-concurrent-puts slot. gRPC's Recv takes no deadline, so
+// one goroutine per stream (pump) receives and Recv waits for it or the timer.
 type putStream struct {
 	s       flight.FlightService_DoPutServer
+	guard   engine.IPCStreamGuard
+	idle    time.Duration // <= 0: wait for the client forever
 	desc    *flight.FlightDescriptor
 	skipped int
+	n       int   // messages received
+	err     error // the guard's or the idle timeout's verdict: the stream's failure
+
+	msgs    chan *flight.FlightData // from pump, unbuffered; nil until the first Recv when idle > 0
+	pumped  chan struct{}           // closed when pump has ended, pumpErr set
+	pumpErr error
+	timer   *time.Timer
 }
 
 func (p *putStream) Recv() (*flight.FlightData, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
 	for {
-		fd, err := p.s.Recv()
+		fd, err := p.recv()
 		if err != nil {
 			return nil, err
 		}
+		p.n++
 		if p.desc == nil && fd.FlightDescriptor != nil {
 			p.desc = fd.FlightDescriptor
 		}
@@ -64,7 +92,67 @@ func (p *putStream) Recv() (*flight.FlightData, error) {
 			p.skipped++
 			continue
 		}
+		if _, err := p.guard.Check(fd.DataHeader, fd.DataBody); err != nil {
+			if errors.Is(err, engine.ErrIPCTooLarge) {
+				p.err = fmt.Errorf("%w: DoPut message %d: %v (limits: --max-put-bytes %d for the stream, 0 meaning none; --max-decoded-message-bytes %d for one message); split the epoch or raise the limit",
+					errResourceExhausted, p.n, err, p.guard.MaxStreamBytes, p.guard.MaxMessageBytes)
+			} else {
+				p.err = fmt.Errorf("%w: DoPut message %d is not valid Arrow IPC: %v", streaming.ErrInvalidRequest, p.n, err)
+			}
+			return nil, p.err
+		}
 		return fd, nil
+	}
+}
+
+// recv returns the next message from the client, or fails the stream after p.idle without one.
+func (p *putStream) recv() (*flight.FlightData, error) {
+	if p.idle <= 0 {
+		return p.s.Recv()
+	}
+	if p.msgs == nil {
+		p.msgs, p.pumped = make(chan *flight.FlightData), make(chan struct{})
+		p.timer = time.NewTimer(p.idle)
+		go p.pump()
+	} else {
+		p.timer.Reset(p.idle)
+	}
+	select {
+	case fd := <-p.msgs:
+		p.timer.Stop()
+		return fd, nil
+	case <-p.pumped: // every message pump received was delivered: msgs is unbuffered
+		p.timer.Stop()
+		return nil, p.pumpErr
+	case <-p.timer.C:
+		what := "its next message"
+		if p.n == 0 {
+			what = "its first message"
+		}
+		p.err = fmt.Errorf("%w: the DoPut stream sent nothing for %v, waiting for %s (--put-idle-timeout); nothing was committed",
+			context.DeadlineExceeded, p.idle, what)
+		return nil, p.err
+	}
+}
+
+// pump receives the client's messages for recv until the stream ends (pumpErr is then io.EOF or
+// the stream's error). The handler's return cancels the stream's context, which ends pump even
+// when nobody takes the message it holds.
+func (p *putStream) pump() {
+	defer close(p.pumped)
+	done := p.s.Context().Done()
+	for {
+		fd, err := p.s.Recv()
+		if err != nil {
+			p.pumpErr = err
+			return
+		}
+		select {
+		case p.msgs <- fd:
+		case <-done:
+			p.pumpErr = status.FromContextError(p.s.Context().Err()).Err()
+			return
+		}
 	}
 }
 
@@ -72,25 +160,27 @@ func (p *putStream) Recv() (*flight.FlightData, error) {
 // IPC stream is the client's bad input, a cancelled call stays a cancellation.
 type batchReader struct {
 	*flight.Reader
-	err   error // a batch that failed validation, or the size limit
-	limit int64 // the stream's byte limit (0: none)
-	bytes int64
+	in  *putStream
+	err error // a batch that failed validation or could not be decoded
 }
 
 // Next validates every batch before the write path sees it: buffers from the wire are untrusted,
-// and corrupt offsets would otherwise panic deep in the Parquet encoder.
-func (b *batchReader) Next() bool {
-	if b.err != nil || !b.Reader.Next() {
+// and corrupt offsets would otherwise panic deep in the Parquet encoder. A panic while decoding
+// or validating fails the stream as bad input, never the process, and nothing of it is committed.
+func (b *batchReader) Next() (ok bool) {
+	if b.err != nil {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b.err = fmt.Errorf("%w: the DoPut stream's Arrow data could not be decoded: %v", streaming.ErrInvalidRequest, r)
+			ok = false
+		}
+	}()
+	if !b.Reader.Next() {
 		return false
 	}
 	rec := b.Reader.RecordBatch()
-	if b.limit > 0 {
-		b.bytes += recordBytes(rec)
-		if b.bytes > b.limit {
-			b.err = fmt.Errorf("%w: the DoPut stream passed %d bytes of Arrow data (the server's --max-put-bytes); split the epoch or raise the limit", errResourceExhausted, b.limit)
-			return false
-		}
-	}
 	for i, col := range rec.Columns() {
 		if err := array.ValidateFull(col); err != nil {
 			b.err = fmt.Errorf("%w: column %q of the DoPut stream is malformed: %v", streaming.ErrInvalidRequest, rec.Schema().Field(i).Name, err)
@@ -101,6 +191,9 @@ func (b *batchReader) Next() bool {
 }
 
 func (b *batchReader) Err() error {
+	if b.in.err != nil {
+		return b.in.err
+	}
 	if b.err != nil {
 		return b.err
 	}
@@ -114,6 +207,16 @@ func (b *batchReader) Err() error {
 	return fmt.Errorf("%w: malformed Arrow IPC data in DoPut stream: %v", streaming.ErrInvalidRequest, err)
 }
 
+// newPutReader starts the IPC reader on a DoPut stream: it reads the schema message.
+func newPutReader(in *putStream, alloc memory.Allocator) (rdr *flight.Reader, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rdr, err = nil, fmt.Errorf("%w: the DoPut stream's schema could not be decoded: %v", streaming.ErrInvalidRequest, r)
+		}
+	}()
+	return flight.NewRecordReader(in, ipc.WithAllocator(alloc))
+}
+
 // DoPut lands one stream: an epoch (CMD descriptor) or a plain append (PATH descriptor). The
 // PutResult is sent only after the write is durable.
 func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
@@ -123,9 +226,13 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		return toStatus(err)
 	}
 	defer release()
-	in := &putStream{s: stream}
-	rdr, err := flight.NewRecordReader(in, ipc.WithAllocator(s.alloc))
+	in := &putStream{s: stream, idle: s.putIdleTimeout,
+		guard: engine.IPCStreamGuard{MaxMessageBytes: s.maxDecodedMessageBytes, MaxStreamBytes: s.maxPutBytes}}
+	rdr, err := newPutReader(in, s.alloc)
 	if err != nil {
+		if in.err != nil {
+			return toStatus(in.err)
+		}
 		if ctx.Err() != nil {
 			return status.FromContextError(ctx.Err()).Err()
 		}
@@ -148,13 +255,13 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		if len(desc.Path) != 1 {
 			return status.Errorf(codes.InvalidArgument, "PATH descriptor must be one element, the table name; got %q", desc.Path)
 		}
-		ack, err = s.sink.Append(ctx, desc.Path[0], &batchReader{Reader: rdr, limit: s.maxPutBytes})
+		ack, err = s.sink.Append(ctx, desc.Path[0], &batchReader{Reader: rdr, in: in})
 	case flight.DescriptorCMD:
 		req, _, perr := parsePutCommand(desc.Cmd)
 		if perr != nil {
 			return toStatus(perr)
 		}
-		ack, err = s.sink.WriteEpoch(ctx, req, &batchReader{Reader: rdr, limit: s.maxPutBytes})
+		ack, err = s.sink.WriteEpoch(ctx, req, &batchReader{Reader: rdr, in: in})
 	default:
 		return status.Errorf(codes.InvalidArgument, "descriptor type %v is not supported; use CMD (epoch JSON) or PATH (table name)", desc.Type)
 	}
@@ -192,6 +299,9 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 		}
 	}
 	if err := ra.Err(); err != nil {
+		if ra.panicStack != nil {
+			requestLogger(ctx, s.logger).Error("panic reading a table for DoGet", "table", t.Table, "err", err, "stack", string(ra.panicStack))
+		}
 		w.Close()
 		return toStatus(err)
 	}
@@ -309,7 +419,7 @@ const maxGetMessageBytes = 2 << 20
 
 // writeBounded writes rec as slices of at most about maxGetMessageBytes each.
 func writeBounded(w *flight.Writer, rec arrow.RecordBatch) error {
-	size, n := recordBytes(rec), rec.NumRows()
+	size, n := engine.RecordBytes(rec), rec.NumRows()
 	if size <= maxGetMessageBytes || n <= 1 {
 		return w.Write(rec)
 	}
@@ -323,24 +433,4 @@ func writeBounded(w *flight.Writer, rec arrow.RecordBatch) error {
 		}
 	}
 	return nil
-}
-
-// recordBytes is the size of rec's buffers (of the whole arrays, even when rec is a slice).
-func recordBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	var add func(d arrow.ArrayData)
-	add = func(d arrow.ArrayData) {
-		for _, b := range d.Buffers() {
-			if b != nil {
-				n += int64(b.Len())
-			}
-		}
-		for _, c := range d.Children() {
-			add(c)
-		}
-	}
-	for _, c := range rec.Columns() {
-		add(c.Data())
-	}
-	return n
 }

@@ -831,34 +831,8 @@ func batchBytes(puts []walPut) int64 {
 	var n int64
 	for _, p := range puts {
 		for _, b := range p.Batches {
-			n += recordBytes(b)
+			n += engine.RecordBytes(b)
 		}
-	}
-	return n
-}
-
-// recordBytes returns the size of the buffers behind b's columns (shared buffers of a slice are
-// counted whole: it is what the batch keeps alive).
-func recordBytes(b arrow.RecordBatch) int64 {
-	var n int64
-	for _, c := range b.Columns() {
-		n += dataBytes(c.Data())
-	}
-	return n
-}
-
-func dataBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, buf := range d.Buffers() {
-		if buf != nil {
-			n += int64(buf.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	if d.DataType().ID() == arrow.DICTIONARY {
-		n += dataBytes(d.Dictionary())
 	}
 	return n
 }

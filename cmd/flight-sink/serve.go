@@ -20,6 +20,8 @@ type ServeCmd struct {
 	MaxMessageBytes int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
 	MaxConcurrent   int           `name:"max-concurrent-puts" default:"64" env:"FLIGHT_SINK_MAX_CONCURRENT_PUTS" help:"DoPut streams served at once; more get ResourceExhausted (-1: no limit)."`
 	MaxPutBytes     int64         `name:"max-put-bytes" default:"0" env:"FLIGHT_SINK_MAX_PUT_BYTES" help:"Arrow bytes one DoPut stream may carry; a larger one gets ResourceExhausted and commits nothing (0: no limit)."`
+	MaxDecodedMsg   int64         `name:"max-decoded-message-bytes" default:"1073741824" env:"FLIGHT_SINK_MAX_DECODED_MESSAGE_BYTES" help:"Decoded Arrow bytes one DoPut message may carry (a compressed buffer counts the size it declares); a larger one gets ResourceExhausted."`
+	PutIdleTimeout  time.Duration `name:"put-idle-timeout" default:"60s" env:"FLIGHT_SINK_PUT_IDLE_TIMEOUT" help:"A DoPut stream that sends no message for this long (first message or between two) fails with DeadlineExceeded and frees its slot (0: no timeout)."`
 	Maintenance     string        `name:"maintenance" enum:"background,inline,off" default:"background" env:"FLIGHT_SINK_MAINTENANCE" help:"Maintenance after commits (optimize indices, compact, clean up) for tables that configure none: background, inline or off."`
 	DedupeLookback  int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
 	ShutdownGrace   time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
@@ -50,11 +52,21 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	if c.DedupeLookback < 1 || c.DedupeLookback > 10000 {
 		return fmt.Errorf("--dedupe-lookback must be 1..10000, got %d", c.DedupeLookback)
 	}
+	if c.PutIdleTimeout < 0 {
+		return fmt.Errorf("--put-idle-timeout must be positive, or 0 for no timeout; got %v", c.PutIdleTimeout)
+	}
+	if c.MaxDecodedMsg <= 0 {
+		return fmt.Errorf("--max-decoded-message-bytes must be positive, got %d", c.MaxDecodedMsg)
+	}
+	idle := c.PutIdleTimeout
+	if idle == 0 {
+		idle = -1 // Config's zero value is its default; a negative one disables the timeout
+	}
 	cfg := flightsvc.Config{
 		Listen: c.Listen, HTTPListen: c.HTTPListen, Root: c.Root, S3: g.S3Options(), MaxMessageBytes: c.MaxMessageBytes,
 		ShutdownGrace: c.ShutdownGrace, Logger: logger, MaxConcurrentPuts: c.MaxConcurrent, MaxPutBytes: c.MaxPutBytes,
 		AuthTokens: c.AuthToken, TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSClientCA: c.TLSClientCA,
-		AllowUnauthenticatedRemote: c.AllowRemote,
+		AllowUnauthenticatedRemote: c.AllowRemote, MaxDecodedMessageBytes: c.MaxDecodedMsg, PutIdleTimeout: idle,
 	}
 	cfg.Sink.StageTTL = c.StageTTL
 	cfg.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceMode(c.Maintenance)}
