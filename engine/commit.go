@@ -23,6 +23,8 @@ import (
 // every version committed after it is checked against txn with the conflict matrix. A streaming
 // transaction (PropQueryID/PropEpochID in its properties) also advances that query's watermark,
 // and fails with an *EpochCommittedError if the watermark already covers its epoch.
+// A commit that adds fragments to a table at its fragment ceiling (compaction.max_fragments)
+// first waits for, or runs, the compaction that makes room (ceiling.go).
 func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err error) {
 	ctx, span := tracer.Start(ctx, "engine.Commit", trace.WithAttributes(
 		attribute.String("table", t.name), attribute.String("operation", string(txn.Operation))))
@@ -54,6 +56,12 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 	txnWritten := false
 	var summary TransactionSummary
 	for attempt := 0; ; attempt++ {
+		// The fragment ceiling (ceiling.go) is judged on the version this attempt's manifest
+		// follows, before anything of the attempt is written; a stall returns a newer version,
+		// which the conflict check below covers.
+		if latest, err = t.holdFragmentCeiling(ctx, txn, latest); err != nil {
+			return nil, err
+		}
 		// Check what landed since we last looked before rebasing onto it.
 		if latest.Version > checked {
 			hist, err := t.HistoryFrom(ctx, latest.Version, int(latest.Version-checked))
@@ -306,7 +314,7 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 	m, err := t.Commit(ctx, txn)
 	if err != nil {
 		if CommitDefinitelyFailed(err) {
-			w.Abort(ctx)
+			w.Abort(context.WithoutCancel(ctx)) // also when ctx ended the commit (a stall gave up)
 		} // else the outcome is unknown: the files may be referenced, leave them to cleanup
 		return nil, err
 	}
@@ -317,6 +325,7 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 // transaction, so its data files may be deleted at once.
 func CommitDefinitelyFailed(err error) bool {
 	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochAlreadyCommitted) || errors.Is(err, errFilesNotDurable) ||
+		errors.Is(err, errStalled) ||
 		errors.Is(err, ErrGenerationAlreadyMerged) ||
 		errors.Is(err, ErrTooManyRetries) || errors.Is(err, ErrSchemaMismatch)
 }

@@ -71,7 +71,13 @@ func TestConcurrentAppends(t *testing.T) {
 	const writers, appends, per = 8, 10, 5
 	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := t.Context()
-		tbl := createRowsTable(t, store, "concurrent", nil)
+		// appendCheck counts one version and one fragment per append: the ceiling sits above the
+		// 80 appends, so no stalled commit compacts in between (TestFragmentCeiling* cover that).
+		cfg := MaintenanceConfig{Compaction: CompactionMaintenance{MaxFragments: 2 * writers * appends}}
+		tbl, err := Create(ctx, store, "concurrent", rowsSchema, CreateOptions{Config: map[string]string{ConfigMaintenance: cfg.String()}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var wantIDs []int64
 		var wg sync.WaitGroup
 		start := make(chan struct{})

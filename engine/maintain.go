@@ -340,6 +340,13 @@ func (mt *TableMaintainer) runStep(ctx context.Context, op MaintenanceOperation,
 		rep.OptimizeIndices = &r
 		return err
 	case MaintainCompaction:
+		// One compaction of a table at a time in this process: a commit stalled at the fragment
+		// ceiling waits for this one instead of racing it over the same fragments.
+		st := maintenanceStateOf(mt.t)
+		if err := st.lockCompaction(ctx); err != nil {
+			return err
+		}
+		defer st.unlockCompaction()
 		r, err := mt.t.Compact(ctx, c.compactOptions(props))
 		rep.Compaction = &r
 		return err
@@ -401,7 +408,24 @@ type maintenanceState struct {
 	pendingAfter     uint64        // the newest such commit
 	idle             chan struct{} // closed when the background goroutine ends
 	lastCleanupCheck time.Time
+
+	// compacting holds a token while a maintenance compaction or a fragment-ceiling compaction
+	// of the table runs in this process (capacity 1; a channel so that waiting honours ctx).
+	compacting chan struct{}
 }
+
+// lockCompaction waits until no other compaction of the table runs in this process and takes
+// the turn, or returns ctx's error. Release it with unlockCompaction.
+func (st *maintenanceState) lockCompaction(ctx context.Context) error {
+	select {
+	case st.compacting <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (st *maintenanceState) unlockCompaction() { <-st.compacting }
 
 func (st *maintenanceState) wait(ctx context.Context) error {
 	st.mu.Lock()
@@ -427,7 +451,7 @@ func maintenanceStateOf(t *Table) *maintenanceState {
 	if v, ok := maintenanceStates.Load(k); ok {
 		return v.(*maintenanceState)
 	}
-	v, _ := maintenanceStates.LoadOrStore(k, &maintenanceState{})
+	v, _ := maintenanceStates.LoadOrStore(k, &maintenanceState{compacting: make(chan struct{}, 1)})
 	return v.(*maintenanceState)
 }
 

@@ -78,6 +78,11 @@ type CompactionMaintenance struct {
 	// MergeRatio: CompactOptions.MergeRatio. Default 4: incremental compaction, each row
 	// rewritten about log4(target / epoch size) + 1 times.
 	MergeRatio float64 `json:"merge_ratio,omitempty"`
+	// MaxFragments is the fragment ceiling (ceiling.go): a commit that adds fragments to a
+	// version holding this many small fragments (fewer live rows than the target) stalls until a
+	// compaction has brought them below it, whatever the mode and whether this step is enabled.
+	// Default 64; MinMaxFragments..MaxMaxFragments.
+	MaxFragments int `json:"max_fragments,omitempty"`
 }
 
 // CleanupMaintenance configures the cleanup step.
@@ -105,10 +110,18 @@ const (
 	defaultMaxIndexSegments      = 8
 	defaultMinCompactFragments   = 16
 	defaultCompactMergeRatio     = 4
+	defaultMaxFragments          = 64
 	defaultMaintenanceOlderThan  = time.Hour
 	defaultMaintenanceKeepLast   = 1000
 	defaultMaintenanceGrace      = 24 * time.Hour
 	defaultCleanupCheckInterval  = 10 * time.Minute
+)
+
+// Bounds of CompactionMaintenance.MaxFragments. A ceiling below 2 leaves compaction nothing to
+// merge; one above 100,000 bounds nothing a manifest could still hold comfortably.
+const (
+	MinMaxFragments = 2
+	MaxMaxFragments = 100_000
 )
 
 // Duration is a time.Duration that encodes in JSON as a Go duration string ("90s", "1h") and
@@ -161,6 +174,9 @@ func (c *MaintenanceConfig) EnsureDefaults() *MaintenanceConfig {
 	if c.Compaction.MergeRatio <= 0 {
 		c.Compaction.MergeRatio = defaultCompactMergeRatio
 	}
+	if c.Compaction.MaxFragments <= 0 {
+		c.Compaction.MaxFragments = defaultMaxFragments
+	}
 	if c.Cleanup.OlderThan <= 0 {
 		c.Cleanup.OlderThan = Duration(defaultMaintenanceOlderThan)
 	}
@@ -193,6 +209,9 @@ func (c *MaintenanceConfig) Validate() error {
 	}
 	if c.Compaction.MaxDeletedShare < 0 || c.Compaction.MaxDeletedShare >= 1 {
 		return fmt.Errorf("maintenance compaction max_deleted_share %v: want 0 (default) or a share in (0, 1)", c.Compaction.MaxDeletedShare)
+	}
+	if n := c.Compaction.MaxFragments; n != 0 && (n < MinMaxFragments || n > MaxMaxFragments) {
+		return fmt.Errorf("maintenance compaction max_fragments %d: want 0 (default %d) or %d..%d", n, defaultMaxFragments, MinMaxFragments, MaxMaxFragments)
 	}
 	return nil
 }

@@ -11,9 +11,12 @@ import (
 
 // TestMaintainerStreamingHour is a streaming table's first hour at one epoch per second (3,600
 // small append epochs) with nothing configured: the default maintenance (background compaction
-// once small fragments pile up, cleanup past retention) keeps the fragment count under 50 and the
-// manifest small, and every row is there exactly once. Epochs commit as fast as they can, which
-// is harder on maintenance than one a second.
+// once small fragments pile up, cleanup past retention) keeps the manifest small, and every row
+// is there exactly once. Epochs commit as fast as they can, which is harder on maintenance than
+// one a second: on a loaded machine background compaction falls behind (it once let 78
+// fragments pile up), so the test asserts the bound that holds under any load, the fragment
+// ceiling (compaction.max_fragments, default 64) plus the one commit in flight, at every
+// version including the ones maintenance wrote, not the peak an idle machine happens to reach.
 //
 // The suite runs 600 epochs (on S3 200); FLIGHT_SINK_MAINTAIN_EPOCHS=3600 runs the full hour.
 func TestMaintainerStreamingHour(t *testing.T) {
@@ -69,10 +72,13 @@ func TestMaintainerStreamingHour(t *testing.T) {
 		}
 		t.Logf("%d epochs in %v: fragments max %d final %d; manifest bytes max %d final %d; %d versions, %d compactions",
 			n, time.Since(start).Round(time.Millisecond), maxFrags, len(final.Fragments), maxManifest, len(b), len(vs), rewrites)
-		if maxFrags >= 50 || len(final.Fragments) >= 50 {
-			t.Fatalf("fragments reached %d (final %d), want under 50", maxFrags, len(final.Fragments))
+		// One writer: one commit in flight. Every fragment here is small (10 rows).
+		const bound = defaultMaxFragments + 1
+		if maxFrags > bound || len(final.Fragments) > bound {
+			t.Fatalf("fragments reached %d (final %d), the ceiling allows %d", maxFrags, len(final.Fragments), bound)
 		}
-		// 50 fragments and one query's watermark fit well in 32 KiB whatever the history's length.
+		requireFragmentCeiling(t, tbl, bound)
+		// 65 fragments and one query's watermark fit well in 32 KiB whatever the history's length.
 		if maxManifest > 32<<10 {
 			t.Fatalf("manifest grew to %d bytes", maxManifest)
 		}

@@ -30,6 +30,14 @@ type Options struct {
 	MaxUnflushedBytes int64
 	BackpressureWait  time.Duration
 
+	// MaxUnfoldedGenerations is the ceiling of a shard's fold backlog: a put to a shard whose
+	// flushed generations not yet folded into the base table, plus its sealed memtables waiting to
+	// become generations, reach it stalls until a fold has made room (whatever the table's
+	// maintenance mode). The streaming sink enforces it on its put path, since folding is the
+	// base table's business, not the writer's; 0 means the sink's default, four times its fold
+	// trigger (16 with the default trigger of 4, 16 when automatic folds are off).
+	MaxUnfoldedGenerations int
+
 	// ClaimRetries bounds the attempts to claim the shard (bump the epoch) and to place the fence
 	// entry when other claimants race. Default 16.
 	ClaimRetries int

@@ -37,6 +37,8 @@ type shardSet struct {
 
 	folding  []bool   // a fold of shard i is running
 	foldedAt []uint64 // shard i's next generation number when its last fold started
+
+	stallFolds []chan struct{} // the fold a stalled put of shard i runs; closed when it ends
 }
 
 func (s *Sink) shardSet(table string, ids []string) *shardSet {
@@ -44,7 +46,8 @@ func (s *Sink) shardSet(table string, ids []string) *shardSet {
 	defer s.mu.Unlock()
 	ss := s.memwal[table]
 	if ss == nil || len(ss.ids) != len(ids) {
-		ss = &shardSet{ids: ids, shards: make([]*memwal.Shard, len(ids)), folding: make([]bool, len(ids)), foldedAt: make([]uint64, len(ids))}
+		ss = &shardSet{ids: ids, shards: make([]*memwal.Shard, len(ids)), folding: make([]bool, len(ids)), foldedAt: make([]uint64, len(ids)),
+			stallFolds: make([]chan struct{}, len(ids))}
 		s.memwal[table] = ss
 	}
 	return ss
@@ -224,7 +227,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
 	held := 0
 	for i, batches := range puts {
-		done, err := s.putShard(ctx, t, ss, i, &id, batches)
+		done, err := s.putShard(ctx, t, m, ss, i, &id, batches)
 		if err != nil {
 			return Ack{}, err
 		}
@@ -320,7 +323,7 @@ func (s *Sink) maybeFold(ctx context.Context, t *engine.Table, m *engine.Manifes
 // put that sealed a memtable has returned before its generation is flushed; with background
 // maintenance, the flush itself starts the fold that put could not, and a stream that stops
 // leaves no more than MemWALFoldGenerations-1 generations waiting. Inline maintenance folds only
-// in puts, and off never.
+// in puts, and off never (but for a put stalled at the fold ceiling, holdGenerationCeiling).
 func (s *Sink) foldAfterFlush(t *engine.Table, ss *shardSet, i int) {
 	s.mu.Lock()
 	if s.closed {
@@ -414,9 +417,11 @@ func (s *Sink) maintainAfterFold(ctx context.Context, t *engine.Table) error {
 }
 
 // putShard puts one shard's share of an epoch unless the shard already holds the epoch; it
-// reports whether the shard already held it. A fenced writer is reopened once: a fenced put
-// acknowledged nothing, and the reopened writer replays the WAL, so the retry cannot duplicate.
-func (s *Sink) putShard(ctx context.Context, t *engine.Table, ss *shardSet, i int, id *engine.EpochIdentity, batches []arrow.RecordBatch) (bool, error) {
+// reports whether the shard already held it. m is the base version the epoch was checked
+// against. A put to a shard at its fold ceiling stalls first (holdGenerationCeiling). A fenced
+// writer is reopened once: a fenced put acknowledged nothing, and the reopened writer replays the
+// WAL, so the retry cannot duplicate.
+func (s *Sink) putShard(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *shardSet, i int, id *engine.EpochIdentity, batches []arrow.RecordBatch) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		w, err := s.writer(ctx, t, ss, i)
 		if err != nil {
@@ -429,7 +434,10 @@ func (s *Sink) putShard(ctx context.Context, t *engine.Table, ss *shardSet, i in
 			}
 			return true, nil
 		}
-		_, err = w.Put(ctx, id, batches...)
+		// The ceiling is judged before the put: a put that gives up there wrote nothing.
+		if err = s.holdGenerationCeiling(ctx, t, m, ss, i, w); err == nil {
+			_, err = w.Put(ctx, id, batches...)
+		}
 		switch {
 		case err == nil:
 			return false, nil
@@ -443,6 +451,143 @@ func (s *Sink) putShard(ctx context.Context, t *engine.Table, ss *shardSet, i in
 			return false, err
 		}
 	}
+}
+
+// The fold ceiling (shared/DESIGN.md §2: bounds hold under any load).
+//
+// Automatic folds run behind the puts (maybeFold, foldAfterFlush) and only when the table's
+// maintenance is on; on a loaded machine, with maintenance off or with a fold that keeps failing
+// slowly, generations would pile up without limit, and every read merges them all. So a put to a
+// shard whose backlog is at memwal.Options.MaxUnfoldedGenerations stalls before it is written:
+// it waits for the fold another stalled put of this process is running, or runs one itself, until
+// the backlog is below the ceiling. The backlog counts the flushed generations above the base
+// table's merged watermark and the sealed memtables still to be flushed (each becomes one), so a
+// shard holds at most the ceiling plus the puts in flight, and an active memtable an age seal
+// closes. The ceiling holds whatever the maintenance mode, "off" included, and with automatic
+// folds disabled (MemWALFoldGenerations < 0): a bound that depends on maintenance is not a bound.
+// A stall ends with the put's ctx; a fold that fails fails the put, with nothing written.
+
+// maxUnfoldedGenerations is the fold ceiling of every shard.
+func (s *Sink) maxUnfoldedGenerations() int {
+	if n := s.opts.MemWAL.MaxUnfoldedGenerations; n > 0 {
+		return n
+	}
+	if f := s.opts.MemWALFoldGenerations; f > 0 {
+		return 4 * f
+	}
+	return 16
+}
+
+// Put stall outcomes (the "outcome" attribute of flight_sink.memwal.put.stalls).
+const (
+	putStallFolded   = "folded"      // this put ran the fold that made room
+	putStallWaited   = "waited"      // another fold, or the flusher, made room
+	putStallNoChange = "no_progress" // nothing changed after several rounds; the put went ahead
+	putStallFailed   = "failed"      // ctx ended or the fold failed; nothing written
+)
+
+// putStallRounds bounds the rounds of one stall that change nothing before the put goes ahead
+// anyway: a fold folds every flushed generation, so one round normally suffices.
+const putStallRounds = 3
+
+// holdGenerationCeiling returns at once when shard i's backlog, as writer w and base version m
+// see it, is below the fold ceiling, and otherwise stalls until a fold has brought it below.
+func (s *Sink) holdGenerationCeiling(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *shardSet, i int, w *memwal.Shard) error {
+	limit, shard := s.maxUnfoldedGenerations(), ss.ids[i]
+	backlog := func(m *engine.Manifest) (unfolded, sealed int) {
+		// Generations are numbered densely from 1 by this writer; the fold watermark is the last
+		// one the base table holds.
+		st := w.Stats()
+		if last, merged := st.NextGeneration-1, m.MemWALMerged[shard]; st.NextGeneration > 0 && last > merged {
+			unfolded = int(last - merged)
+		}
+		return unfolded, st.SealedMemtables
+	}
+	unfolded, sealed := backlog(m)
+	if unfolded+sealed < limit {
+		return nil
+	}
+	start, before, outcome := time.Now(), unfolded+sealed, putStallWaited
+	end := func(after int, err error) {
+		waited := time.Since(start)
+		recordPutStall(ctx, outcome, waited)
+		log := s.opts.Logger.Warn
+		args := []any{"table", t.Name(), "shard", shard, "generations", before, "ceiling", limit,
+			"waited", waited.Round(time.Millisecond), "outcome", outcome, "generations_after", after}
+		if err != nil {
+			log = s.opts.Logger.Error
+			args = append(args, "err", err)
+		}
+		log("memwal put stalled at the fold ceiling (max unfolded generations) until a fold made room", args...)
+	}
+	fail := func(err error) error {
+		outcome = putStallFailed
+		end(-1, err)
+		return fmt.Errorf("memwal shard %s: put stalled with %d generations waiting to be folded (ceiling %d); nothing was written: %w", shard, before, limit, err)
+	}
+	for idle := 0; unfolded+sealed >= limit; {
+		if idle == putStallRounds {
+			outcome = putStallNoChange
+			break
+		}
+		was := unfolded + sealed
+		if unfolded == 0 {
+			// Only memtables waiting for the flusher: they become generations as it catches up.
+			if err := w.Flush(ctx); err != nil {
+				return fail(err)
+			}
+		} else if ran, err := s.stallFold(ctx, t, ss, i); err != nil {
+			return fail(err)
+		} else if ran {
+			outcome = putStallFolded
+		}
+		var err error
+		if m, err = t.Latest(ctx); err != nil {
+			return fail(err)
+		}
+		if unfolded, sealed = backlog(m); unfolded+sealed >= was {
+			idle++
+		}
+	}
+	end(unfolded+sealed, nil)
+	return nil
+}
+
+// stallFold folds shard i for a stalled put: it runs the fold when no other stalled put of this
+// process is running one, and otherwise waits for that one (or ctx). It reports whether it ran
+// the fold. A background fold of the shard that is running is waited for inside the compactor,
+// which folds one shard at a time per process.
+func (s *Sink) stallFold(ctx context.Context, t *engine.Table, ss *shardSet, i int) (bool, error) {
+	ss.mu.Lock()
+	if ch := ss.stallFolds[i]; ch != nil {
+		ss.mu.Unlock()
+		select {
+		case <-ch:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	ch := make(chan struct{})
+	ss.stallFolds[i] = ch
+	ss.mu.Unlock()
+	defer func() {
+		ss.mu.Lock()
+		ss.stallFolds[i] = nil
+		ss.mu.Unlock()
+		close(ch)
+	}()
+	n, err := foldShard(ctx, t, ss.ids[i], 1)
+	if err != nil {
+		return true, fmt.Errorf("fold: %w", err)
+	}
+	if n > 0 {
+		// The fold is a base commit like any other; its maintenance failing does not undo it.
+		if err := s.maintainAfterFold(ctx, t); err != nil {
+			s.opts.Logger.Warn("memwal: maintenance after a stalled put's fold failed", "table", t.Name(), "shard", ss.ids[i], "err", err)
+		}
+	}
+	return true, nil
 }
 
 // foldMemWAL flushes every shard's memtable and folds all flushed generations into the base

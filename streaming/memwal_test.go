@@ -215,6 +215,9 @@ func TestMemWALFoldsAutomatically(t *testing.T) {
 			const need = 3
 			opts := &Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: mode}, MemWALFoldGenerations: need}
 			opts.MemWAL.MemtableMaxRows = 4 // every second epoch seals the memtable: a generation
+			// Above the 20 generations of the run: the fold ceiling (TestMemWALFoldCeiling) would
+			// fold with maintenance off too.
+			opts.MemWAL.MaxUnfoldedGenerations = 64
 			s, _ := newSink(t, opts)
 			t.Cleanup(s.Close) // before the temporary directory goes, even when the test fails
 			spec := memwalSpec(1)

@@ -2,6 +2,7 @@ package streaming
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -16,6 +17,8 @@ var (
 	epochsTotal metric.Int64Counter
 	rowsIn      metric.Int64Counter
 	bytesIn     metric.Int64Counter
+	putStalls   metric.Int64Counter
+	putStalled  metric.Float64Histogram
 )
 
 func init() {
@@ -23,6 +26,18 @@ func init() {
 	rowsIn, _ = meter.Int64Counter("flight_sink.rows", metric.WithDescription("Rows committed by epoch writes."))
 	bytesIn, _ = meter.Int64Counter("flight_sink.data_bytes", metric.WithUnit("By"),
 		metric.WithDescription("Bytes of data files (Parquet) written for epochs and plain appends, committed or not."))
+	putStalls, _ = meter.Int64Counter("flight_sink.memwal.put.stalls",
+		metric.WithDescription("MemWAL puts that found their shard at the fold ceiling (max unfolded generations) and stalled for a fold, by outcome (folded, waited, no_progress, failed)."))
+	putStalled, _ = meter.Float64Histogram("flight_sink.memwal.put.stall.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a MemWAL put stalled at the fold ceiling."),
+		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300))
+}
+
+// recordPutStall counts one MemWAL put stall at the fold ceiling and its duration.
+func recordPutStall(ctx context.Context, outcome string, waited time.Duration) {
+	attrs := metric.WithAttributes(attribute.String("outcome", outcome))
+	putStalls.Add(ctx, 1, attrs)
+	putStalled.Record(ctx, waited.Seconds(), attrs)
 }
 
 func recordAck(ctx context.Context, a Ack, mode Mode) {

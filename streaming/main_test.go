@@ -1,0 +1,10 @@
+package streaming
+
+import (
+	"testing"
+
+	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+)
+
+// TestMain starts the S3 server of the tests that run on every store (storetest.ForEach).
+func TestMain(m *testing.M) { storetest.Main(m) }
