@@ -17,8 +17,10 @@ import (
 // type holding one) becomes its stored type with the same values. It returns rec itself, retained,
 // when the schemas are the same. The caller releases the result. A batch that cannot be converted
 // (invalid data) is an error wrapping ErrSchemaMismatch naming the column; a panic in the
-// conversion kernels is an error too.
-func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema, rec arrow.RecordBatch) (out arrow.RecordBatch, err error) {
+// conversion kernels is an error too. The conversion holds at most limit bytes of new buffers
+// (0: DefaultMaxIPCMessageBytes); past it the batch is refused with an error wrapping
+// ErrBatchTooLarge, since a small batch of converted types can expand without bound.
+func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema, rec arrow.RecordBatch, limit int64) (out arrow.RecordBatch, err error) {
 	if rec.Schema() == stored || rec.Schema().Equal(stored) {
 		rec.Retain()
 		return rec, nil
@@ -28,6 +30,9 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 	}
 	if mem == nil {
 		mem = memory.DefaultAllocator
+	}
+	if limit <= 0 {
+		limit = DefaultMaxIPCMessageBytes
 	}
 	ctx = compute.WithAllocator(ctx, mem)
 	cols := make([]arrow.Array, 0, rec.NumCols())
@@ -39,6 +44,13 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 	err = RecoverError(nil, "convert batch to stored types", func() error {
 		for i, col := range rec.Columns() {
 			f := stored.Field(i)
+			if !arrow.TypeEqual(col.DataType(), f.Type) {
+				// Measured before converting: the kernels run in goroutines of their own, where
+				// running out of memory is not an error anyone can catch.
+				if err := checkExpansion(f.Name, col, limit); err != nil {
+					return err
+				}
+			}
 			c, err := storeArray(ctx, mem, col, f.Type)
 			if err != nil {
 				return fmt.Errorf("%w: column %q: convert %s to %s: %v", ErrSchemaMismatch, f.Name, col.DataType(), f.Type, err)

@@ -119,7 +119,7 @@ func TestStoredTypesRoundTrip(t *testing.T) {
 				defer ids.Release()
 				rec := array.NewRecordBatch(in, []arrow.Array{ids, raw}, int64(raw.Len()))
 				defer rec.Release()
-				conv, err := StoreBatch(ctx, nil, stored, rec)
+				conv, err := StoreBatch(ctx, nil, stored, rec, 0)
 				if err != nil {
 					t.Fatalf("StoreBatch: %v", err)
 				}

@@ -44,7 +44,7 @@ func toStatus(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, memwal.ErrBackpressure):
 		code = codes.ResourceExhausted
-	case errors.Is(err, errResourceExhausted):
+	case errors.Is(err, errResourceExhausted), errors.Is(err, engine.ErrBatchTooLarge):
 		code = codes.ResourceExhausted
 	case errors.Is(err, errUnimplemented):
 		code = codes.Unimplemented

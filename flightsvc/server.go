@@ -88,6 +88,10 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.MaxDecodedMessageBytes <= 0 {
 		c.MaxDecodedMessageBytes = engine.DefaultMaxIPCMessageBytes
 	}
+	if c.Sink.MaxStoredBatchBytes <= 0 {
+		// One limit for what a message may decode to and what its batch may expand to.
+		c.Sink.MaxStoredBatchBytes = c.MaxDecodedMessageBytes
+	}
 	if c.PutIdleTimeout == 0 {
 		c.PutIdleTimeout = 60 * time.Second
 	}

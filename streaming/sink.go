@@ -43,6 +43,10 @@ type Options struct {
 	// default, background optimize-indices -> compaction -> cleanup after commits). A server
 	// passes {"mode": "off"} to leave maintenance to operators.
 	DefaultMaintenance *engine.MaintenanceConfig
+	// MaxStoredBatchBytes bounds the new buffers of one batch converted to stored types
+	// (dictionary, run-end-encoded and view columns expand); a larger batch fails with
+	// engine.ErrBatchTooLarge. 0 means engine.DefaultMaxIPCMessageBytes.
+	MaxStoredBatchBytes int64
 	// DefaultLookback is the dedupe look-back used when a request sets none. Default 100.
 	DefaultLookback int
 	// Logger for warnings. Default slog.Default().
@@ -200,6 +204,7 @@ type storedSource struct {
 	ctx    context.Context
 	mem    memory.Allocator
 	schema *arrow.Schema
+	limit  int64 // Options.MaxStoredBatchBytes
 	cur    arrow.RecordBatch
 	err    error
 }
@@ -218,7 +223,7 @@ func (s *Sink) storeTypes(ctx context.Context, src BatchSource) (BatchSource, er
 	if stored == src.Schema() {
 		return src, nil
 	}
-	return &storedSource{src: src, ctx: ctx, mem: s.opts.Engine.Allocator, schema: stored}, nil
+	return &storedSource{src: src, ctx: ctx, mem: s.opts.Engine.Allocator, schema: stored, limit: s.opts.MaxStoredBatchBytes}, nil
 }
 
 func (c *storedSource) Schema() *arrow.Schema { return c.schema }
@@ -231,7 +236,7 @@ func (c *storedSource) Next() bool {
 	if c.err != nil || !c.src.Next() {
 		return false
 	}
-	c.cur, c.err = engine.StoreBatch(c.ctx, c.mem, c.schema, c.src.RecordBatch())
+	c.cur, c.err = engine.StoreBatch(c.ctx, c.mem, c.schema, c.src.RecordBatch(), c.limit)
 	return c.err == nil
 }
 
