@@ -193,9 +193,10 @@ func decodeWALHeader(key string, b []byte) (*walEntry, error) {
 // writer epoch, kind, and (for a data entry) the put metadata. The caller reads the batches from
 // the returned reader, if it wants them, and releases it.
 func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *walEntry, []walPutMeta, error) {
-	// arrow-go sizes allocations by what the bytes claim: check the schema's flatbuffer, and
-	// bound every message by the entry's own size.
-	if err := engine.CheckIPCSchema(b); err != nil {
+	// arrow-go sizes allocations by what the bytes claim: check every message's flatbuffer
+	// against the schema (the guard DoPut applies to the wire), and bound every message by the
+	// entry's own size.
+	if err := engine.CheckIPCStream(b, engine.IPCStreamGuard{}); err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
 	}
 	limit := int64(len(b))
