@@ -74,18 +74,8 @@ func (e *expansion) element(arr arrow.Array, i int) {
 		e.element(a.Dictionary(), a.GetValueIndex(i))
 	case *array.RunEndEncoded:
 		e.element(a.Values(), a.GetPhysicalIndex(i))
-	case *array.String:
-		e.total += int64(a.ValueLen(i)) + 4
-	case *array.LargeString:
-		e.total += int64(a.ValueLen(i)) + 8
-	case *array.Binary:
-		e.total += int64(a.ValueLen(i)) + 4
-	case *array.LargeBinary:
-		e.total += int64(a.ValueLen(i)) + 8
-	case *array.StringView:
-		e.total += int64(a.ValueLen(i)) + 4
-	case *array.BinaryView:
-		e.total += int64(a.ValueLen(i)) + 4
+	case interface{ ValueLen(int) int }: // binary and string kinds, views included
+		e.total += int64(a.ValueLen(i)) + 8 // the value and its offset
 	case array.VarLenListLike: // list, large list, list view, map
 		start, end := a.ValueOffsets(i)
 		e.total += 8

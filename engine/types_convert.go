@@ -97,27 +97,9 @@ func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 	case *array.StringView, *array.BinaryView:
 		return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
 	case *array.Decimal32:
-		b := array.NewDecimal128Builder(mem, to.(*arrow.Decimal128Type))
-		defer b.Release()
-		for i := 0; i < a.Len(); i++ {
-			if a.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(decimal128.FromI64(int64(a.Value(i))))
-			}
-		}
-		return b.NewArray(), nil
+		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
 	case *array.Decimal64:
-		b := array.NewDecimal128Builder(mem, to.(*arrow.Decimal128Type))
-		defer b.Release()
-		for i := 0; i < a.Len(); i++ {
-			if a.IsNull(i) {
-				b.AppendNull()
-			} else {
-				b.Append(decimal128.FromI64(int64(a.Value(i))))
-			}
-		}
-		return b.NewArray(), nil
+		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
 	case *array.ListView:
 		return listViewToList(ctx, mem, a, to)
 	case *array.LargeListView:
@@ -125,16 +107,34 @@ func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 	}
 	// A nested type stored with converted children: convert the children whole and keep the
 	// parent's own buffers (validity, offsets) and offset, which still describe them.
+	return withChildren(arr, to, func(child arrow.Array, to arrow.DataType) (arrow.Array, error) {
+		return storeArray(ctx, mem, child, to)
+	})
+}
+
+// widenDecimal builds the decimal128 array to (same precision and scale) from a decimal32 or
+// decimal64 array whose unscaled value i is value(i).
+func widenDecimal(mem memory.Allocator, arr arrow.Array, to arrow.DataType, value func(int) int64) (arrow.Array, error) {
+	b := array.NewDecimal128Builder(mem, to.(*arrow.Decimal128Type))
+	defer b.Release()
+	for i := 0; i < arr.Len(); i++ {
+		if arr.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(decimal128.FromI64(value(i)))
+		}
+	}
+	return b.NewArray(), nil
+}
+
+// withChildren returns arr as type to, a nested type of the same layout, with each child replaced
+// by convert(child, to's child type); the parent's own buffers (validity, offsets) and offset are
+// kept, since they still describe the converted children. The result is a new reference.
+func withChildren(arr arrow.Array, to arrow.DataType, convert func(arrow.Array, arrow.DataType) (arrow.Array, error)) (arrow.Array, error) {
 	d := arr.Data()
 	var childTypes []arrow.DataType
 	switch t := to.(type) {
-	case *arrow.ListType:
-		childTypes = []arrow.DataType{t.Elem()}
-	case *arrow.LargeListType:
-		childTypes = []arrow.DataType{t.Elem()}
-	case *arrow.FixedSizeListType:
-		childTypes = []arrow.DataType{t.Elem()}
-	case *arrow.MapType:
+	case arrow.ListLikeType: // list, large_list, fixed_size_list, map
 		childTypes = []arrow.DataType{t.Elem()}
 	case *arrow.StructType:
 		for _, f := range t.Fields() {
@@ -146,25 +146,25 @@ func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 	if len(d.Children()) != len(childTypes) {
 		return nil, fmt.Errorf("%s has %d children, %s %d", arr.DataType(), len(d.Children()), to, len(childTypes))
 	}
-	children := make([]arrow.ArrayData, len(childTypes))
+	children := make([]arrow.ArrayData, 0, len(childTypes))
+	defer func() {
+		for _, c := range children {
+			c.Release()
+		}
+	}()
 	for i, cd := range d.Children() {
 		ca := array.MakeFromData(cd)
-		c, err := storeArray(ctx, mem, ca, childTypes[i])
+		c, err := convert(ca, childTypes[i])
 		ca.Release()
 		if err != nil {
-			for _, done := range children[:i] {
-				done.Release()
-			}
 			return nil, err
 		}
-		children[i] = c.Data()
-		children[i].Retain()
+		cdata := c.Data()
+		cdata.Retain()
 		c.Release()
+		children = append(children, cdata)
 	}
 	nd := array.NewData(to, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
-	for _, c := range children {
-		c.Release()
-	}
 	defer nd.Release()
 	return array.MakeFromData(nd), nil
 }

@@ -153,41 +153,9 @@ func shapeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 	}
 	// A nested type with a fixed-size list inside: shape the children whole and keep the parent's
 	// buffers and offset.
-	d := arr.Data()
-	var childTypes []arrow.DataType
-	switch t := to.(type) {
-	case arrow.ListLikeType:
-		childTypes = []arrow.DataType{t.Elem()}
-	case *arrow.StructType:
-		for _, f := range t.Fields() {
-			childTypes = append(childTypes, f.Type)
-		}
-	}
-	if len(childTypes) != len(d.Children()) {
-		return nil, fmt.Errorf("no parquet shape %s for %s", to, arr.DataType())
-	}
-	children := make([]arrow.ArrayData, len(childTypes))
-	defer func() {
-		for _, c := range children {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i, cd := range d.Children() {
-		ca := array.MakeFromData(cd)
-		c, err := shapeArray(ctx, mem, ca, childTypes[i])
-		ca.Release()
-		if err != nil {
-			return nil, err
-		}
-		children[i] = c.Data()
-		children[i].Retain()
-		c.Release()
-	}
-	nd := array.NewData(to, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
-	defer nd.Release()
-	return array.MakeFromData(nd), nil
+	return withChildren(arr, to, func(child arrow.Array, to arrow.DataType) (arrow.Array, error) {
+		return shapeArray(ctx, mem, child, to)
+	})
 }
 
 // bitmapOf returns a fresh validity bitmap of arr starting at bit 0.

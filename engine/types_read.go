@@ -81,40 +81,7 @@ func conformArray(arr arrow.Array, want arrow.DataType) (arrow.Array, error) {
 		if got.ID() != want.ID() && !(got.ID() == arrow.LIST && want.ID() == arrow.MAP) {
 			return nil, fmt.Errorf("no conversion from %s to %s", got, want)
 		}
-		var wantChildren []arrow.DataType
-		switch w := want.(type) {
-		case arrow.ListLikeType: // list, large_list, fixed_size_list, map
-			wantChildren = []arrow.DataType{w.Elem()}
-		case *arrow.StructType:
-			for _, f := range w.Fields() {
-				wantChildren = append(wantChildren, f.Type)
-			}
-		}
-		if len(d.Children()) != len(wantChildren) {
-			return nil, fmt.Errorf("%s has %d children, %s %d", got, len(d.Children()), want, len(wantChildren))
-		}
-		children := make([]arrow.ArrayData, len(wantChildren))
-		defer func() {
-			for _, c := range children {
-				if c != nil {
-					c.Release()
-				}
-			}
-		}()
-		for i, cd := range d.Children() {
-			ca := array.MakeFromData(cd)
-			c, err := conformArray(ca, wantChildren[i])
-			ca.Release()
-			if err != nil {
-				return nil, err
-			}
-			children[i] = c.Data()
-			children[i].Retain()
-			c.Release()
-		}
-		nd := array.NewData(want, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
-		defer nd.Release()
-		return array.MakeFromData(nd), nil
+		return withChildren(arr, want, conformArray)
 	}
 	if isNested(got) || !sameLayout(got, want) {
 		return nil, fmt.Errorf("no conversion from %s to %s", got, want)
