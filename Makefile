@@ -13,7 +13,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test bench lint tools
+.PHONY: build run test test-python bench lint tools browser bench-peers torture fuzz
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -49,7 +49,7 @@ tools:
 		{ echo "installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR)"; \
 		  $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }
 
-# >>> status page browser test (flightsvc/internal/statuspage): headless Chromium >>>
+# The status page browser test (flightsvc/internal/statuspage) drives headless Chromium.
 # The test drives Debian's chromium package. Without it the test skips, except in CI (CI=true;
 # .ci/run installs the browser first) or with FLIGHT_SINK_REQUIRE_BROWSER=1, where `make test`
 # fails and says how to install it. `make browser` installs it (Debian, as root).
@@ -57,23 +57,19 @@ ifeq ($(CI),true)
 export FLIGHT_SINK_REQUIRE_BROWSER := 1
 endif
 CHROMIUM_INSTALL := apt-get update && apt-get install -y chromium
-.PHONY: browser
 browser:
 	@command -v chromium >/dev/null 2>&1 || { echo "installing chromium: $(CHROMIUM_INSTALL)"; $(CHROMIUM_INSTALL); }
-# <<< status page browser test <<<
 
-# >>> bench-peers: flight-sink against pyarrow, pylance and deltalake (bench/, docs/benchmarks.md) >>>
+# bench-peers: flight-sink against pyarrow, pylance and deltalake (bench/, docs/benchmarks.md).
 # Installs bench/requirements.txt into a virtualenv, builds the servers, runs both workloads and
 # rewrites docs/benchmarks.md and docs/benchmarks/*.png. BENCH_PEERS_ARGS="--quick --no-doc" for a
 # smoke test; `python3 bench/peers.py --help` lists the knobs.
 BENCH_PYTHON ?= python3
 BENCH_PEERS_ARGS ?=
-.PHONY: bench-peers
 bench-peers:
 	GO=$(GO) $(BENCH_PYTHON) bench/peers.py $(BENCH_PEERS_ARGS)
-# <<< bench-peers <<<
 
-# >>> reliability (issue 9): kill -9 torture, several servers, fault-injected storage, fuzzing >>>
+# Reliability: kill -9 torture, several servers, fault-injected storage, fuzzing.
 # `make test` already runs the short versions (go test ./... includes ./reliability: 10 kill
 # cycles, 6 kills of three servers, one 1%-fault round per store) and every fuzz seed corpus.
 TORTURE_CYCLES ?= 100
@@ -88,7 +84,6 @@ FUZZ_TARGETS := \
 	memwal:FuzzDecodeWALHeader \
 	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet
 
-.PHONY: torture fuzz
 # The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and
 # FLIGHT_SINK_FAULT_SEED replay a schedule.
 torture: tools
@@ -105,4 +100,3 @@ fuzz: tools
 		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s || failed="$$failed $$pkg:$$name"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz targets that found a failing input:$$failed"; exit 1; fi
-# <<< reliability <<<
