@@ -49,8 +49,8 @@ tools:
 		{ echo "installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR)"; \
 		  $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }
 
-# The status page browser test (flightsvc/internal/statuspage) drives headless Chromium.
-# The test drives Debian's chromium package. Without it the test skips, except in CI (CI=true;
+# The status page browser test (flightsvc/internal/statuspage) drives Debian's chromium package,
+# headless. Without it the test skips, except in CI (CI=true;
 # .ci/run installs the browser first) or with FLIGHT_SINK_REQUIRE_BROWSER=1, where `make test`
 # fails and says how to install it. `make browser` installs it (Debian, as root).
 ifeq ($(CI),true)
