@@ -41,7 +41,11 @@ func TestStoredShardReadsWithoutWriting(t *testing.T) {
 			put(t, first, "q", e, e*10, 10, "a")
 		}
 		flush(t, first)
-		second := openShard(t, tbl, testShardID, nil) // fences first; replays nothing (all flushed)
+		// Flush returns once the generation is in the manifest; the flushed WAL entries are
+		// deleted after that by the flusher. Close waits for it, so the store is quiet when the
+		// reads below take their "before" picture.
+		first.Close()
+		second := openShard(t, tbl, testShardID, nil) // replays nothing (all flushed)
 		for e := int64(5); e < 10; e++ {
 			put(t, second, "q", e, e*10, 10, "a")
 		}
