@@ -95,7 +95,7 @@ func decodeObject(body []byte, v any) *decodeError {
 		return &decodeError{msg: "has trailing data after the JSON object"}
 	}
 	if t := bytes.TrimSpace(body); t[0] != '{' { // null: every other non-object is a type error above
-		return &decodeError{msg: fmt.Sprintf("must be a JSON object, got %s", t)}
+		return &decodeError{msg: "must be a JSON object, got " + valueKind(t)}
 	}
 	return nil
 }
@@ -123,6 +123,23 @@ func asDecodeError(err error, v any) *decodeError {
 		return &decodeError{msg: fmt.Sprintf("is not valid JSON: %v (at byte %d)", se, se.Offset)}
 	}
 	return &decodeError{msg: fmt.Sprintf("is not valid: %v", err)}
+}
+
+// valueKind names the kind of the JSON value b, as json's type errors do ("string", "number").
+func valueKind(b []byte) string {
+	switch b[0] {
+	case '"':
+		return "string"
+	case '[':
+		return "array"
+	case '{':
+		return "object"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }
 
 // jsonKind names what JSON a Go type decodes from, for messages.

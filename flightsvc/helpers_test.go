@@ -371,10 +371,10 @@ func (c *flightConn) mustAction(t testing.TB, typ string, body, out any) {
 
 // tableStats is the result of the table_stats action.
 type tableStats struct {
-	Table     string                            `json:"table"`
-	Version   uint64                            `json:"version"`
-	Rows      int64                             `json:"rows"`
-	Fragments int                               `json:"fragments"`
+	Table     string                               `json:"table"`
+	Version   uint64                               `json:"version"`
+	Rows      int64                                `json:"rows"`
+	Fragments int                                  `json:"fragments"`
 	Streams   map[string]flightsvc.StreamWatermark `json:"streams"`
 }
 

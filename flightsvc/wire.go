@@ -14,7 +14,6 @@ package flightsvc
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
@@ -73,8 +72,8 @@ func (o *CreateOption) UnmarshalJSON(b []byte) error {
 		*o = CreateOption{Enabled: true}
 		return nil
 	}
-	if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' {
-		return (&decodeError{msg: fmt.Sprintf("must be true, false or an object with primary_key and memwal, got %s", b)}).in("create")
+	if b = bytes.TrimSpace(b); b[0] != '{' { // json hands over one whole value: never empty
+		return (&decodeError{msg: "must be true, false or an object with primary_key and memwal, got " + valueKind(b)}).in("create")
 	}
 	*o = CreateOption{Enabled: true}
 	return o.Spec.UnmarshalJSON(b)
