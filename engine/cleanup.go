@@ -47,9 +47,9 @@ type CleanupProgress struct {
 type CleanupReport struct {
 	OrphanReport
 	// VersionsRemoved lists the versions whose manifests were removed, ascending.
-	VersionsRemoved []uint64 `json:"versions_removed"`
+	VersionsRemoved []uint64
 	// FilesRemoved lists every other file removed, relative to the table.
-	FilesRemoved []string `json:"files_removed"`
+	FilesRemoved []string
 }
 
 // minCleanupAge is the floor of CleanupPolicy.OlderThan: a reader must always get a moment.

@@ -64,18 +64,18 @@ type CompactProgress struct {
 
 // CompactReport says what a compaction did.
 type CompactReport struct {
-	ReadVersion uint64 `json:"read_version"`
+	ReadVersion uint64
 	// Version is the version the Rewrite committed, 0 when there was nothing to compact.
-	Version          uint64 `json:"version,omitempty"`
-	Groups           int    `json:"groups"`
-	FragmentsRemoved int    `json:"fragments_removed"`
-	FragmentsAdded   int    `json:"fragments_added"`
-	RowsRewritten    int64  `json:"rows_rewritten"`
+	Version          uint64
+	Groups           int
+	FragmentsRemoved int
+	FragmentsAdded   int
+	RowsRewritten    int64
 	// DeletedRowsDropped counts deleted rows the rewrite removed from the data for good.
-	DeletedRowsDropped int64         `json:"deleted_rows_dropped"`
-	BytesRead          int64         `json:"bytes_read"`
-	BytesWritten       int64         `json:"bytes_written"`
-	Duration           time.Duration `json:"duration_ns"`
+	DeletedRowsDropped int64
+	BytesRead          int64
+	BytesWritten       int64
+	Duration           time.Duration
 }
 
 // CompactionPlan lists the groups of adjacent fragments one compaction rewrites; each group

@@ -74,21 +74,21 @@ type OptimizeIndexOptions struct {
 
 // OptimizeIndexResult says what OptimizeIndices did to one index.
 type OptimizeIndexResult struct {
-	Name string `json:"name"`
+	Name string
 	// Version committed, 0 when the index needed nothing.
-	Version            uint64 `json:"version,omitempty"`
-	FragmentsIndexed   int    `json:"fragments_indexed"`
-	SegmentsMerged     int    `json:"segments_merged"`
-	EntriesWritten     int64  `json:"entries_written"`
-	SegmentsAfter      int    `json:"segments_after"`
-	UnindexedFragments int    `json:"unindexed_fragments_after"`
+	Version            uint64
+	FragmentsIndexed   int
+	SegmentsMerged     int
+	EntriesWritten     int64
+	SegmentsAfter      int
+	UnindexedFragments int
 }
 
 // OptimizeIndexReport says what OptimizeIndices did.
 type OptimizeIndexReport struct {
-	ReadVersion uint64                `json:"read_version"`
-	Indices     []OptimizeIndexResult `json:"indices"`
-	Duration    time.Duration         `json:"duration_ns"`
+	ReadVersion uint64
+	Indices     []OptimizeIndexResult
+	Duration    time.Duration
 }
 
 // OptimizeIndices brings the table's indices up to date, one OptimizeIndex transaction per index

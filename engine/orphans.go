@@ -13,12 +13,12 @@ import (
 
 // OrphanReport says what RemoveOrphans (or the file sweep of Cleanup) found and removed.
 type OrphanReport struct {
-	DataFilesRemoved        int   `json:"data_files_removed"`
-	DeletionFilesRemoved    int   `json:"deletion_files_removed"`
-	TransactionFilesRemoved int   `json:"transaction_files_removed"`
-	IndexFilesRemoved       int   `json:"index_files_removed"`
-	BytesRemoved            int64 `json:"bytes_removed"`
-	DryRun                  bool  `json:"dry_run,omitempty"`
+	DataFilesRemoved        int
+	DeletionFilesRemoved    int
+	TransactionFilesRemoved int
+	IndexFilesRemoved       int
+	BytesRemoved            int64
+	DryRun                  bool
 }
 
 // RemoveOrphans deletes data, deletion, transaction and index files that no existing manifest

@@ -117,11 +117,13 @@ func ParsePredicate(b []byte) (*Predicate, error) {
 	return &p, nil
 }
 
-// UnmarshalJSON decodes numbers as json.Number so integer literals stay exact.
+// UnmarshalJSON decodes numbers as json.Number so integer literals stay exact, and refuses
+// unknown fields at every level (a misspelt "colum" must not widen what a delete removes).
 func (p *Predicate) UnmarshalJSON(b []byte) error {
 	type plain Predicate // no methods: no recursion into this function for the top level
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
+	dec.DisallowUnknownFields()
 	var q plain
 	if err := dec.Decode(&q); err != nil {
 		return err

@@ -375,15 +375,15 @@ func (t *Table) ReadTransaction(ctx context.Context, m *Manifest) (*Transaction,
 
 // HistoryEntry is one version in History.
 type HistoryEntry struct {
-	Version         uint64            `json:"version"`
-	Timestamp       time.Time         `json:"timestamp"`
-	Operation       Operation         `json:"operation"`
-	ReadVersion     uint64            `json:"read_version"`
-	Properties      map[string]string `json:"properties,omitempty"`
-	TransactionFile string            `json:"transaction_file"`
+	Version         uint64
+	Timestamp       time.Time
+	Operation       Operation
+	ReadVersion     uint64
+	Properties      map[string]string
+	TransactionFile string
 	// Missing is set when the version's manifest no longer exists (removed by cleanup); the other
 	// fields are then zero.
-	Missing bool `json:"missing,omitempty"`
+	Missing bool
 }
 
 // headerReadSize is how much of a manifest History reads first; the header almost always fits.

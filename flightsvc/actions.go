@@ -14,64 +14,69 @@ import (
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
-// action is one DoAction handler: it takes the JSON body and returns a value encoded as the JSON
-// result.
+// action is one DoAction: its ListActions description and its handler, which decodes the body
+// strictly into the action's wire request type and returns its wire result type.
 type action struct {
 	description string
-	run         func(s *Service, ctx context.Context, body []byte) (any, error)
+	// decode decodes a body (the golden test decodes the documented examples with it).
+	decode func(name string, body []byte) error
+	run    func(s *Service, ctx context.Context, name string, body []byte) (any, error)
+}
+
+// newAction makes the action whose handler is run, with request type Req and result type Res.
+func newAction[Req, Res any](description string, run func(*Service, context.Context, *Req) (Res, error)) action {
+	return action{
+		description: description,
+		decode:      func(name string, body []byte) error { return decodeStrict(name+" body", body, new(Req)) },
+		run: func(s *Service, ctx context.Context, name string, body []byte) (any, error) {
+			req := new(Req)
+			if err := decodeStrict(name+" body", body, req); err != nil {
+				return nil, err
+			}
+			return run(s, ctx, req)
+		},
+	}
 }
 
 // actions is the DoAction table; ListActions lists it. Each body and result is documented in
 // docs/protocol.md.
 var actions = map[string]action{
-	"create_table": {
-		description: `Create a table. Body: {"table", "schema": [{"name","type","nullable"}], "primary_key"?: [cols], "memwal"?: {"shards": n}}. Result: {"table","version"}.`,
-		run:         (*Service).actCreateTable,
-	},
-	"commit_epoch": {
-		description: `Commit the staged partitions of a multi-writer epoch as one transaction, exactly once. Body: {"table","query_id","epoch_id","mode","stages":[tokens]}. Result: an ack like DoPut's (committed|duplicate|empty).`,
-		run:         (*Service).actCommitEpoch,
-	},
-	"epoch_status": {
-		description: `Whether an epoch is committed. Body: {"table","query_id","epoch_id"}. Result: {"committed": bool, "version"}.`,
-		run:         (*Service).actEpochStatus,
-	},
-	"history": {
-		description: `Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: [{"version","timestamp","operation","properties",...}].`,
-		run:         (*Service).actHistory,
-	},
-	"cleanup": {
-		description: `Remove old versions and unreferenced files. Body: {"table", "older_than_seconds"?: n (default 7 days), "keep_last"?: n (default 1), "dry_run"?: bool}. Result: {"versions_removed": [..], "files_removed": [..], "stages_expired", "data_files_removed", "transaction_files_removed", "deletion_files_removed", "bytes_removed"}.`,
-		run:         (*Service).actCleanup,
-	},
-	"compact": {
-		description: `Compact small fragments and fragments with many deleted rows. Body: {"table", "target_rows_per_fragment"?, "max_deleted_share"?}. Result: {"version", "fragments_removed", "fragments_added", "rows_rewritten", ...}.`,
-		run:         (*Service).actCompact,
-	},
-	"delete": {
-		description: `Delete the rows matching a predicate. Body: {"table", "where": predicate JSON (docs/protocol.md)}. Result: {"version", "committed", "rows_deleted"}.`,
-		run:         (*Service).actDelete,
-	},
-	"create_index": {
-		description: `Build the primary-key index of a keyed table (upserts then look keys up through it). Body: {"table", "name"? (default "pk")}. Result: {"table", "version"}.`,
-		run:         (*Service).actCreateIndex,
-	},
-	"optimize_indices": {
-		description: `Index the fragments no index segment covers yet and merge segments. Body: {"table", "names"?: [..], "merge_all"?: bool}. Result: {"read_version", "indices": [...], "duration_ns"}.`,
-		run:         (*Service).actOptimizeIndices,
-	},
-	"flush_memwal": {
-		description: `Flush MemWAL memtables to generations. Body: {"table", "shard"?}. Result: {"shards_flushed": n}.`,
-		run:         (*Service).actFlushMemWAL,
-	},
-	"compact_memwal_shard": {
-		description: `Fold MemWAL generations into the base table. Body: {"table", "shard"? (default every shard), "min_generations"?}. Result: {"generations_reclaimed": n}.`,
-		run:         (*Service).actCompactMemWAL,
-	},
-	"table_stats": {
-		description: `Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","streams": {query_id: {"epoch","version"}}}.`,
-		run:         (*Service).actTableStats,
-	},
+	"create_table": newAction(
+		`Create a table. Body: {"table", "schema": [{"name","type","nullable"}], "primary_key"?: [cols], "memwal"?: {"shards": n}}. Result: {"table","version"}.`,
+		(*Service).createTable),
+	"commit_epoch": newAction(
+		`Commit the staged partitions of a multi-writer epoch as one transaction, exactly once. Body: {"table","query_id","epoch_id","mode"?,"stages":[tokens],"dedupe_lookback_versions"?}. Result: an ack like DoPut's (committed|duplicate|empty).`,
+		(*Service).commitEpoch),
+	"epoch_status": newAction(
+		`Whether an epoch is committed. Body: {"table","query_id","epoch_id"}. Result: {"committed": bool, "version", "route"?}.`,
+		(*Service).epochStatus),
+	"history": newAction(
+		`Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: [{"version","timestamp","operation","read_version","properties","transaction_file"}].`,
+		(*Service).history),
+	"cleanup": newAction(
+		`Remove old versions and unreferenced files. Body: {"table", "older_than_seconds"?: n (default 7 days), "keep_last"?: n (default 1), "dry_run"?: bool}. Result: {"versions_removed": [..], "files_removed": [..], "stages_expired", "data_files_removed", "transaction_files_removed", "deletion_files_removed", "index_files_removed", "bytes_removed"}.`,
+		(*Service).cleanup),
+	"compact": newAction(
+		`Compact small fragments and fragments with many deleted rows. Body: {"table", "target_rows_per_fragment"?, "max_deleted_share"?}. Result: {"read_version", "version", "groups", "fragments_removed", "fragments_added", "rows_rewritten", ...}.`,
+		(*Service).compact),
+	"delete": newAction(
+		`Delete the rows matching a predicate. Body: {"table", "where": predicate JSON (docs/protocol.md)}. Result: {"version", "committed", "rows_deleted"}.`,
+		(*Service).delete),
+	"create_index": newAction(
+		`Build the primary-key index of a keyed table (upserts then look keys up through it). Body: {"table", "name"? (default "pk")}. Result: {"table", "version"}.`,
+		(*Service).createIndex),
+	"optimize_indices": newAction(
+		`Index the fragments no index segment covers yet and merge segments. Body: {"table", "names"?: [..], "merge_all"?: bool}. Result: {"read_version", "indices": [...], "duration_ns"}.`,
+		(*Service).optimizeIndices),
+	"flush_memwal": newAction(
+		`Flush MemWAL memtables to generations. Body: {"table", "shard"? (a shard id; default every shard)}. Result: {"shards_flushed": n}.`,
+		(*Service).flushMemWAL),
+	"compact_memwal_shard": newAction(
+		`Fold MemWAL generations into the base table. Body: {"table", "shard"? (a shard id; default every shard), "min_generations"?}. Result: {"generations_reclaimed": n}.`,
+		(*Service).compactMemWAL),
+	"table_stats": newAction(
+		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?}.`,
+		(*Service).tableStats),
 }
 
 // ListActions lists the actions this server runs.
@@ -95,7 +100,7 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 	if !ok {
 		return toStatus(fmt.Errorf("%w: unknown action %q (ListActions lists the actions this server runs)", streaming.ErrInvalidRequest, a.GetType()))
 	}
-	res, err := act.run(s, stream.Context(), a.GetBody())
+	res, err := act.run(s, stream.Context(), a.GetType(), a.GetBody())
 	if err != nil {
 		return toStatus(err)
 	}
@@ -106,156 +111,104 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 	return stream.Send(&flight.Result{Body: body})
 }
 
-type columnSpec struct {
-	Name     string `json:"name"`
-	Type     string `json:"type"`
-	Nullable *bool  `json:"nullable"`
-}
-
-func (s *Service) actCreateTable(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table      string       `json:"table"`
-		Schema     []columnSpec `json:"schema"`
-		PrimaryKey []string     `json:"primary_key"`
-		MemWAL     *struct {
-			Shards int `json:"shards"`
-		} `json:"memwal"`
-	}
-	if err := decodeJSON("create_table body", body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) createTable(ctx context.Context, req *CreateTableRequest) (TableVersion, error) {
 	if len(req.Schema) == 0 {
-		return nil, fmt.Errorf("%w: create_table needs a non-empty \"schema\"", streaming.ErrInvalidRequest)
+		return TableVersion{}, invalidf("create_table needs a non-empty \"schema\"")
 	}
 	fields := make([]arrow.Field, len(req.Schema))
 	for i, c := range req.Schema {
 		if c.Name == "" {
-			return nil, fmt.Errorf("%w: schema column %d has no name", streaming.ErrInvalidRequest, i)
+			return TableVersion{}, invalidf("schema column %d has no name", i)
 		}
 		dt, err := parseArrowType(c.Type)
 		if err != nil {
-			return nil, fmt.Errorf("%w: column %q: %v", streaming.ErrInvalidRequest, c.Name, err)
+			return TableVersion{}, invalidf("column %q: %v", c.Name, err)
 		}
 		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: c.Nullable == nil || *c.Nullable}
 	}
-	spec := streaming.CreateSpec{PrimaryKey: req.PrimaryKey}
-	if req.MemWAL != nil {
-		spec.MemWAL = &struct {
-			Shards int `json:"shards"`
-		}{Shards: req.MemWAL.Shards}
+	spec, err := createSpec(req.PrimaryKey, req.MemWAL)
+	if err != nil {
+		return TableVersion{}, err
 	}
 	sc := arrow.NewSchema(fields, nil)
 	if err := engine.CheckSchemaDepth(sc); err != nil {
-		return nil, err
+		return TableVersion{}, err
 	}
 	t, err := s.sink.CreateTable(ctx, req.Table, sc, spec)
 	if err != nil {
-		return nil, err
+		return TableVersion{}, err
 	}
 	m, err := t.Latest(ctx)
 	if err != nil {
-		return nil, err
+		return TableVersion{}, err
 	}
-	return map[string]any{"table": t.Name(), "version": m.Version}, nil
+	return TableVersion{Table: t.Name(), Version: m.Version}, nil
 }
 
-func (s *Service) actCommitEpoch(ctx context.Context, body []byte) (any, error) {
-	var req streaming.CommitStagedRequest
-	if err := decodeJSON("commit_epoch body", body, &req); err != nil {
-		return nil, err
-	}
-	return s.sink.CommitStaged(ctx, req)
-}
-
-func (s *Service) actEpochStatus(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table   string `json:"table"`
-		QueryID string `json:"query_id"`
-		EpochID *int64 `json:"epoch_id"`
-	}
-	if err := decodeJSON("epoch_status body", body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack, error) {
 	if req.EpochID == nil {
-		return nil, fmt.Errorf("%w: epoch_status needs \"epoch_id\"", streaming.ErrInvalidRequest)
+		return Ack{}, invalidf("commit_epoch needs \"epoch_id\"")
+	}
+	if req.Stages == nil {
+		return Ack{}, invalidf("commit_epoch needs \"stages\", the tokens of the staged partitions ([] commits an empty epoch)")
+	}
+	lookback, err := lookbackArg(req.Lookback)
+	if err != nil {
+		return Ack{}, err
+	}
+	ack, err := s.sink.CommitStaged(ctx, streaming.CommitStagedRequest{Table: req.Table, QueryID: req.QueryID,
+		EpochID: *req.EpochID, Mode: streaming.Mode(req.Mode), Stages: req.Stages, Lookback: lookback})
+	if err != nil {
+		return Ack{}, err
+	}
+	return ackResult(ack), nil
+}
+
+func (s *Service) epochStatus(ctx context.Context, req *EpochStatusRequest) (EpochStatusResult, error) {
+	if req.EpochID == nil {
+		return EpochStatusResult{}, invalidf("epoch_status needs \"epoch_id\"")
 	}
 	st, err := s.sink.EpochStatus(ctx, req.Table, req.QueryID, *req.EpochID)
 	if err != nil {
-		return nil, err
+		return EpochStatusResult{}, err
 	}
-	res := map[string]any{"committed": st.Committed, "version": st.Version}
-	if st.Route != "" {
-		res["route"] = st.Route // "memwal": the epoch is held by the table's MemWAL shards, version 0
-	}
-	return res, nil
+	// Route "memwal": the epoch is held by the table's MemWAL shards, version 0.
+	return EpochStatusResult{Committed: st.Committed, Version: st.Version, Route: string(st.Route)}, nil
 }
 
-func (s *Service) actHistory(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table string `json:"table"`
-		Limit int    `json:"limit"`
-	}
-	if err := decodeJSON("history body", body, &req); err != nil {
-		return nil, err
-	}
-	if req.Limit == 0 {
-		req.Limit = 20
-	}
-	if req.Limit < 1 || req.Limit > streaming.MaxLookback {
-		return nil, fmt.Errorf("%w: history limit must be 1..%d, got %d", streaming.ErrInvalidRequest, streaming.MaxLookback, req.Limit)
+func (s *Service) history(ctx context.Context, req *HistoryRequest) ([]HistoryEntry, error) {
+	limit := DefaultHistoryLimit
+	if req.Limit != nil {
+		limit = *req.Limit
+		if limit < 1 || limit > streaming.MaxLookback {
+			return nil, invalidf("history limit must be 1..%d (leave it out for %d), got %d", streaming.MaxLookback, DefaultHistoryLimit, limit)
+		}
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
 		return nil, err
 	}
-	h, err := t.History(ctx, req.Limit)
+	h, err := t.History(ctx, limit)
 	if err != nil {
 		return nil, err
 	}
-	return h, nil
+	return historyResult(h), nil
 }
 
-func (s *Service) actTableStats(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table string `json:"table"`
-	}
-	if err := decodeJSON("table_stats body", body, &req); err != nil {
-		return nil, err
-	}
+func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (TableStats, error) {
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
-		return nil, err
+		return TableStats{}, err
 	}
 	m, err := t.Latest(ctx)
 	if err != nil {
-		return nil, err
-	}
-	var bytes int64
-	for _, f := range m.Fragments {
-		for _, df := range f.Files {
-			bytes += df.SizeBytes
-		}
-	}
-	stats := map[string]any{
-		"table": t.Name(), "version": m.Version, "rows": m.Rows(), "fragments": len(m.Fragments),
-		"data_bytes": bytes, "primary_key": m.PrimaryKey, "streams": m.Streams,
-	}
-	if len(m.Indices) > 0 {
-		idx := make([]map[string]any, 0, len(m.Indices))
-		for _, ix := range m.Indices {
-			idx = append(idx, map[string]any{"name": ix.Name, "columns": ix.Columns, "segments": len(ix.Segments),
-				"unindexed_fragments": len(ix.UnindexedFragments(m))})
-		}
-		stats["indices"] = idx
+		return TableStats{}, err
 	}
 	shards, err := s.sink.MemWALStats(ctx, t, m)
 	if err != nil {
-		return nil, err
+		return TableStats{}, err
 	}
-	if shards != nil {
-		stats["memwal"] = map[string]any{"shards": shards, "merged_generations": m.MemWALMerged}
-	}
-	return stats, nil
+	return tableStatsResult(m, t.Name(), shards), nil
 }
 
 // parseArrowType reads the Arrow type names users write in create_table: the names arrow's
@@ -302,117 +255,132 @@ func parseArrowType(name string) (arrow.DataType, error) {
 	return nil, fmt.Errorf("unknown Arrow type %q (use names like int64, float64, bool, utf8, binary, date32, timestamp[us, tz=UTC])", name)
 }
 
-func (s *Service) actCleanup(ctx context.Context, body []byte) (any, error) {
-	var req streaming.CleanupRequest
-	if err := decodeJSON("cleanup body", body, &req); err != nil {
-		return nil, err
+func (s *Service) cleanup(ctx context.Context, req *CleanupRequest) (CleanupResult, error) {
+	c := streaming.CleanupRequest{Table: req.Table, DryRun: req.DryRun}
+	if v := req.OlderThanSeconds; v != nil {
+		if *v < 1 || *v > streaming.MaxCleanupAgeSeconds {
+			return CleanupResult{}, invalidf("cleanup older_than_seconds must be 1..%d (leave it out for 7 days), got %d", streaming.MaxCleanupAgeSeconds, *v)
+		}
+		c.OlderThanSeconds = *v
 	}
-	return s.sink.Cleanup(ctx, req)
+	if v := req.KeepLast; v != nil {
+		if *v < 1 {
+			return CleanupResult{}, invalidf("cleanup keep_last must be >= 1 (the latest version is always kept; leave it out for 1), got %d", *v)
+		}
+		c.KeepLast = *v
+	}
+	rep, err := s.sink.Cleanup(ctx, c)
+	if err != nil {
+		return CleanupResult{}, err
+	}
+	return cleanupResult(rep), nil
 }
 
-func (s *Service) actCompact(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table           string  `json:"table"`
-		TargetRows      int64   `json:"target_rows_per_fragment"`
-		MaxDeletedShare float64 `json:"max_deleted_share"`
+func (s *Service) compact(ctx context.Context, req *CompactRequest) (CompactResult, error) {
+	var opts engine.CompactOptions
+	if v := req.TargetRows; v != nil {
+		if *v < 1 {
+			return CompactResult{}, invalidf("compact target_rows_per_fragment must be >= 1 (leave it out for the default), got %d", *v)
+		}
+		opts.TargetRowsPerFragment = *v
 	}
-	if err := decodeJSON("compact body", body, &req); err != nil {
-		return nil, err
-	}
-	if req.TargetRows < 0 || req.MaxDeletedShare < 0 || req.MaxDeletedShare > 1 {
-		return nil, fmt.Errorf("%w: compact target_rows_per_fragment must be >= 0 and max_deleted_share in 0..1", streaming.ErrInvalidRequest)
+	if v := req.MaxDeletedShare; v != nil {
+		if !(*v > 0 && *v <= 1) {
+			return CompactResult{}, invalidf("compact max_deleted_share must be in (0, 1] (leave it out for the default), got %v", *v)
+		}
+		opts.MaxDeletedShare = *v
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
-		return nil, err
+		return CompactResult{}, err
 	}
-	return t.Compact(ctx, engine.CompactOptions{TargetRowsPerFragment: req.TargetRows, MaxDeletedShare: req.MaxDeletedShare})
+	rep, err := t.Compact(ctx, opts)
+	if err != nil {
+		return CompactResult{}, err
+	}
+	return CompactResultOf(rep), nil
 }
 
-func (s *Service) actDelete(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table string          `json:"table"`
-		Where json.RawMessage `json:"where"`
-	}
-	if err := decodeJSON("delete body", body, &req); err != nil {
-		return nil, err
-	}
-	if len(req.Where) == 0 {
-		return nil, fmt.Errorf("%w: delete needs \"where\" (a predicate; to empty a table, send a complete-mode epoch with no rows)", streaming.ErrInvalidRequest)
+func (s *Service) delete(ctx context.Context, req *DeleteRequest) (DeleteResult, error) {
+	if len(req.Where) == 0 || string(req.Where) == "null" {
+		return DeleteResult{}, invalidf("delete needs \"where\" (a predicate; to empty a table, send a complete-mode epoch with no rows)")
 	}
 	pred, err := engine.ParsePredicate(req.Where)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
+		return DeleteResult{}, invalidf("delete \"where\": %v", err)
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
-		return nil, err
+		return DeleteResult{}, err
 	}
 	res, err := t.Delete(ctx, pred, nil)
 	if err != nil {
-		return nil, err
+		return DeleteResult{}, err
 	}
-	return map[string]any{"version": res.Manifest.Version, "committed": res.Committed, "rows_deleted": res.RowsDeleted}, nil
+	return DeleteResult{Version: res.Manifest.Version, Committed: res.Committed, RowsDeleted: res.RowsDeleted}, nil
 }
 
-func (s *Service) actFlushMemWAL(ctx context.Context, body []byte) (any, error) {
-	var req streaming.MemWALRequest
-	if err := decodeJSON("flush_memwal body", body, &req); err != nil {
-		return nil, err
-	}
-	n, err := s.sink.FlushMemWAL(ctx, req)
+func (s *Service) flushMemWAL(ctx context.Context, req *FlushMemWALRequest) (FlushMemWALResult, error) {
+	shard, err := shardArg(req.Shard)
 	if err != nil {
-		return nil, err
+		return FlushMemWALResult{}, err
 	}
-	return map[string]any{"shards_flushed": n}, nil
-}
-
-func (s *Service) actCompactMemWAL(ctx context.Context, body []byte) (any, error) {
-	var req streaming.MemWALRequest
-	if err := decodeJSON("compact_memwal_shard body", body, &req); err != nil {
-		return nil, err
-	}
-	if req.MinGenerations < 0 {
-		return nil, fmt.Errorf("%w: min_generations must be >= 0", streaming.ErrInvalidRequest)
-	}
-	n, err := s.sink.CompactMemWAL(ctx, req)
+	n, err := s.sink.FlushMemWAL(ctx, streaming.MemWALRequest{Table: req.Table, Shard: shard})
 	if err != nil {
-		return nil, err
+		return FlushMemWALResult{}, err
 	}
-	return map[string]any{"generations_reclaimed": n}, nil
+	return FlushMemWALResult{ShardsFlushed: n}, nil
 }
 
-func (s *Service) actCreateIndex(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table string `json:"table"`
-		Name  string `json:"name"`
+func (s *Service) compactMemWAL(ctx context.Context, req *CompactMemWALRequest) (CompactMemWALResult, error) {
+	shard, err := shardArg(req.Shard)
+	if err != nil {
+		return CompactMemWALResult{}, err
 	}
-	if err := decodeJSON("create_index body", body, &req); err != nil {
-		return nil, err
+	r := streaming.MemWALRequest{Table: req.Table, Shard: shard}
+	if v := req.MinGenerations; v != nil {
+		if *v < 1 {
+			return CompactMemWALResult{}, invalidf("min_generations must be >= 1 (leave it out for 1), got %d", *v)
+		}
+		r.MinGenerations = *v
+	}
+	n, err := s.sink.CompactMemWAL(ctx, r)
+	if err != nil {
+		return CompactMemWALResult{}, err
+	}
+	return CompactMemWALResult{GenerationsReclaimed: n}, nil
+}
+
+func (s *Service) createIndex(ctx context.Context, req *CreateIndexRequest) (TableVersion, error) {
+	var spec engine.IndexSpec
+	if req.Name != nil {
+		if *req.Name == "" {
+			return TableVersion{}, invalidf("create_index \"name\" must not be empty (leave it out for \"pk\")")
+		}
+		spec.Name = *req.Name
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
-		return nil, err
+		return TableVersion{}, err
 	}
-	m, err := t.CreateIndex(ctx, engine.IndexSpec{Name: req.Name})
+	m, err := t.CreateIndex(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
+		return TableVersion{}, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
 	}
-	return map[string]any{"table": t.Name(), "version": m.Version}, nil
+	return TableVersion{Table: t.Name(), Version: m.Version}, nil
 }
 
-func (s *Service) actOptimizeIndices(ctx context.Context, body []byte) (any, error) {
-	var req struct {
-		Table    string   `json:"table"`
-		Names    []string `json:"names"`
-		MergeAll bool     `json:"merge_all"`
-	}
-	if err := decodeJSON("optimize_indices body", body, &req); err != nil {
-		return nil, err
+func (s *Service) optimizeIndices(ctx context.Context, req *OptimizeIndicesRequest) (OptimizeIndicesResult, error) {
+	if req.Names != nil && len(req.Names) == 0 {
+		return OptimizeIndicesResult{}, invalidf("optimize_indices \"names\" must list at least one index (leave it out for every index)")
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
-		return nil, err
+		return OptimizeIndicesResult{}, err
 	}
-	return t.OptimizeIndices(ctx, engine.OptimizeIndexOptions{Names: req.Names, MergeAll: req.MergeAll})
+	rep, err := t.OptimizeIndices(ctx, engine.OptimizeIndexOptions{Names: req.Names, MergeAll: req.MergeAll})
+	if err != nil {
+		return OptimizeIndicesResult{}, err
+	}
+	return optimizeIndicesResult(rep), nil
 }

@@ -1,85 +1,71 @@
 package flightsvc
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
-// putCommand is the JSON command of a DoPut CMD descriptor (docs/protocol.md). Unknown fields
-// are ignored, so an option such as write_mode can never change what a stream does.
-type putCommand struct {
-	Table     string               `json:"table"`
-	QueryID   *string              `json:"query_id"`
-	EpochID   *int64               `json:"epoch_id"`
-	Mode      streaming.Mode       `json:"mode"`
-	Route     streaming.Route      `json:"route"`
-	Lookback  int                  `json:"dedupe_lookback_versions"`
-	Partition *streaming.Partition `json:"partition"`
-	Create    json.RawMessage      `json:"create"`
-	Rows      *int64               `json:"rows"`
-}
-
-// decodeJSON decodes a JSON object body into v with a message naming what was being decoded.
-func decodeJSON(what string, body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s is not valid JSON: %v", streaming.ErrInvalidRequest, what, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: %s has trailing data after the JSON object", streaming.ErrInvalidRequest, what)
-	}
-	return nil
-}
-
-// parsePutCommand turns a DoPut command into an epoch request. isEpoch is false for a plain
-// append command (no query_id and no epoch_id at all).
-func parsePutCommand(body []byte) (req streaming.EpochRequest, isEpoch bool, err error) {
-	var c putCommand
-	if err := decodeJSON("DoPut command", body, &c); err != nil {
-		return req, false, err
+// parsePutCommand decodes a DoPut command (PutCommand) strictly and converts it into the epoch
+// request of streaming.Sink.WriteEpoch, which validates the values (Normalize).
+func parsePutCommand(body []byte) (streaming.EpochRequest, error) {
+	var c PutCommand
+	if err := decodeStrict("DoPut command", body, &c); err != nil {
+		return streaming.EpochRequest{}, err
 	}
 	if c.Table == "" {
-		return req, false, fmt.Errorf("%w: DoPut command needs \"table\"", streaming.ErrInvalidRequest)
+		return streaming.EpochRequest{}, invalidf("DoPut command needs \"table\"")
 	}
-	req = streaming.EpochRequest{Table: c.Table, Mode: c.Mode, Route: c.Route, Lookback: c.Lookback, Partition: c.Partition, ExpectRows: c.Rows}
 	if c.EpochID == nil {
-		return req, false, fmt.Errorf("%w: DoPut command needs \"epoch_id\" (use a PATH descriptor for a plain append)", streaming.ErrInvalidRequest)
+		return streaming.EpochRequest{}, invalidf("DoPut command needs \"epoch_id\" (use a PATH descriptor for a plain append)")
 	}
-	req.EpochID = *c.EpochID
+	lookback, err := lookbackArg(c.Lookback)
+	if err != nil {
+		return streaming.EpochRequest{}, err
+	}
+	req := streaming.EpochRequest{Table: c.Table, EpochID: *c.EpochID, Mode: streaming.Mode(c.Mode),
+		Route: streaming.Route(c.Route), Lookback: lookback, ExpectRows: c.Rows}
 	if c.QueryID != nil {
 		req.QueryID = *c.QueryID
 	}
-	create, err := parseCreate(c.Create)
+	if p := c.Partition; p != nil {
+		if p.ID == nil {
+			return req, invalidf("DoPut command \"partition\" needs \"id\"")
+		}
+		req.Partition = &streaming.Partition{ID: *p.ID, Attempt: p.Attempt}
+	}
+	if c.Create.Enabled {
+		spec, err := createSpec(c.Create.Spec.PrimaryKey, c.Create.Spec.MemWAL)
+		if err != nil {
+			return req, err
+		}
+		req.Create = &spec
+	}
+	return req, nil
+}
+
+// lookbackArg converts an optional dedupe_lookback_versions to the domain's (0: the server's
+// default). A value given explicitly must be in range: 0 is not "absent".
+func lookbackArg(l *int) (int, error) {
+	if l == nil {
+		return 0, nil
+	}
+	if *l < 1 || *l > streaming.MaxLookback {
+		return 0, invalidf("dedupe_lookback_versions must be 1..%d (leave it out for the server's default), got %d", streaming.MaxLookback, *l)
+	}
+	return *l, nil
+}
+
+// parseTicket decodes a DoGet ticket (Ticket) strictly into what it reads.
+func parseTicket(body []byte) (tableVersion, []string, error) {
+	var t Ticket
+	if err := decodeStrict("ticket", body, &t); err != nil {
+		return tableVersion{}, nil, err
+	}
+	v, err := versionArg(t.Version)
 	if err != nil {
-		return req, false, err
+		return tableVersion{}, nil, err
 	}
-	req.Create = create
-	return req, true, nil
-}
-
-// parseCreate accepts `true`, `false`, null or an object with primary_key / memwal.
-func parseCreate(raw json.RawMessage) (*streaming.CreateSpec, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" || string(raw) == "false" {
-		return nil, nil
+	if t.Columns != nil && len(t.Columns) == 0 {
+		return tableVersion{}, nil, invalidf("ticket \"columns\" must name at least one column (leave it out for every column)")
 	}
-	if string(raw) == "true" {
-		return &streaming.CreateSpec{}, nil
-	}
-	var spec streaming.CreateSpec
-	if err := decodeJSON("\"create\"", raw, &spec); err != nil {
-		return nil, err
-	}
-	return &spec, nil
-}
-
-// ticket is the JSON of a DoGet ticket.
-type ticket struct {
-	Table   string   `json:"table"`
-	Version uint64   `json:"version,omitempty"`
-	Columns []string `json:"columns,omitempty"`
+	return tableVersion{table: t.Table, version: v}, t.Columns, nil
 }

@@ -18,21 +18,19 @@ import (
 
 // encodePutCommand is what a client sends for req: the inverse of parsePutCommand.
 func encodePutCommand(t *testing.T, req streaming.EpochRequest) []byte {
-	c := map[string]any{"table": req.Table, "query_id": req.QueryID, "epoch_id": req.EpochID}
-	if req.Mode != "" {
-		c["mode"] = req.Mode
-	}
-	if req.Route != "" {
-		c["route"] = req.Route
-	}
+	c := PutCommand{Table: req.Table, QueryID: &req.QueryID, EpochID: &req.EpochID, Mode: string(req.Mode),
+		Route: string(req.Route), Rows: req.ExpectRows}
 	if req.Lookback != 0 {
-		c["dedupe_lookback_versions"] = req.Lookback
+		c.Lookback = &req.Lookback
 	}
-	if req.Partition != nil {
-		c["partition"] = req.Partition
+	if p := req.Partition; p != nil {
+		c.Partition = &PartitionSpec{ID: &p.ID, Attempt: p.Attempt}
 	}
-	if req.Create != nil {
-		c["create"] = req.Create
+	if cr := req.Create; cr != nil {
+		c.Create = CreateOption{Enabled: true, Spec: CreateSpec{PrimaryKey: cr.PrimaryKey}}
+		if cr.MemWAL != nil {
+			c.Create.Spec.MemWAL = &MemWALSpec{Shards: &cr.MemWAL.Shards}
+		}
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -61,15 +59,12 @@ func FuzzParsePutCommand(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, isEpoch, err := parsePutCommand(body)
+		req, err := parsePutCommand(body)
 		if err != nil {
 			if !errors.Is(err, streaming.ErrInvalidRequest) {
 				t.Fatalf("error %q is not an invalid request (InvalidArgument)", err)
 			}
 			return
-		}
-		if !isEpoch {
-			t.Fatalf("parsed without error but not as an epoch: %+v", req)
 		}
 		// Validation must not panic either, and fails only as an invalid request.
 		norm := req
@@ -77,8 +72,8 @@ func FuzzParsePutCommand(f *testing.F) {
 			t.Fatalf("Normalize error %q is not an invalid request", err)
 		}
 		// Sent again, the command means the same thing.
-		again, isEpoch2, err := parsePutCommand(encodePutCommand(t, req))
-		if err != nil || !isEpoch2 {
+		again, err := parsePutCommand(encodePutCommand(t, req))
+		if err != nil {
 			t.Fatalf("re-encoded command %s does not parse: %v", encodePutCommand(t, req), err)
 		}
 		// An empty primary-key list and none mean the same (no key); JSON encoding drops it.
@@ -107,8 +102,8 @@ func FuzzDecodeTicket(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var tk ticket
-		if err := decodeJSON("ticket", b, &tk); err != nil {
+		var tk Ticket
+		if err := decodeStrict("ticket", b, &tk); err != nil {
 			if !errors.Is(err, streaming.ErrInvalidRequest) {
 				t.Fatalf("error %q is not an invalid request (InvalidArgument)", err)
 			}
@@ -120,8 +115,8 @@ func FuzzDecodeTicket(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var again ticket
-		if err := decodeJSON("ticket", enc, &again); err != nil {
+		var again Ticket
+		if err := decodeStrict("ticket", enc, &again); err != nil {
 			t.Fatalf("re-encoded ticket %s does not decode: %v", enc, err)
 		}
 		if len(tk.Columns) == 0 {

@@ -371,11 +371,11 @@ func (c *flightConn) mustAction(t testing.TB, typ string, body, out any) {
 
 // tableStats is the result of the table_stats action.
 type tableStats struct {
-	Table     string                            `json:"table"`
-	Version   uint64                            `json:"version"`
-	Rows      int64                             `json:"rows"`
-	Fragments int                               `json:"fragments"`
-	Streams   map[string]engine.StreamWatermark `json:"streams"`
+	Table     string                               `json:"table"`
+	Version   uint64                               `json:"version"`
+	Rows      int64                                `json:"rows"`
+	Fragments int                                  `json:"fragments"`
+	Streams   map[string]flightsvc.StreamWatermark `json:"streams"`
 }
 
 func (c *flightConn) stats(t testing.TB, table string) tableStats {
@@ -391,15 +391,15 @@ func (c *flightConn) version(t testing.TB, table string) uint64 {
 }
 
 // history returns up to limit transactions of table, newest first.
-func (c *flightConn) history(t testing.TB, table string, limit int) []engine.HistoryEntry {
+func (c *flightConn) history(t testing.TB, table string, limit int) []flightsvc.HistoryEntry {
 	t.Helper()
-	var h []engine.HistoryEntry
+	var h []flightsvc.HistoryEntry
 	c.mustAction(t, "history", cmd{"table": table, "limit": limit}, &h)
 	return h
 }
 
 // wantDenseHistory checks that table's versions run 1..latest with no gap, newest first.
-func (c *flightConn) wantDenseHistory(t testing.TB, table string) []engine.HistoryEntry {
+func (c *flightConn) wantDenseHistory(t testing.TB, table string) []flightsvc.HistoryEntry {
 	t.Helper()
 	latest := c.version(t, table)
 	h := c.history(t, table, int(latest)+5)

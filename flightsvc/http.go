@@ -165,7 +165,7 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 	var tables []statusTable
 	for _, n := range names {
 		st := statusTable{Name: n}
-		_, m, err := h.svc.manifestFor(ctx, ticket{Table: n})
+		_, m, err := h.svc.manifestFor(ctx, tableVersion{table: n})
 		if err != nil {
 			st.Err = err.Error()
 			tables = append(tables, st)

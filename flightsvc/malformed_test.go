@@ -6,6 +6,7 @@ package flightsvc_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -115,6 +116,21 @@ func TestMalformedRequests(t *testing.T) {
 		{"look-back -1", put(with("dedupe_lookback_versions", -1)), codes.InvalidArgument, "dedupe_lookback_versions"},
 		{"look-back 10001", put(with("dedupe_lookback_versions", 10001)), codes.InvalidArgument, "dedupe_lookback_versions"},
 		{"negative partition", put(with("partition", cmd{"id": -1, "attempt": 0})), codes.InvalidArgument, "partition"},
+		// Strict decoding: an unknown field is never ignored, a value given is never read as absent.
+		{"look-back given as 0", put(with("dedupe_lookback_versions", 0)), codes.InvalidArgument, "dedupe_lookback_versions must be 1..10000"},
+		{"misspelt merge_schema", put(with("merge_shema", true)), codes.InvalidArgument, `unknown field "merge_shema" in DoPut command`},
+		{"truncate option", put(with("truncate", true)), codes.InvalidArgument, `unknown field "truncate" in DoPut command`},
+		{"write_mode option", put(with("write_mode", "overwrite")), codes.InvalidArgument, `unknown field "write_mode" in DoPut command`},
+		{"unknown field in partition", put(with("partition", cmd{"id": 0, "atempt": 1})), codes.InvalidArgument, `unknown field "atempt" in DoPut command field "partition"`},
+		{"partition without id", put(with("partition", cmd{"attempt": 0})), codes.InvalidArgument, `"partition" needs "id"`},
+		{"partition is not an object", put(with("partition", 3)), codes.InvalidArgument, `field "partition" must be a JSON object`},
+		{"unknown field in create", put(with("table", "fresh", "create", cmd{"primary_keys": []string{"id"}})), codes.InvalidArgument, `unknown field "primary_keys" in DoPut command field "create"`},
+		{"unknown field in create.memwal", put(with("table", "fresh", "create", cmd{"memwal": cmd{"shard": 2}})), codes.InvalidArgument, `unknown field "shard" in DoPut command field "create.memwal"`},
+		{"create.memwal without shards", put(with("table", "fresh", "create", cmd{"memwal": cmd{}})), codes.InvalidArgument, `memwal needs "shards"`},
+		{"negative rows", put(with("rows", -1)), codes.InvalidArgument, "rows"},
+		{"epoch_id past int64", raw(`{"table": "t", "query_id": "q", "epoch_id": 9223372036854775808}`), codes.InvalidArgument, `field "epoch_id" must be an integer`},
+		{"trailing brace after command", raw(`{"table": "t", "query_id": "q", "epoch_id": 1}}`), codes.InvalidArgument, "trailing"},
+		{"null command", raw(`null`), codes.InvalidArgument, "must be a JSON object"},
 		{"create is not a spec", put(with("create", 5)), codes.InvalidArgument, "create"},
 		{"create with 0 memwal shards", put(with("table", "fresh", "create", cmd{"memwal": cmd{"shards": 0}})), codes.InvalidArgument, "shards"},
 		{"create with unknown primary key", put(with("table", "fresh", "create", cmd{"primary_key": []string{"nope"}})), codes.InvalidArgument, "primary key"},
@@ -204,6 +220,27 @@ func TestMalformedRequests(t *testing.T) {
 		{"epoch_status without epoch_id", act("epoch_status", cmd{"table": "t", "query_id": "q"}), codes.InvalidArgument, "epoch_id"},
 		{"epoch_status without query_id", act("epoch_status", cmd{"table": "t", "epoch_id": 0}), codes.InvalidArgument, "query_id"},
 		{"history limit too large", act("history", cmd{"table": "t", "limit": 10001}), codes.InvalidArgument, "limit"},
+		{"history limit given as 0", act("history", cmd{"table": "t", "limit": 0}), codes.InvalidArgument, "limit must be 1..10000"},
+		{"history limit as a string", act("history", cmd{"table": "t", "limit": "5"}), codes.InvalidArgument, `history body field "limit" must be an integer, got string`},
+		{"cleanup keep_last given as 0", act("cleanup", cmd{"table": "t", "keep_last": 0}), codes.InvalidArgument, "keep_last must be >= 1"},
+		{"cleanup older_than_seconds given as 0", act("cleanup", cmd{"table": "t", "older_than_seconds": 0}), codes.InvalidArgument, "older_than_seconds must be 1.."},
+		{"compact target_rows_per_fragment given as 0", act("compact", cmd{"table": "t", "target_rows_per_fragment": 0}), codes.InvalidArgument, "target_rows_per_fragment"},
+		{"compact max_deleted_share given as 0", act("compact", cmd{"table": "t", "max_deleted_share": 0}), codes.InvalidArgument, "max_deleted_share"},
+		{"compact max_deleted_share 1.5", act("compact", cmd{"table": "t", "max_deleted_share": 1.5}), codes.InvalidArgument, "max_deleted_share"},
+		{"create_index with an empty name", act("create_index", cmd{"table": "pk", "name": ""}), codes.InvalidArgument, "name"},
+		{"optimize_indices with no names", act("optimize_indices", cmd{"table": "t", "names": []string{}}), codes.InvalidArgument, "names"},
+		{"flush_memwal with an empty shard", act("flush_memwal", cmd{"table": "mw", "shard": ""}), codes.InvalidArgument, "shard"},
+		{"flush_memwal with a shard number", act("flush_memwal", cmd{"table": "mw", "shard": 0}), codes.InvalidArgument, `flush_memwal body field "shard" must be a string`},
+		{"flush_memwal with min_generations", act("flush_memwal", cmd{"table": "mw", "min_generations": 2}), codes.InvalidArgument, `unknown field "min_generations" in flush_memwal body`},
+		{"compact_memwal_shard min_generations given as 0", act("compact_memwal_shard", cmd{"table": "mw", "min_generations": 0}), codes.InvalidArgument, "min_generations must be >= 1"},
+		{"commit_epoch without stages", act("commit_epoch", cmd{"table": "t", "query_id": "q", "epoch_id": 1, "mode": "complete"}), codes.InvalidArgument, `"stages"`},
+		{"commit_epoch without epoch_id", act("commit_epoch", cmd{"table": "t", "query_id": "q", "stages": []string{}}), codes.InvalidArgument, "epoch_id"},
+		{"commit_epoch look-back given as 0", act("commit_epoch", cmd{"table": "t", "query_id": "q", "epoch_id": 1, "stages": []string{}, "dedupe_lookback_versions": 0}), codes.InvalidArgument, "dedupe_lookback_versions must be 1..10000"},
+		{"create_table column with an unknown field", act("create_table", cmd{"table": "fresh", "schema": []cmd{{"name": "id", "type": "int64", "nulable": false}}}), codes.InvalidArgument, `unknown field "nulable" in create_table body field "schema"`},
+		{"create_table memwal without shards", act("create_table", cmd{"table": "fresh", "memwal": cmd{}, "schema": []cmd{{"name": "id", "type": "int64"}}}), codes.InvalidArgument, `memwal needs "shards"`},
+		{"delete predicate with an unknown field", act("delete", cmd{"table": "t", "where": cmd{"op": "=", "colum": "id", "value": 1}}), codes.InvalidArgument, "colum"},
+		{"delete predicate with an unknown field nested", act("delete", cmd{"table": "t", "where": cmd{"op": "not", "args": []cmd{{"op": "is_null", "column": "id", "vlaue": 1}}}}), codes.InvalidArgument, "vlaue"},
+		{"delete with a null where", act("delete", cmd{"table": "t", "where": nil}), codes.InvalidArgument, "where"},
 		{"table_stats of unknown table", act("table_stats", cmd{"table": "fresh"}), codes.NotFound, ""},
 		{"create_table of existing table", act("create_table", cmd{"table": "t", "schema": []cmd{{"name": "id", "type": "int64"}}}), codes.AlreadyExists, ""},
 		{"create_table with unknown type", act("create_table", cmd{"table": "fresh", "schema": []cmd{{"name": "id", "type": "int65"}}}), codes.InvalidArgument, "int65"},
@@ -227,6 +264,14 @@ func TestMalformedRequests(t *testing.T) {
 		{"ticket of unknown version", get(cmd{"table": "t", "version": 99}), codes.NotFound, ""},
 		{"ticket with unknown column", get(cmd{"table": "t", "columns": []string{"nope"}}), codes.InvalidArgument, "nope"},
 		{"ticket with bad table name", get(cmd{"table": "../../etc"}), codes.InvalidArgument, ""},
+		{"ticket with an unknown field", get(cmd{"table": "t", "filter": cmd{"op": "=", "column": "id", "value": 1}}), codes.InvalidArgument, `unknown field "filter" in ticket`},
+		{"ticket with version 0", get(cmd{"table": "t", "version": 0}), codes.InvalidArgument, "version"},
+		{"ticket with no columns", get(cmd{"table": "t", "columns": []string{}}), codes.InvalidArgument, "columns"},
+		{"ticket with a negative version", get(cmd{"table": "t", "version": -1}), codes.InvalidArgument, `ticket field "version" must be a non-negative integer`},
+		{"descriptor command with an unknown field", func(ctx context.Context) error {
+			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"table": "t", "columns": ["id"]}`)})
+			return err
+		}, codes.InvalidArgument, `unknown field "columns" in descriptor command`},
 		{"GetFlightInfo of unknown table", func(ctx context.Context) error {
 			_, err := s.Client.GetFlightInfo(ctx, pathDesc("fresh"))
 			return err
@@ -275,6 +320,42 @@ func TestMalformedRequests(t *testing.T) {
 	// Still serving, and nothing of the above landed.
 	wantAck(t, s.putEpoch(t, "t", "good", 1, idRange(5, 5)), "committed", 3)
 	s.wantIDs(t, "t", idRange(0, 10))
+}
+
+// TestUnknownFieldInEveryAction: every action ListActions lists refuses a body with a field it
+// does not have, naming the field and the action, before it does anything.
+func TestUnknownFieldInEveryAction(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{})
+	wantAck(t, s.putEpoch(t, "t", "q", 0, idRange(0, 5)), "committed", 2)
+	stream, err := s.Client.ListActions(testCtx(t), &flight.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for {
+		a, err := stream.Recv()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, a.Type)
+	}
+	if len(names) < 12 {
+		t.Fatalf("ListActions lists %d actions: %v", len(names), names)
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			// Decoding comes first: the unknown field is refused before any other field is missed.
+			body := cmd{"table": "t", "bogus_option": true}
+			_, err := s.action(testCtx(t), name, body)
+			wantCode(t, err, codes.InvalidArgument, fmt.Sprintf(`unknown field "bogus_option" in %s body`, name))
+			if v := s.version(t, "t"); v != 2 {
+				t.Fatalf("%s with an unknown field moved the table to version %d", name, v)
+			}
+		})
+	}
 }
 
 // putThenBreak starts a good epoch (schema and two batches), lets breakIt send something that

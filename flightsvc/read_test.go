@@ -209,7 +209,7 @@ func TestPathDescriptorPlainAppend(t *testing.T) {
 	wantAck(t, put(), "empty", 0)
 	s.wantIDs(t, "t", idRange(0, 15), idRange(5, 5))
 	h := s.history(t, "t", 1)
-	if _, ok := h[0].Properties[engine.PropQueryID]; ok || h[0].Operation != engine.OpAppend {
+	if _, ok := h[0].Properties[engine.PropQueryID]; ok || h[0].Operation != string(engine.OpAppend) {
 		t.Fatalf("plain append transaction %+v", h[0])
 	}
 	// Plain appends do not disturb the epoch watermark.

@@ -75,7 +75,7 @@ type epochStatus struct {
 // memwalStats is the memwal part of table_stats.
 type memwalStats struct {
 	MemWAL struct {
-		Shards []memwal.ShardStats `json:"shards"`
+		Shards []flightsvc.ShardStats `json:"shards"`
 	} `json:"memwal"`
 }
 

@@ -257,7 +257,7 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		}
 		ack, err = s.sink.Append(ctx, desc.Path[0], &batchReader{Reader: rdr, in: in})
 	case flight.DescriptorCMD:
-		req, _, perr := parsePutCommand(desc.Cmd)
+		req, perr := parsePutCommand(desc.Cmd)
 		if perr != nil {
 			return toStatus(perr)
 		}
@@ -269,7 +269,7 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		requestLogger(ctx, s.logger).Info("DoPut failed", "err", err)
 		return toStatus(err)
 	}
-	body, err := json.Marshal(ack)
+	body, err := json.Marshal(ackResult(ack))
 	if err != nil {
 		return toStatus(err)
 	}
@@ -280,11 +280,11 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 // DoGet streams a consistent snapshot of one version of a table.
 func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	ctx := stream.Context()
-	var t ticket
-	if err := decodeJSON("ticket", tk.GetTicket(), &t); err != nil {
+	t, columns, err := parseTicket(tk.GetTicket())
+	if err != nil {
 		return toStatus(err)
 	}
-	sc, err := s.sink.Scan(ctx, t.Table, t.Version, t.Columns)
+	sc, err := s.sink.Scan(ctx, t.table, t.version, columns)
 	if err != nil {
 		return toStatus(err)
 	}
@@ -300,7 +300,7 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	}
 	if err := ra.Err(); err != nil {
 		if ra.panicStack != nil {
-			requestLogger(ctx, s.logger).Error("panic reading a table for DoGet", "table", t.Table, "err", err, "stack", string(ra.panicStack))
+			requestLogger(ctx, s.logger).Error("panic reading a table for DoGet", "table", t.table, "err", err, "stack", string(ra.panicStack))
 		}
 		w.Close()
 		return toStatus(err)
@@ -308,40 +308,42 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	return toStatus(w.Close())
 }
 
-// tableFromDescriptor reads the table (and optional version) a descriptor names.
-func tableFromDescriptor(desc *flight.FlightDescriptor) (ticket, error) {
+// tableFromDescriptor reads the table (and optional version) a descriptor names: a PATH of one
+// element, or a CMD whose command is a DescriptorCommand.
+func tableFromDescriptor(desc *flight.FlightDescriptor) (tableVersion, error) {
 	switch desc.GetType() {
 	case flight.DescriptorPATH:
 		if len(desc.Path) != 1 {
-			return ticket{}, fmt.Errorf("%w: PATH descriptor must be one element, the table name", streaming.ErrInvalidRequest)
+			return tableVersion{}, fmt.Errorf("%w: PATH descriptor must be one element, the table name", streaming.ErrInvalidRequest)
 		}
-		return ticket{Table: desc.Path[0]}, nil
+		return tableVersion{table: desc.Path[0]}, nil
 	case flight.DescriptorCMD:
-		var t ticket
-		if err := decodeJSON("descriptor command", desc.Cmd, &t); err != nil {
-			return ticket{}, err
+		var c DescriptorCommand
+		if err := decodeStrict("descriptor command", desc.Cmd, &c); err != nil {
+			return tableVersion{}, err
 		}
-		return t, nil
+		v, err := versionArg(c.Version)
+		return tableVersion{table: c.Table, version: v}, err
 	}
-	return ticket{}, fmt.Errorf("%w: descriptor type %v is not supported", streaming.ErrInvalidRequest, desc.GetType())
+	return tableVersion{}, fmt.Errorf("%w: descriptor type %v is not supported", streaming.ErrInvalidRequest, desc.GetType())
 }
 
-func (s *Service) manifestFor(ctx context.Context, t ticket) (*engine.Table, *engine.Manifest, error) {
-	tbl, err := s.sink.Table(ctx, t.Table)
+func (s *Service) manifestFor(ctx context.Context, t tableVersion) (*engine.Table, *engine.Manifest, error) {
+	tbl, err := s.sink.Table(ctx, t.table)
 	if err != nil {
 		return nil, nil, err
 	}
 	var m *engine.Manifest
-	if t.Version == 0 {
+	if t.version == 0 {
 		m, err = tbl.Latest(ctx)
 	} else {
-		m, err = tbl.Manifest(ctx, t.Version)
+		m, err = tbl.Manifest(ctx, t.version)
 	}
 	return tbl, m, err
 }
 
-func (s *Service) flightInfo(t ticket, m *engine.Manifest) (*flight.FlightInfo, error) {
-	tb, err := json.Marshal(ticket{Table: t.Table, Version: m.Version})
+func (s *Service) flightInfo(t tableVersion, m *engine.Manifest) (*flight.FlightInfo, error) {
+	tb, err := json.Marshal(Ticket{Table: t.table, Version: &m.Version})
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +355,7 @@ func (s *Service) flightInfo(t ticket, m *engine.Manifest) (*flight.FlightInfo, 
 	}
 	return &flight.FlightInfo{
 		Schema:           flight.SerializeSchema(m.ArrowSchema(), s.alloc),
-		FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{t.Table}},
+		FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{t.table}},
 		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tb}}},
 		TotalRecords:     m.Rows(),
 		TotalBytes:       bytes,
@@ -397,12 +399,12 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 		return toStatus(err)
 	}
 	for _, name := range names {
-		_, m, err := s.manifestFor(ctx, ticket{Table: name})
+		_, m, err := s.manifestFor(ctx, tableVersion{table: name})
 		if err != nil {
 			requestLogger(ctx, s.logger).Warn("ListFlights: skipping unreadable table", "table", name, "err", err)
 			continue
 		}
-		info, err := s.flightInfo(ticket{Table: name}, m)
+		info, err := s.flightInfo(tableVersion{table: name}, m)
 		if err != nil {
 			return toStatus(err)
 		}

@@ -38,7 +38,7 @@ func TestAppendHappyPath(t *testing.T) {
 	}
 	// One transaction per epoch, each stamped with its identity.
 	h := s.history(t, "events", 10)
-	if len(h) != 3 || h[0].Operation != engine.OpAppend || h[1].Operation != engine.OpAppend || h[2].Operation != engine.OpCreate {
+	if len(h) != 3 || h[0].Operation != string(engine.OpAppend) || h[1].Operation != string(engine.OpAppend) || h[2].Operation != string(engine.OpCreate) {
 		t.Fatalf("history %+v", h)
 	}
 	for i, e := range []string{"1", "0"} {
@@ -315,7 +315,7 @@ func TestCompleteModeReplacesAndEmptyTruncates(t *testing.T) {
 	// Its replay is a duplicate (it was committed), not another truncate.
 	wantAck(t, s.mustPut(t, complete(2)), "duplicate", 4)
 	h := s.history(t, "t", 1)
-	if h[0].Operation != engine.OpOverwrite || h[0].Properties[engine.PropEpochID] != "2" {
+	if h[0].Operation != string(engine.OpOverwrite) || h[0].Properties[engine.PropEpochID] != "2" {
 		t.Fatalf("latest transaction %+v", h[0])
 	}
 	// The old contents are still there for time travel.
@@ -325,18 +325,28 @@ func TestCompleteModeReplacesAndEmptyTruncates(t *testing.T) {
 	}
 }
 
-func TestWriteModeOverwriteDoesNotTruncateAppend(t *testing.T) {
+// TestStrayOptionsAreRefused: only mode decides whether an epoch replaces data. A command with
+// an option the protocol does not have ("write_mode": "overwrite", "overwrite": true) is refused
+// with InvalidArgument naming the option and commits nothing; without it the epoch appends.
+func TestStrayOptionsAreRefused(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, flightsvc.Config{})
-	for e := int64(0); e < 3; e++ {
-		c := epochCmd("t", "q", e)
-		c["write_mode"] = "overwrite" // not a protocol option: the mode alone decides
-		c["overwrite"] = true
-		wantAck(t, s.mustPut(t, c, idRange(e*10, 10)), "committed", uint64(e+2))
+	wantAck(t, s.mustPut(t, epochCmd("t", "q", 0), idRange(0, 10)), "committed", 2)
+	for e := int64(1); e < 3; e++ {
+		for _, stray := range []string{"write_mode", "overwrite"} {
+			c := epochCmd("t", "q", e)
+			c[stray] = map[string]any{"write_mode": "overwrite", "overwrite": true}[stray]
+			_, err := s.putCmd(testCtx(t), t, c, idRange(e*10, 10))
+			wantCode(t, err, codes.InvalidArgument, `unknown field "`+stray+`" in DoPut command`)
+		}
+		if v := s.version(t, "t"); v != uint64(e+1) {
+			t.Fatalf("a refused command moved the table to version %d", v)
+		}
+		wantAck(t, s.mustPut(t, epochCmd("t", "q", e), idRange(e*10, 10)), "committed", uint64(e+2))
 	}
 	s.wantIDs(t, "t", idRange(0, 30))
 	for _, h := range s.history(t, "t", 3) {
-		if h.Operation != engine.OpAppend {
+		if h.Operation != string(engine.OpAppend) {
 			t.Fatalf("transaction %+v, want Append", h)
 		}
 	}

@@ -189,7 +189,7 @@ func TestArrowTypes(t *testing.T) {
 					}
 					epochs = append(epochs, 4)
 				}
-				var rep engine.CompactReport
+				var rep flightsvc.CompactResult
 				s.mustAction(t, "compact", cmd{"table": table}, &rep)
 				if rep.FragmentsRemoved == 0 {
 					t.Fatalf("compaction rewrote nothing: %+v", rep)

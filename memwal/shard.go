@@ -781,18 +781,18 @@ func (s *Shard) releaseMemtables() {
 
 // ShardStats describes a shard for table_stats.
 type ShardStats struct {
-	Shard                       string `json:"shard"`
-	WriterEpoch                 uint64 `json:"writer_epoch"`
-	ManifestVersion             uint64 `json:"manifest_version"`
-	Generations                 int    `json:"generations"` // flushed, not yet drained by compaction
-	GenerationRows              int64  `json:"generation_rows"`
-	MemtableRows                int64  `json:"memtable_rows"` // acknowledged, not yet in a generation
-	SealedMemtables             int    `json:"sealed_memtables"`
-	UnflushedBytes              int64  `json:"unflushed_bytes"`
-	NextWALPosition             uint64 `json:"next_wal_position"`
-	ReplayAfterWALEntryPosition uint64 `json:"replay_after_wal_entry_position"`
-	NextGeneration              uint64 `json:"next_generation"`
-	Failed                      string `json:"failed,omitempty"`
+	Shard                       string
+	WriterEpoch                 uint64
+	ManifestVersion             uint64
+	Generations                 int // flushed, not yet drained by compaction
+	GenerationRows              int64
+	MemtableRows                int64 // acknowledged, not yet in a generation
+	SealedMemtables             int
+	UnflushedBytes              int64
+	NextWALPosition             uint64
+	ReplayAfterWALEntryPosition uint64
+	NextGeneration              uint64
+	Failed                      string
 }
 
 // Stats returns the writer's view of the shard. Generations reflect the newest manifest the

@@ -10,12 +10,12 @@ import (
 
 // CleanupRequest is a cleanup of one table (the DoAction "cleanup").
 type CleanupRequest struct {
-	Table string `json:"table"`
+	Table string
 	// OlderThanSeconds: versions superseded for longer than this are removed (default 7 days).
-	OlderThanSeconds int64 `json:"older_than_seconds,omitempty"`
+	OlderThanSeconds int64
 	// KeepLast keeps the newest N versions whatever their age (default 1; the latest always).
-	KeepLast int  `json:"keep_last,omitempty"`
-	DryRun   bool `json:"dry_run,omitempty"`
+	KeepLast int
+	DryRun   bool
 }
 
 // MaxCleanupAgeSeconds is the largest older_than_seconds a cleanup takes: 100 years, far inside
@@ -25,7 +25,7 @@ const MaxCleanupAgeSeconds = 100 * 365 * 24 * 3600
 // CleanupReport says what Cleanup removed (or, in a dry run, would remove).
 type CleanupReport struct {
 	engine.CleanupReport
-	StagesExpired int `json:"stages_expired"`
+	StagesExpired int
 }
 
 // Cleanup removes a table's expired stages (older than Options.StageTTL, never committed), the

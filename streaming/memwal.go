@@ -613,9 +613,9 @@ func (s *Sink) foldMemWAL(ctx context.Context, t *engine.Table, ss *shardSet) er
 
 // MemWALRequest selects shards of a table for flush_memwal and compact_memwal_shard.
 type MemWALRequest struct {
-	Table          string `json:"table"`
-	Shard          string `json:"shard,omitempty"`
-	MinGenerations int    `json:"min_generations,omitempty"`
+	Table          string
+	Shard          string
+	MinGenerations int
 }
 
 func (s *Sink) selectShards(ctx context.Context, req MemWALRequest) (*engine.Table, *shardSet, []int, error) {

@@ -77,9 +77,7 @@ func putKV(t testing.TB, s *Sink, table, q string, e int64, mode Mode, create *C
 
 func memwalSpec(shards int, pk ...string) *CreateSpec {
 	c := &CreateSpec{PrimaryKey: pk}
-	c.MemWAL = &struct {
-		Shards int `json:"shards"`
-	}{Shards: shards}
+	c.MemWAL = &struct{ Shards int }{Shards: shards}
 	return c
 }
 

@@ -56,16 +56,16 @@ const (
 
 // Partition identifies one task attempt's share of a multi-writer epoch.
 type Partition struct {
-	ID      int64 `json:"id"`
-	Attempt int64 `json:"attempt"`
+	ID      int64
+	Attempt int64
 }
 
 // CreateSpec asks for the table to be created from the stream's schema if it does not exist.
 type CreateSpec struct {
-	PrimaryKey []string `json:"primary_key,omitempty"`
+	PrimaryKey []string
 	MemWAL     *struct {
-		Shards int `json:"shards"`
-	} `json:"memwal,omitempty"`
+		Shards int
+	}
 }
 
 // EpochRequest is one epoch write (or one partition of one).
@@ -174,15 +174,15 @@ const (
 
 // Ack is the answer to an epoch write. It is returned only once what it reports is durable.
 type Ack struct {
-	Status  Status `json:"status"`
-	Table   string `json:"table"`
-	QueryID string `json:"query_id,omitempty"`
-	EpochID *int64 `json:"epoch_id,omitempty"`
-	Version uint64 `json:"version,omitempty"`
-	Rows    int64  `json:"rows"`
-	Stage   string `json:"stage,omitempty"`
+	Status  Status
+	Table   string
+	QueryID string
+	EpochID *int64
+	Version uint64
+	Rows    int64
+	Stage   string
 	// Route is "memwal" when the epoch landed in MemWAL shards (no base version is created then).
-	Route Route `json:"route,omitempty"`
+	Route Route
 }
 
 func newAck(status Status, r *EpochRequest) Ack {

@@ -24,10 +24,16 @@ type stageRecord struct {
 	QueryID      string            `json:"query_id"`
 	EpochID      int64             `json:"epoch_id"`
 	Mode         Mode              `json:"mode"`
-	Partition    Partition         `json:"partition"`
+	Partition    stagePartition    `json:"partition"`
 	Rows         int64             `json:"rows"`
 	Fragments    []engine.Fragment `json:"fragments"`
 	CreatedNanos int64             `json:"created_nanos"`
+}
+
+// stagePartition is a Partition as a stage record stores it.
+type stagePartition struct {
+	ID      int64 `json:"id"`
+	Attempt int64 `json:"attempt"`
 }
 
 const stageSuffix = ".stage"
@@ -38,7 +44,7 @@ func stageKey(table, token string) string { return table + "/_staging/" + token 
 func (s *Sink) stage(ctx context.Context, t *engine.Table, r *EpochRequest, frags []engine.Fragment, rows int64, w *engine.Writer) (Ack, error) {
 	rec := stageRecord{
 		Token: uuid.NewString(), QueryID: r.QueryID, EpochID: r.EpochID, Mode: r.Mode,
-		Partition: *r.Partition, Rows: rows, Fragments: frags, CreatedNanos: time.Now().UnixNano(),
+		Partition: stagePartition(*r.Partition), Rows: rows, Fragments: frags, CreatedNanos: time.Now().UnixNano(),
 	}
 	if rec.Fragments == nil {
 		rec.Fragments = []engine.Fragment{}
@@ -77,12 +83,12 @@ func (s *Sink) readStage(ctx context.Context, table, token string) (*stageRecord
 
 // CommitStagedRequest commits the stages of a multi-writer epoch.
 type CommitStagedRequest struct {
-	Table    string   `json:"table"`
-	QueryID  string   `json:"query_id"`
-	EpochID  int64    `json:"epoch_id"`
-	Mode     Mode     `json:"mode"`
-	Stages   []string `json:"stages"`
-	Lookback int      `json:"dedupe_lookback_versions,omitempty"`
+	Table    string
+	QueryID  string
+	EpochID  int64
+	Mode     Mode
+	Stages   []string
+	Lookback int
 }
 
 // CommitStaged commits the named stages as the epoch's one transaction, exactly once: a second

@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
 // cleanupBarMin is the smallest phase of a cleanup (versions or files to remove) that gets a
@@ -57,9 +58,9 @@ type cleanupJSON struct {
 	VersionsRemoved []uint64 `json:"versions_removed"`
 	// FilesRemoved lists every other removed file, relative to the table, sorted.
 	FilesRemoved []string `json:"files_removed"`
-	// The engine's counts of removed files by kind, and bytes_removed. Its dry_run is shadowed
-	// by DryRun above, which says the same.
-	engine.OrphanReport
+	// The counts of removed files by kind, and bytes_removed, as the cleanup action reports them.
+	// Its dry_run is shadowed by DryRun above, which says the same.
+	flightsvc.RemovedFiles
 }
 
 type cleanupPolicyJSON struct {
@@ -98,7 +99,7 @@ func (c *CleanupCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 		},
 		VersionsRemoved: slices.Sorted(slices.Values(rep.VersionsRemoved)),
 		FilesRemoved:    slices.Sorted(slices.Values(rep.FilesRemoved)),
-		OrphanReport:    rep.OrphanReport,
+		RemovedFiles:    flightsvc.RemovedFilesOf(rep.OrphanReport),
 	}
 	if out.VersionsRemoved == nil {
 		out.VersionsRemoved = []uint64{}

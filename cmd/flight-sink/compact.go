@@ -13,6 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
 // compactBarMinRows is the smallest compaction (in live rows to rewrite) that gets a progress
@@ -42,15 +43,15 @@ func (c *CompactCmd) Validate() error {
 	return nil
 }
 
-// compactJSON is the --json output. The counters are engine.CompactReport's, under the same
-// names as the result of the compact action. A dry run fills what the plan knows (read_version,
+// compactJSON is the --json output. The counters are the result of the compact action
+// (flightsvc.CompactResult), under the same names. A dry run fills what the plan knows (read_version,
 // groups, fragments_removed, rows_rewritten, deleted_rows_dropped, bytes_read) and lists the
 // groups in plan; what only writing tells (version, fragments_added, bytes_written) stays 0.
 type compactJSON struct {
 	Table  string `json:"table"`
 	URI    string `json:"uri"`
 	DryRun bool   `json:"dry_run"`
-	engine.CompactReport
+	flightsvc.CompactResult
 	Plan []compactGroupJSON `json:"plan,omitempty"`
 }
 
@@ -75,7 +76,9 @@ func (c *CompactCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 		if err != nil {
 			return err
 		}
-		out.CompactReport, out.Plan = describePlan(t.PlanCompaction(m, opts))
+		var rep engine.CompactReport
+		rep, out.Plan = describePlan(t.PlanCompaction(m, opts))
+		out.CompactResult = flightsvc.CompactResultOf(rep)
 	} else {
 		bar := &compactBar{g: g}
 		opts.Progress = bar.report
@@ -85,7 +88,7 @@ func (c *CompactCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 			return fmt.Errorf("compact %s: %w", t.Name(), err)
 		}
 		bar.finish()
-		out.CompactReport = rep
+		out.CompactResult = flightsvc.CompactResultOf(rep)
 	}
 	if c.JSON {
 		enc := json.NewEncoder(kctx.Stdout)
@@ -151,7 +154,7 @@ func writeCompactReportText(out io.Writer, d *compactJSON) error {
 		return err
 	}
 	fmt.Fprintf(out, "compacted %s: committed version %d (read version %d) in %s\n",
-		d.Table, d.Version, d.ReadVersion, d.Duration.Round(time.Millisecond))
+		d.Table, d.Version, d.ReadVersion, time.Duration(d.DurationNanos).Round(time.Millisecond))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "groups:\t%d\n", d.Groups)
 	fmt.Fprintf(w, "fragments:\t%d removed, %d added\n", d.FragmentsRemoved, d.FragmentsAdded)

@@ -1,0 +1,40 @@
+package flightsvc
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+)
+
+// DecodeRequest decodes a request body the way the server does, strictly, for the golden test of
+// docs/protocol.md. name is "doput" (a DoPut command), "doget" (a ticket), "flightinfo" (a
+// descriptor command) or an action name.
+func DecodeRequest(name string, body []byte) error {
+	switch name {
+	case "doput":
+		_, err := parsePutCommand(body)
+		return err
+	case "doget":
+		_, _, err := parseTicket(body)
+		return err
+	case "flightinfo":
+		_, err := tableFromDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
+		return err
+	}
+	act, ok := actions[name]
+	if !ok {
+		return fmt.Errorf("no action %q", name)
+	}
+	return act.decode(name, body)
+}
+
+// ActionNames lists the actions the server runs, sorted.
+func ActionNames() []string {
+	names := make([]string, 0, len(actions))
+	for n := range actions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,540 @@
+package flightsvc
+
+// The wire contract: every JSON document a client sends (DoPut commands, DoGet tickets, descriptor
+// commands, action bodies) and every JSON document the server answers with (acks, action results).
+// docs/protocol.md documents each of them field by field, and TestProtocolDocExamples checks its
+// examples against these types and the running server.
+//
+// Requests are decoded strictly (decodeStrict): an unknown field is an error, and a field that is
+// optional is a pointer (or a slice, or a type with its own UnmarshalJSON) so that a value given
+// explicitly is never mistaken for an absent one. A handler converts the request into the domain
+// call's arguments (streaming and engine types, which carry no JSON tags), checking the values the
+// domain would read as "absent", and converts the domain's answer into the result type here.
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/streaming"
+)
+
+// PutCommand is the JSON command of a DoPut CMD descriptor: one epoch, or one partition of a
+// multi-writer epoch.
+type PutCommand struct {
+	Table   string  `json:"table"`
+	QueryID *string `json:"query_id,omitempty"`
+	EpochID *int64  `json:"epoch_id,omitempty"`
+	// Mode is append (absent), complete or update.
+	Mode string `json:"mode,omitempty"`
+	// Route is auto (absent), direct or memwal.
+	Route string `json:"route,omitempty"`
+	// Lookback is the dedupe look-back, 1..10000; absent: the server's default.
+	Lookback  *int           `json:"dedupe_lookback_versions,omitempty"`
+	Partition *PartitionSpec `json:"partition,omitempty"`
+	Create    CreateOption   `json:"create,omitzero"`
+	// Rows is the number of rows the client says the stream carries, >= 0.
+	Rows *int64 `json:"rows,omitempty"`
+}
+
+// PartitionSpec is the "partition" of a DoPut command: one task attempt's share of a
+// multi-writer epoch.
+type PartitionSpec struct {
+	// ID is required.
+	ID *int64 `json:"id,omitempty"`
+	// Attempt defaults to 0.
+	Attempt int64 `json:"attempt"`
+}
+
+// UnmarshalJSON decodes a partition strictly.
+func (p *PartitionSpec) UnmarshalJSON(b []byte) error {
+	type fields PartitionSpec
+	return decodeNested("partition", b, (*fields)(p))
+}
+
+// CreateOption is the "create" of a DoPut command: true, false (the same as absent or null), or
+// a CreateSpec object.
+type CreateOption struct {
+	// Enabled: create the table from the stream's schema if it does not exist.
+	Enabled bool
+	Spec    CreateSpec
+}
+
+// UnmarshalJSON decodes true, false, null or a CreateSpec object.
+func (o *CreateOption) UnmarshalJSON(b []byte) error {
+	switch string(bytes.TrimSpace(b)) {
+	case "null", "false":
+		*o = CreateOption{}
+		return nil
+	case "true":
+		*o = CreateOption{Enabled: true}
+		return nil
+	}
+	if b = bytes.TrimSpace(b); b[0] != '{' { // json hands over one whole value: never empty
+		return (&decodeError{msg: "must be true, false or an object with primary_key and memwal, got " + valueKind(b)}).in("create")
+	}
+	*o = CreateOption{Enabled: true}
+	return o.Spec.UnmarshalJSON(b)
+}
+
+// MarshalJSON encodes true for an empty spec, the spec otherwise, false when not Enabled.
+func (o CreateOption) MarshalJSON() ([]byte, error) {
+	switch {
+	case !o.Enabled:
+		return []byte("false"), nil
+	case o.Spec.PrimaryKey == nil && o.Spec.MemWAL == nil:
+		return []byte("true"), nil
+	}
+	type fields CreateSpec // no methods: encode the plain struct
+	return json.Marshal(fields(o.Spec))
+}
+
+// CreateSpec is the table a DoPut "create" or a create_table makes: its primary key and MemWAL
+// shards.
+type CreateSpec struct {
+	PrimaryKey []string    `json:"primary_key,omitempty"`
+	MemWAL     *MemWALSpec `json:"memwal,omitempty"`
+}
+
+// UnmarshalJSON decodes a create spec strictly.
+func (c *CreateSpec) UnmarshalJSON(b []byte) error {
+	type fields CreateSpec
+	return decodeNested("create", b, (*fields)(c))
+}
+
+// MemWALSpec is the "memwal" of a create spec or a create_table.
+type MemWALSpec struct {
+	// Shards is required, 1..1024.
+	Shards *int `json:"shards,omitempty"`
+}
+
+// UnmarshalJSON decodes a MemWAL spec strictly.
+func (m *MemWALSpec) UnmarshalJSON(b []byte) error {
+	type fields MemWALSpec
+	return decodeNested("memwal", b, (*fields)(m))
+}
+
+// createSpec converts a primary key and a MemWAL spec into the domain's create spec.
+func createSpec(primaryKey []string, mw *MemWALSpec) (streaming.CreateSpec, error) {
+	spec := streaming.CreateSpec{PrimaryKey: primaryKey}
+	if mw != nil {
+		if mw.Shards == nil {
+			return spec, invalidf("memwal needs \"shards\" (1..%d)", streaming.MaxMemWALShards)
+		}
+		spec.MemWAL = &struct{ Shards int }{Shards: *mw.Shards}
+	}
+	return spec, nil
+}
+
+// Ack is the JSON app_metadata of a DoPut's PutResult, and the result of commit_epoch. It is sent
+// only once what it reports is durable.
+type Ack struct {
+	// Status is committed, duplicate, empty or staged.
+	Status  string `json:"status"`
+	Table   string `json:"table"`
+	QueryID string `json:"query_id,omitempty"`
+	EpochID *int64 `json:"epoch_id,omitempty"`
+	// Version is the version holding the epoch; absent when no version holds it (empty, staged,
+	// the memwal route).
+	Version uint64 `json:"version,omitempty"`
+	Rows    int64  `json:"rows"`
+	// Stage is the token of a staged partition, for commit_epoch.
+	Stage string `json:"stage,omitempty"`
+	// Route is where the epoch landed: direct or memwal.
+	Route string `json:"route,omitempty"`
+}
+
+func ackResult(a streaming.Ack) Ack {
+	return Ack{Status: string(a.Status), Table: a.Table, QueryID: a.QueryID, EpochID: a.EpochID,
+		Version: a.Version, Rows: a.Rows, Stage: a.Stage, Route: string(a.Route)}
+}
+
+// Ticket is the JSON of a DoGet ticket.
+type Ticket struct {
+	Table string `json:"table"`
+	// Version is the version to read, >= 1; absent: the latest.
+	Version *uint64 `json:"version,omitempty"`
+	// Columns are the columns to read, in this order, at least one; absent: every column.
+	Columns []string `json:"columns,omitempty"`
+}
+
+// DescriptorCommand is the JSON command of a CMD descriptor given to GetFlightInfo or GetSchema.
+type DescriptorCommand struct {
+	Table string `json:"table"`
+	// Version is the version to describe, >= 1; absent: the latest.
+	Version *uint64 `json:"version,omitempty"`
+}
+
+// tableVersion is what a ticket or a descriptor names: a table and a version (0: the latest).
+type tableVersion struct {
+	table   string
+	version uint64
+}
+
+// versionArg converts an optional version to the domain's (0: the latest).
+func versionArg(v *uint64) (uint64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v == 0 {
+		return 0, invalidf("\"version\" must be >= 1 (versions start at 1; leave it out for the latest), got 0")
+	}
+	return *v, nil
+}
+
+// CreateTableRequest is the body of create_table.
+type CreateTableRequest struct {
+	Table string `json:"table"`
+	// Schema is required, at least one column.
+	Schema     []ColumnSpec `json:"schema"`
+	PrimaryKey []string     `json:"primary_key,omitempty"`
+	MemWAL     *MemWALSpec  `json:"memwal,omitempty"`
+}
+
+// ColumnSpec is one column of a create_table schema.
+type ColumnSpec struct {
+	Name string `json:"name"`
+	// Type is an Arrow type name (parseArrowType).
+	Type string `json:"type"`
+	// Nullable defaults to true.
+	Nullable *bool `json:"nullable,omitempty"`
+}
+
+// UnmarshalJSON decodes a column strictly.
+func (c *ColumnSpec) UnmarshalJSON(b []byte) error {
+	type fields ColumnSpec
+	return decodeNested("schema", b, (*fields)(c))
+}
+
+// TableVersion is the result of create_table and create_index: the table and its new version.
+type TableVersion struct {
+	Table   string `json:"table"`
+	Version uint64 `json:"version"`
+}
+
+// CommitEpochRequest is the body of commit_epoch.
+type CommitEpochRequest struct {
+	Table   string `json:"table"`
+	QueryID string `json:"query_id"`
+	EpochID *int64 `json:"epoch_id,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+	// Stages is required; an empty list commits an empty epoch.
+	Stages   []string `json:"stages"`
+	Lookback *int     `json:"dedupe_lookback_versions,omitempty"`
+}
+
+// EpochStatusRequest is the body of epoch_status.
+type EpochStatusRequest struct {
+	Table   string `json:"table"`
+	QueryID string `json:"query_id"`
+	EpochID *int64 `json:"epoch_id,omitempty"`
+}
+
+// EpochStatusResult is the result of epoch_status.
+type EpochStatusResult struct {
+	Committed bool   `json:"committed"`
+	Version   uint64 `json:"version"`
+	// Route is "memwal" when the table's MemWAL shards hold the epoch (Version is then 0).
+	Route string `json:"route,omitempty"`
+}
+
+// HistoryRequest is the body of history.
+type HistoryRequest struct {
+	Table string `json:"table"`
+	// Limit is 1..10000; absent: 20.
+	Limit *int `json:"limit,omitempty"`
+}
+
+// DefaultHistoryLimit is the history limit of a request that sets none.
+const DefaultHistoryLimit = 20
+
+// HistoryEntry is one transaction of the history result, newest first.
+type HistoryEntry struct {
+	Version         uint64            `json:"version"`
+	Timestamp       time.Time         `json:"timestamp"`
+	Operation       string            `json:"operation"`
+	ReadVersion     uint64            `json:"read_version"`
+	Properties      map[string]string `json:"properties,omitempty"`
+	TransactionFile string            `json:"transaction_file"`
+	// Missing marks a version whose manifest cleanup removed; the other fields are then zero.
+	Missing bool `json:"missing,omitempty"`
+}
+
+func historyResult(h []engine.HistoryEntry) []HistoryEntry {
+	out := make([]HistoryEntry, len(h))
+	for i, e := range h {
+		out[i] = HistoryEntry{Version: e.Version, Timestamp: e.Timestamp, Operation: string(e.Operation),
+			ReadVersion: e.ReadVersion, Properties: e.Properties, TransactionFile: e.TransactionFile, Missing: e.Missing}
+	}
+	return out
+}
+
+// CleanupRequest is the body of cleanup.
+type CleanupRequest struct {
+	Table string `json:"table"`
+	// OlderThanSeconds is 1..3153600000 (100 years); absent: 7 days.
+	OlderThanSeconds *int64 `json:"older_than_seconds,omitempty"`
+	// KeepLast is >= 1; absent: 1. The latest version is always kept.
+	KeepLast *int `json:"keep_last,omitempty"`
+	DryRun   bool `json:"dry_run,omitempty"`
+}
+
+// RemovedFiles counts the files a cleanup removed (or, dry, would remove) by kind. cmd's cleanup
+// --json output shares it.
+type RemovedFiles struct {
+	DataFilesRemoved        int   `json:"data_files_removed"`
+	DeletionFilesRemoved    int   `json:"deletion_files_removed"`
+	TransactionFilesRemoved int   `json:"transaction_files_removed"`
+	IndexFilesRemoved       int   `json:"index_files_removed"`
+	BytesRemoved            int64 `json:"bytes_removed"`
+	DryRun                  bool  `json:"dry_run,omitempty"`
+}
+
+// RemovedFilesOf converts the engine's count of removed files.
+func RemovedFilesOf(r engine.OrphanReport) RemovedFiles {
+	return RemovedFiles{DataFilesRemoved: r.DataFilesRemoved, DeletionFilesRemoved: r.DeletionFilesRemoved,
+		TransactionFilesRemoved: r.TransactionFilesRemoved, IndexFilesRemoved: r.IndexFilesRemoved,
+		BytesRemoved: r.BytesRemoved, DryRun: r.DryRun}
+}
+
+// CleanupResult is the result of cleanup.
+type CleanupResult struct {
+	RemovedFiles
+	// VersionsRemoved lists the versions whose manifests were removed, ascending.
+	VersionsRemoved []uint64 `json:"versions_removed"`
+	// FilesRemoved lists every other removed file, relative to the table.
+	FilesRemoved  []string `json:"files_removed"`
+	StagesExpired int      `json:"stages_expired"`
+}
+
+func cleanupResult(r streaming.CleanupReport) CleanupResult {
+	return CleanupResult{RemovedFiles: RemovedFilesOf(r.OrphanReport), VersionsRemoved: r.VersionsRemoved,
+		FilesRemoved: r.FilesRemoved, StagesExpired: r.StagesExpired}
+}
+
+// CompactRequest is the body of compact.
+type CompactRequest struct {
+	Table string `json:"table"`
+	// TargetRows is >= 1; absent: 1,048,576.
+	TargetRows *int64 `json:"target_rows_per_fragment,omitempty"`
+	// MaxDeletedShare is in (0, 1]; absent: 0.1.
+	MaxDeletedShare *float64 `json:"max_deleted_share,omitempty"`
+}
+
+// CompactResult is the result of compact. cmd's compact --json output shares it.
+type CompactResult struct {
+	ReadVersion uint64 `json:"read_version"`
+	// Version is the version the rewrite committed; absent when there was nothing to compact.
+	Version          uint64 `json:"version,omitempty"`
+	Groups           int    `json:"groups"`
+	FragmentsRemoved int    `json:"fragments_removed"`
+	FragmentsAdded   int    `json:"fragments_added"`
+	RowsRewritten    int64  `json:"rows_rewritten"`
+	// DeletedRowsDropped counts deleted rows the rewrite removed from the data for good.
+	DeletedRowsDropped int64 `json:"deleted_rows_dropped"`
+	BytesRead          int64 `json:"bytes_read"`
+	BytesWritten       int64 `json:"bytes_written"`
+	DurationNanos      int64 `json:"duration_ns"`
+}
+
+// CompactResultOf converts the engine's compaction report.
+func CompactResultOf(r engine.CompactReport) CompactResult {
+	return CompactResult{ReadVersion: r.ReadVersion, Version: r.Version, Groups: r.Groups,
+		FragmentsRemoved: r.FragmentsRemoved, FragmentsAdded: r.FragmentsAdded, RowsRewritten: r.RowsRewritten,
+		DeletedRowsDropped: r.DeletedRowsDropped, BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
+		DurationNanos: int64(r.Duration)}
+}
+
+// DeleteRequest is the body of delete.
+type DeleteRequest struct {
+	Table string `json:"table"`
+	// Where is required: the predicate JSON of engine.ParsePredicate.
+	Where json.RawMessage `json:"where,omitempty"`
+}
+
+// DeleteResult is the result of delete.
+type DeleteResult struct {
+	Version     uint64 `json:"version"`
+	Committed   bool   `json:"committed"`
+	RowsDeleted int64  `json:"rows_deleted"`
+}
+
+// CreateIndexRequest is the body of create_index.
+type CreateIndexRequest struct {
+	Table string `json:"table"`
+	// Name is not empty; absent: "pk".
+	Name *string `json:"name,omitempty"`
+}
+
+// OptimizeIndicesRequest is the body of optimize_indices.
+type OptimizeIndicesRequest struct {
+	Table string `json:"table"`
+	// Names lists at least one index; absent: every index.
+	Names    []string `json:"names,omitempty"`
+	MergeAll bool     `json:"merge_all,omitempty"`
+}
+
+// OptimizeIndicesResult is the result of optimize_indices.
+type OptimizeIndicesResult struct {
+	ReadVersion   uint64                `json:"read_version"`
+	Indices       []IndexOptimizeResult `json:"indices"`
+	DurationNanos int64                 `json:"duration_ns"`
+}
+
+// IndexOptimizeResult says what optimize_indices did to one index.
+type IndexOptimizeResult struct {
+	Name string `json:"name"`
+	// Version is the version committed; absent when the index needed nothing.
+	Version            uint64 `json:"version,omitempty"`
+	FragmentsIndexed   int    `json:"fragments_indexed"`
+	SegmentsMerged     int    `json:"segments_merged"`
+	EntriesWritten     int64  `json:"entries_written"`
+	SegmentsAfter      int    `json:"segments_after"`
+	UnindexedFragments int    `json:"unindexed_fragments_after"`
+}
+
+func optimizeIndicesResult(r engine.OptimizeIndexReport) OptimizeIndicesResult {
+	out := OptimizeIndicesResult{ReadVersion: r.ReadVersion, DurationNanos: int64(r.Duration)}
+	if r.Indices != nil {
+		out.Indices = make([]IndexOptimizeResult, len(r.Indices))
+	}
+	for i, ix := range r.Indices {
+		out.Indices[i] = IndexOptimizeResult{Name: ix.Name, Version: ix.Version, FragmentsIndexed: ix.FragmentsIndexed,
+			SegmentsMerged: ix.SegmentsMerged, EntriesWritten: ix.EntriesWritten, SegmentsAfter: ix.SegmentsAfter,
+			UnindexedFragments: ix.UnindexedFragments}
+	}
+	return out
+}
+
+// FlushMemWALRequest is the body of flush_memwal.
+type FlushMemWALRequest struct {
+	Table string `json:"table"`
+	// Shard is a shard id (table_stats lists them); absent: every shard.
+	Shard *string `json:"shard,omitempty"`
+}
+
+// FlushMemWALResult is the result of flush_memwal.
+type FlushMemWALResult struct {
+	ShardsFlushed int `json:"shards_flushed"`
+}
+
+// CompactMemWALRequest is the body of compact_memwal_shard.
+type CompactMemWALRequest struct {
+	Table string `json:"table"`
+	// Shard is a shard id (table_stats lists them); absent: every shard.
+	Shard *string `json:"shard,omitempty"`
+	// MinGenerations is >= 1: a shard is folded only with at least this many generations
+	// waiting; absent: 1.
+	MinGenerations *int `json:"min_generations,omitempty"`
+}
+
+// CompactMemWALResult is the result of compact_memwal_shard.
+type CompactMemWALResult struct {
+	GenerationsReclaimed int `json:"generations_reclaimed"`
+}
+
+// shardArg converts an optional shard id to the domain's ("": every shard).
+func shardArg(shard *string) (string, error) {
+	if shard == nil {
+		return "", nil
+	}
+	if *shard == "" {
+		return "", invalidf("\"shard\" must be a shard id (table_stats lists them; leave it out for every shard), got \"\"")
+	}
+	return *shard, nil
+}
+
+// TableStatsRequest is the body of table_stats.
+type TableStatsRequest struct {
+	Table string `json:"table"`
+}
+
+// TableStats is the result of table_stats.
+type TableStats struct {
+	Table      string   `json:"table"`
+	Version    uint64   `json:"version"`
+	Rows       int64    `json:"rows"`
+	Fragments  int      `json:"fragments"`
+	DataBytes  int64    `json:"data_bytes"`
+	PrimaryKey []string `json:"primary_key"`
+	// Streams maps each streaming query to its watermark: its last committed epoch.
+	Streams map[string]StreamWatermark `json:"streams"`
+	// Indices is present for a table with indices.
+	Indices []IndexStats `json:"indices,omitempty"`
+	// MemWAL is present for a table with MemWAL shards.
+	MemWAL *MemWALStats `json:"memwal,omitempty"`
+}
+
+// StreamWatermark is a streaming query's last committed epoch, in table_stats.
+type StreamWatermark struct {
+	Epoch          int64  `json:"epoch"`
+	Version        uint64 `json:"version"`
+	TimestampNanos int64  `json:"timestamp_nanos"`
+}
+
+// IndexStats describes one index in table_stats.
+type IndexStats struct {
+	Name               string   `json:"name"`
+	Columns            []string `json:"columns"`
+	Segments           int      `json:"segments"`
+	UnindexedFragments int      `json:"unindexed_fragments"`
+}
+
+// MemWALStats describes a table's MemWAL shards in table_stats.
+type MemWALStats struct {
+	Shards []ShardStats `json:"shards"`
+	// MergedGenerations maps each shard to the highest generation folded into the table.
+	MergedGenerations map[string]uint64 `json:"merged_generations"`
+}
+
+// ShardStats describes one MemWAL shard in table_stats.
+type ShardStats struct {
+	Shard           string `json:"shard"`
+	WriterEpoch     uint64 `json:"writer_epoch"`
+	ManifestVersion uint64 `json:"manifest_version"`
+	// Generations are flushed and not yet folded into the table.
+	Generations    int   `json:"generations"`
+	GenerationRows int64 `json:"generation_rows"`
+	// MemtableRows are acknowledged and not yet in a generation.
+	MemtableRows                int64  `json:"memtable_rows"`
+	SealedMemtables             int    `json:"sealed_memtables"`
+	UnflushedBytes              int64  `json:"unflushed_bytes"`
+	NextWALPosition             uint64 `json:"next_wal_position"`
+	ReplayAfterWALEntryPosition uint64 `json:"replay_after_wal_entry_position"`
+	NextGeneration              uint64 `json:"next_generation"`
+	Failed                      string `json:"failed,omitempty"`
+}
+
+func tableStatsResult(m *engine.Manifest, table string, shards []memwal.ShardStats) TableStats {
+	var bytes int64
+	for _, f := range m.Fragments {
+		for _, df := range f.Files {
+			bytes += df.SizeBytes
+		}
+	}
+	st := TableStats{Table: table, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments),
+		DataBytes: bytes, PrimaryKey: m.PrimaryKey}
+	if m.Streams != nil {
+		st.Streams = make(map[string]StreamWatermark, len(m.Streams))
+		for q, w := range m.Streams {
+			st.Streams[q] = StreamWatermark{Epoch: w.Epoch, Version: w.Version, TimestampNanos: w.TimestampNanos}
+		}
+	}
+	for _, ix := range m.Indices {
+		st.Indices = append(st.Indices, IndexStats{Name: ix.Name, Columns: ix.Columns, Segments: len(ix.Segments),
+			UnindexedFragments: len(ix.UnindexedFragments(m))})
+	}
+	if shards != nil {
+		mw := &MemWALStats{Shards: make([]ShardStats, len(shards)), MergedGenerations: m.MemWALMerged}
+		for i, s := range shards {
+			mw.Shards[i] = ShardStats{Shard: s.Shard, WriterEpoch: s.WriterEpoch, ManifestVersion: s.ManifestVersion,
+				Generations: s.Generations, GenerationRows: s.GenerationRows, MemtableRows: s.MemtableRows,
+				SealedMemtables: s.SealedMemtables, UnflushedBytes: s.UnflushedBytes, NextWALPosition: s.NextWALPosition,
+				ReplayAfterWALEntryPosition: s.ReplayAfterWALEntryPosition, NextGeneration: s.NextGeneration, Failed: s.Failed}
+		}
+		st.MemWAL = mw
+	}
+	return st
+}
