@@ -93,7 +93,7 @@ func (s *Service) ListActions(_ *flight.Empty, stream flight.FlightService_ListA
 func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
 	act, ok := actions[a.GetType()]
 	if !ok {
-		return toStatus(fmt.Errorf("%w: unknown action %q (ListActions lists the actions this server runs)", streaming.ErrInvalidRequest, a.GetType()))
+		return toStatus(fmt.Errorf("%w %q (ListActions lists the actions this server runs)", errUnknownAction, a.GetType()))
 	}
 	res, err := act.run(s, stream.Context(), a.GetBody())
 	if err != nil {
@@ -342,7 +342,7 @@ func (s *Service) actDelete(ctx context.Context, body []byte) (any, error) {
 	}
 	pred, err := engine.ParsePredicate(req.Where)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
+		return nil, fmt.Errorf("%w: %w", streaming.ErrInvalidRequest, err)
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
