@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
@@ -155,4 +156,44 @@ func errorMetadata(err error) map[string]string {
 		return map[string]string{"shard": fenced.Shard}
 	}
 	return nil
+}
+
+// arrowStatusTrailer returns the trailers an Arrow C++ Flight server sends with an error status:
+// x-arrow-status (the Arrow C++ status code) and x-arrow-status-message-bin (the message). Arrow
+// C++ clients, pyarrow's among them, read the grpc-status-details-bin trailer (the
+// google.rpc.Status with its ErrorInfo) only when x-arrow-status is present, and then hand it
+// to the caller as FlightStatusDetail's extra_info (pyarrow.flight.FlightError.extra_info).
+func arrowStatusTrailer(err error) metadata.MD {
+	st, _ := status.FromError(err)
+	return metadata.Pairs("x-arrow-status", strconv.Itoa(arrowStatusCode(st.Code())),
+		"x-arrow-status-message-bin", st.Message())
+}
+
+// arrowStatusCode is the Arrow C++ StatusCode an Arrow C++ client makes of a gRPC code without
+// these trailers, so the status keeps its class (Invalid, KeyError, IOError, ...).
+func arrowStatusCode(c codes.Code) int {
+	const (
+		keyError       = 2
+		invalid        = 4
+		ioError        = 5
+		cancelled      = 8
+		unknownError   = 9
+		notImplemented = 10
+		alreadyExists  = 45
+	)
+	switch c {
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.FailedPrecondition, codes.OutOfRange:
+		return invalid
+	case codes.NotFound:
+		return keyError
+	case codes.AlreadyExists:
+		return alreadyExists
+	case codes.Canceled:
+		return cancelled
+	case codes.Unimplemented:
+		return notImplemented
+	case codes.Unknown:
+		return unknownError
+	}
+	return ioError
 }

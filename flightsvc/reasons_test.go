@@ -81,6 +81,21 @@ func TestErrorReasonsOverFlight(t *testing.T) {
 		_, err := s.action(ctx, "optimize_everything", cmd{"table": "events"})
 		wantReason(t, err, codes.InvalidArgument, "UNKNOWN_ACTION")
 	})
+	t.Run("Arrow C++ trailers", func(t *testing.T) {
+		// pyarrow hands a client the status details only with these trailers (errors.go).
+		stream, err := s.Client.DoAction(ctx, &flight.Action{Type: "table_stats", Body: []byte(`{"table": "missing"}`)})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		wantReason(t, err, codes.NotFound, "TABLE_NOT_FOUND")
+		tr := stream.Trailer()
+		if got := tr.Get("x-arrow-status"); len(got) != 1 || got[0] != "2" { // Arrow's KeyError
+			t.Errorf("x-arrow-status %q, want [\"2\"]", got)
+		}
+		if got := tr.Get("x-arrow-status-message-bin"); len(got) != 1 || got[0] != status.Convert(err).Message() {
+			t.Errorf("x-arrow-status-message-bin %q, want the status message %q", got, status.Convert(err).Message())
+		}
+	})
 	t.Run("malformed IPC", func(t *testing.T) {
 		stream, err := s.Client.DoPut(ctx)
 		if err != nil {

@@ -120,13 +120,17 @@ type Server struct {
 
 // recoverUnary turns a panic in one call into an Internal error for that call only. It is the
 // outermost interceptor, so every error a call returns passes toStatus here and carries its
-// ErrorInfo reason, whichever layer made it.
+// ErrorInfo reason, whichever layer made it, plus the trailers Arrow C++ clients need to hand
+// that reason to their caller (arrowStatusTrailer).
 func recoverUnary(logger *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				logger.Error("panic in request", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
 				resp, err = nil, panicStatus(info.FullMethod)
+			}
+			if err != nil {
+				_ = grpc.SetTrailer(ctx, arrowStatusTrailer(err)) // fails only once the status is sent
 			}
 		}()
 		resp, err = h(ctx, req)
@@ -141,6 +145,9 @@ func recoverStream(logger *slog.Logger) grpc.StreamServerInterceptor {
 			if r := recover(); r != nil {
 				logger.Error("panic in request", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
 				err = panicStatus(info.FullMethod)
+			}
+			if err != nil {
+				ss.SetTrailer(arrowStatusTrailer(err))
 			}
 		}()
 		return toStatus(h(srv, ss))
