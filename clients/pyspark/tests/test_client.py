@@ -133,6 +133,68 @@ def test_multi_writer_epoch(client: fs.Client, table_name: str) -> None:
         client.commit_epoch(table_name, query_id="mw", epoch_id=8, stages=[a0.stage, a1.stage])
 
 
+def test_memwal_flush_and_compact_by_shard_id(client: fs.Client, table_name: str) -> None:
+    """flush_memwal and compact_memwal_shard take the shard ids table_stats lists (strings)."""
+    client.create_table(table_name, events(0, 1).schema, memwal_shards=2)
+    for epoch in range(4):
+        ack = client.put_epoch(table_name, events(epoch * 10, 10), query_id="m", epoch_id=epoch)
+        assert (ack.status, ack.route) == ("committed", "memwal")
+    shards = client.table_stats(table_name)["memwal"]["shards"]
+    assert len(shards) == 2 and all(isinstance(sh["shard"], str) for sh in shards)
+    full = [sh["shard"] for sh in shards if sh["memtable_rows"] > 0]
+    assert full, shards
+    one = full[0]
+
+    assert client.flush_memwal(table_name, shard=one) == {"shards_flushed": 1}
+    after = {sh["shard"]: sh for sh in client.table_stats(table_name)["memwal"]["shards"]}
+    assert after[one]["memtable_rows"] == 0 and after[one]["generations"] >= 1
+    assert client.compact_memwal_shard(table_name, shard=one)["generations_reclaimed"] >= 1
+    assert client.table_stats(table_name)["rows"] > 0  # folded into the base table
+    # Every shard by default.
+    assert client.flush_memwal(table_name)["shards_flushed"] == 2
+    client.compact_memwal_shard(table_name, min_generations=1)
+    assert sorted(client.read(table_name).column("id").to_pylist()) == list(range(40))
+
+    with pytest.raises(TypeError, match="shard id string"):
+        client.flush_memwal(table_name, shard=0)  # type: ignore[arg-type]
+    with pytest.raises(fs.InvalidRequestError, match="no MemWAL shard") as unknown:
+        client.compact_memwal_shard(table_name, shard="00000000-0000-4000-8000-000000000000")
+    assert unknown.value.reason == "INVALID_REQUEST"
+    plain = f"{table_name}_plain"
+    client.create_table(plain, events(0, 1).schema)
+    with pytest.raises(fs.FailedPreconditionError) as no_shards:
+        client.flush_memwal(plain)
+    assert no_shards.value.reason == "UNSUPPORTED"
+
+
+def test_cleanup_removes_old_versions(client: fs.Client, table_name: str) -> None:
+    for epoch in range(3):
+        client.put_epoch(table_name, events(epoch, 1), query_id="c", epoch_id=epoch, create=True)
+    latest = client.table_stats(table_name)["version"]
+    time.sleep(1.5)  # every version but the latest is now superseded for more than 1 s
+    dry = client.cleanup(table_name, older_than_seconds=1, keep_last=1, dry_run=True)
+    assert dry["dry_run"] is True and len(dry["versions_removed"]) == latest - 1
+    assert client.read(table_name, version=1).num_rows == 0  # a dry run removes nothing
+    done = client.cleanup(table_name, older_than_seconds=1, keep_last=1)
+    assert done["versions_removed"] == dry["versions_removed"]
+    with pytest.raises(fs.NotFoundError) as gone:
+        client.read(table_name, version=1)
+    assert gone.value.reason == "VERSION_NOT_FOUND"
+    assert sorted(client.read(table_name).column("id").to_pylist()) == [0, 1, 2]
+
+
+def test_every_wrapped_action_is_served_and_tested(client: fs.Client) -> None:
+    """Each DoAction the client wraps is one the server runs, and a test here calls its method
+    (the methods are named after the actions)."""
+    client_src = (REPO_ROOT / "clients" / "pyspark" / "src" / "flight_sink" / "client.py").read_text()
+    wrapped = set(re.findall(r'self\._action\(\s*"([a-z_]+)"', client_src))
+    assert {"commit_epoch", "flush_memwal", "compact_memwal_shard", "cleanup"} <= wrapped
+    assert wrapped <= set(client.list_actions())
+    tests_src = open(__file__).read()
+    for name in sorted(wrapped):
+        assert re.search(rf"client\.{name}\(", tests_src), f"no test calls Client.{name}"
+
+
 def test_failing_stream_commits_nothing(client: fs.Client, table_name: str) -> None:
     """A source that fails half-way must not leave a partial epoch (it is sent as a stage)."""
     client.create_table(table_name, events(0, 1).schema)
