@@ -35,11 +35,12 @@ type errorReason struct {
 }
 
 // errorReasons is the one table from domain errors to gRPC codes and ErrorInfo reasons. toStatus
-// takes the first row whose err the error wraps, so a finer sentinel comes before one it wraps or
-// one that is wrapped together with it (ErrUnsupportedType wraps ErrSchemaMismatch; a limit hit
-// while reading a request is also an invalid request). The reasons are a stable contract that
-// clients branch on: docs/protocol.md lists them (TestProtocolDocListsEveryReason checks it),
-// and a reason is never renamed or given another code.
+// takes the first row whose err the error wraps, so a finer sentinel comes before one it wraps
+// (ErrUnsupportedType wraps ErrSchemaMismatch) and before a generic one wrapped together with it
+// (streaming wraps ErrInvalidTableName in ErrInvalidRequest). The reasons are a stable contract
+// that clients branch on: docs/protocol.md lists them (TestProtocolDocListsEveryReason checks
+// it), and a reason is never renamed or given another code. TestErrorReasonsTable checks that
+// every row is reachable.
 var errorReasons = []errorReason{
 	{err: errPutIdleTimeout, code: codes.DeadlineExceeded, reason: "PUT_IDLE_TIMEOUT"},
 	{err: context.Canceled, code: codes.Canceled, reason: "CANCELLED", codeDefault: true},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -11,7 +13,9 @@ import (
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
@@ -162,5 +166,50 @@ func TestProtocolDocListsEveryReason(t *testing.T) {
 		if got[r] != want[r] {
 			t.Errorf("reason %s: docs/protocol.md says code %q, flightsvc/errors.go %q", r, got[r], want[r])
 		}
+	}
+}
+
+// trailerStream is a grpc.ServerStream that records the trailer an interceptor sets.
+type trailerStream struct {
+	grpc.ServerStream
+	trailer metadata.MD
+}
+
+func (s *trailerStream) Context() context.Context  { return context.Background() }
+func (s *trailerStream) SetTrailer(md metadata.MD) { s.trailer = metadata.Join(s.trailer, md) }
+
+// The outermost interceptors give every error a call returns its reason, whatever made it (a
+// panic, a plain error, a domain sentinel), and the trailers pyarrow needs to read it.
+func TestInterceptorsGiveEveryErrorAReason(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, c := range []struct {
+		name    string
+		handler func() error
+		code    codes.Code
+		reason  string
+		arrow   string
+	}{
+		{"panic", func() error { panic("boom") }, codes.Internal, "INTERNAL", "5"},
+		{"plain error", func() error { return errors.New("disk on fire") }, codes.Internal, "INTERNAL", "5"},
+		{"sentinel", func() error { return fmt.Errorf("open: %w", engine.ErrTableNotFound) }, codes.NotFound, "TABLE_NOT_FOUND", "2"},
+		{"gRPC status", func() error { return status.Error(codes.Canceled, "context canceled") }, codes.Canceled, "CANCELLED", "8"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ss := &trailerStream{}
+			err := recoverStream(logger)(nil, ss, &grpc.StreamServerInfo{FullMethod: "/test/Stream"},
+				func(any, grpc.ServerStream) error { return c.handler() })
+			info := errorInfoOf(err)
+			if status.Code(err) != c.code || info == nil || info.Reason != c.reason {
+				t.Fatalf("stream: %v, info %v; want %v %s", err, info, c.code, c.reason)
+			}
+			if got := ss.trailer.Get("x-arrow-status"); len(got) != 1 || got[0] != c.arrow {
+				t.Errorf("x-arrow-status %q, want %q", got, c.arrow)
+			}
+			_, err = recoverUnary(logger)(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/test/Unary"},
+				func(context.Context, any) (any, error) { return nil, c.handler() })
+			if info := errorInfoOf(err); status.Code(err) != c.code || info == nil || info.Reason != c.reason {
+				t.Fatalf("unary: %v, info %v; want %v %s", err, info, c.code, c.reason)
+			}
+		})
 	}
 }
