@@ -98,7 +98,7 @@ func (s *Service) ListActions(_ *flight.Empty, stream flight.FlightService_ListA
 func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
 	act, ok := actions[a.GetType()]
 	if !ok {
-		return toStatus(fmt.Errorf("%w: unknown action %q (ListActions lists the actions this server runs)", streaming.ErrInvalidRequest, a.GetType()))
+		return toStatus(fmt.Errorf("%w %q (ListActions lists the actions this server runs)", errUnknownAction, a.GetType()))
 	}
 	res, err := act.run(s, stream.Context(), a.GetType(), a.GetBody())
 	if err != nil {
@@ -307,7 +307,7 @@ func (s *Service) delete(ctx context.Context, req *DeleteRequest) (DeleteResult,
 	}
 	pred, err := engine.ParsePredicate(req.Where)
 	if err != nil {
-		return DeleteResult{}, invalidf("delete \"where\": %v", err)
+		return DeleteResult{}, fmt.Errorf("%w: delete \"where\": %w", streaming.ErrInvalidRequest, err)
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {

@@ -11,10 +11,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
 // healthPrefix is left open without a token so load balancers and orchestrators can probe.
@@ -35,12 +33,12 @@ func (a *tokenAuth) check(ctx context.Context, method string) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
-		return status.Error(codes.Unauthenticated, "missing bearer token: send the gRPC header \"authorization: Bearer <token>\"")
+		return toStatus(fmt.Errorf("%w: missing bearer token: send the gRPC header \"authorization: Bearer <token>\"", errUnauthenticated))
 	}
 	const prefix = "bearer "
 	v := vals[0]
 	if len(v) < len(prefix) || !strings.EqualFold(v[:len(prefix)], prefix) {
-		return status.Error(codes.Unauthenticated, "authorization header must be \"Bearer <token>\"")
+		return toStatus(fmt.Errorf("%w: authorization header must be \"Bearer <token>\"", errUnauthenticated))
 	}
 	got := []byte(strings.TrimSpace(v[len(prefix):]))
 	ok := 0
@@ -48,7 +46,7 @@ func (a *tokenAuth) check(ctx context.Context, method string) error {
 		ok |= subtle.ConstantTimeCompare(got, t)
 	}
 	if ok != 1 {
-		return status.Error(codes.PermissionDenied, "bearer token not accepted")
+		return toStatus(fmt.Errorf("%w: bearer token not accepted", errPermissionDenied))
 	}
 	return nil
 }

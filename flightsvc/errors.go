@@ -3,8 +3,11 @@ package flightsvc
 import (
 	"context"
 	"errors"
+	"strconv"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
@@ -12,47 +15,186 @@ import (
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
-// toStatus maps an error from streaming or engine to the gRPC status a client sees. This is the
-// one place where domain errors meet codes (docs/protocol.md lists them).
+// errorDomain is the ErrorInfo domain of every status the server returns.
+const errorDomain = "flight-sink"
+
+// reasonInternal is the reason of an error no row of errorReasons matches: a bug or a storage
+// failure.
+const reasonInternal = "INTERNAL"
+
+// errorReason is one row of errorReasons: an error wrapping err is answered with code, and its
+// status carries a google.rpc.ErrorInfo with reason.
+type errorReason struct {
+	err    error
+	code   codes.Code
+	reason string
+	// codeDefault marks the reason given to a status with this code that carries no ErrorInfo
+	// yet (one gRPC itself made: a cancelled stream, a message over the receive limit). At most
+	// one row per code.
+	codeDefault bool
+}
+
+// errorReasons is the one table from domain errors to gRPC codes and ErrorInfo reasons. toStatus
+// takes the first row whose err the error wraps, so a finer sentinel comes before one it wraps
+// (ErrUnsupportedType wraps ErrSchemaMismatch) and before a generic one wrapped together with it
+// (streaming wraps ErrInvalidTableName in ErrInvalidRequest). The reasons are a stable contract
+// that clients branch on: docs/protocol.md lists them (TestProtocolDocListsEveryReason checks
+// it), and a reason is never renamed or given another code. TestErrorReasonsTable checks that
+// every row is reachable.
+var errorReasons = []errorReason{
+	{err: errPutIdleTimeout, code: codes.DeadlineExceeded, reason: "PUT_IDLE_TIMEOUT"},
+	{err: context.Canceled, code: codes.Canceled, reason: "CANCELLED", codeDefault: true},
+	{err: context.DeadlineExceeded, code: codes.DeadlineExceeded, reason: "DEADLINE_EXCEEDED", codeDefault: true},
+	{err: errUnauthenticated, code: codes.Unauthenticated, reason: "UNAUTHENTICATED", codeDefault: true},
+	{err: errPermissionDenied, code: codes.PermissionDenied, reason: "PERMISSION_DENIED", codeDefault: true},
+	{err: errResourceExhausted, code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED", codeDefault: true},
+	{err: engine.ErrBatchTooLarge, code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED"},
+	{err: memwal.ErrBackpressure, code: codes.ResourceExhausted, reason: "BACKPRESSURE"},
+	{err: errMalformedIPC, code: codes.InvalidArgument, reason: "MALFORMED_IPC"},
+	{err: errUnknownAction, code: codes.InvalidArgument, reason: "UNKNOWN_ACTION"},
+	{err: engine.ErrUnsupportedType, code: codes.InvalidArgument, reason: "UNSUPPORTED_TYPE"},
+	{err: engine.ErrSchemaMismatch, code: codes.InvalidArgument, reason: "SCHEMA_MISMATCH"},
+	{err: engine.ErrInvalidTableName, code: codes.InvalidArgument, reason: "INVALID_TABLE_NAME"},
+	{err: engine.ErrInvalidPredicate, code: codes.InvalidArgument, reason: "INVALID_PREDICATE"},
+	{err: streaming.ErrInvalidRequest, code: codes.InvalidArgument, reason: "INVALID_REQUEST", codeDefault: true},
+	{err: engine.ErrTableNotFound, code: codes.NotFound, reason: "TABLE_NOT_FOUND"},
+	{err: engine.ErrVersionNotFound, code: codes.NotFound, reason: "VERSION_NOT_FOUND"},
+	{err: streaming.ErrStageNotFound, code: codes.NotFound, reason: "STAGE_NOT_FOUND"},
+	{err: engine.ErrTableExists, code: codes.AlreadyExists, reason: "TABLE_EXISTS"},
+	{err: streaming.ErrQueryReused, code: codes.FailedPrecondition, reason: "QUERY_REUSED"},
+	{err: streaming.ErrUnsupported, code: codes.FailedPrecondition, reason: "UNSUPPORTED"},
+	{err: engine.ErrEpochAlreadyCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
+	{err: engine.ErrCommitConflict, code: codes.FailedPrecondition, reason: "COMMIT_CONFLICT"},
+	{err: memwal.ErrFenced, code: codes.FailedPrecondition, reason: "FENCED"},
+	{err: engine.ErrTooManyRetries, code: codes.Aborted, reason: "TOO_MANY_RETRIES"},
+	{err: errUnimplemented, code: codes.Unimplemented, reason: "UNIMPLEMENTED", codeDefault: true},
+	{err: errInternal, code: codes.Internal, reason: reasonInternal, codeDefault: true},
+}
+
+// Sentinels of the Flight layer itself, matched by errorReasons like the domain's.
+var (
+	errResourceExhausted = errors.New("limit exceeded")
+	errUnimplemented     = errors.New("not implemented")
+	// errPutIdleTimeout: a DoPut stream sent nothing for --put-idle-timeout.
+	errPutIdleTimeout = errors.New("put idle timeout")
+	// errMalformedIPC: a DoPut message is not valid Arrow IPC, or its data could not be decoded.
+	errMalformedIPC = errors.New("malformed Arrow IPC")
+	// errUnknownAction: DoAction of a type this server does not run.
+	errUnknownAction    = errors.New("unknown action")
+	errUnauthenticated  = errors.New("unauthenticated")
+	errPermissionDenied = errors.New("permission denied")
+	// errInternal: a panic in a call, recovered by the interceptors.
+	errInternal = errors.New("internal error")
+)
+
+// toStatus maps an error from streaming or engine to the gRPC status a client sees, with a
+// google.rpc.ErrorInfo detail (domain flight-sink) naming its reason. This is the one place
+// where errors meet codes: every status the server builds comes from here.
+//
+// A status error passes through with its code; one without an ErrorInfo (gRPC's own, such as a
+// cancelled stream) gets the default reason of its code.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
-		return err
+	if st, ok := status.FromError(err); ok {
+		for _, d := range st.Details() {
+			if _, ok := d.(*errdetails.ErrorInfo); ok {
+				return err
+			}
+		}
+		return withReason(st, defaultReason(st.Code()), nil)
 	}
-	code := codes.Internal
-	switch {
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	case errors.Is(err, streaming.ErrInvalidRequest), errors.Is(err, engine.ErrSchemaMismatch),
-		errors.Is(err, engine.ErrInvalidTableName), errors.Is(err, engine.ErrInvalidPredicate):
-		code = codes.InvalidArgument
-	case errors.Is(err, engine.ErrTableNotFound), errors.Is(err, engine.ErrVersionNotFound),
-		errors.Is(err, streaming.ErrStageNotFound):
-		code = codes.NotFound
-	case errors.Is(err, engine.ErrTableExists):
-		code = codes.AlreadyExists
-	case errors.Is(err, streaming.ErrQueryReused), errors.Is(err, streaming.ErrUnsupported),
-		errors.Is(err, engine.ErrCommitConflict), errors.Is(err, engine.ErrEpochAlreadyCommitted):
-		code = codes.FailedPrecondition
-	case errors.Is(err, engine.ErrTooManyRetries):
-		code = codes.Aborted
-	case errors.Is(err, memwal.ErrFenced):
-		code = codes.FailedPrecondition
-	case errors.Is(err, memwal.ErrBackpressure):
-		code = codes.ResourceExhausted
-	case errors.Is(err, errResourceExhausted), errors.Is(err, engine.ErrBatchTooLarge):
-		code = codes.ResourceExhausted
-	case errors.Is(err, errUnimplemented):
-		code = codes.Unimplemented
-	}
-	return status.Error(code, err.Error())
+	row := reasonOf(err)
+	return withReason(status.New(row.code, err.Error()), row.reason, errorMetadata(err))
 }
 
-var (
-	errResourceExhausted = errors.New("limit exceeded")
-	errUnimplemented     = errors.New("not implemented")
-)
+// reasonOf returns the first row of errorReasons whose sentinel err wraps; an error no row
+// matches is Internal.
+func reasonOf(err error) errorReason {
+	for _, r := range errorReasons {
+		if errors.Is(err, r.err) {
+			return r
+		}
+	}
+	return errorReason{err: errInternal, code: codes.Internal, reason: reasonInternal}
+}
+
+// defaultReason is the reason of the codeDefault row for code (INTERNAL for a code without one).
+func defaultReason(code codes.Code) string {
+	for _, r := range errorReasons {
+		if r.codeDefault && r.code == code {
+			return r.reason
+		}
+	}
+	return reasonInternal
+}
+
+// withReason returns st with an ErrorInfo detail carrying reason and metadata.
+func withReason(st *status.Status, reason string, metadata map[string]string) error {
+	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: metadata})
+	if err != nil { // only when the detail cannot be marshalled, which an ErrorInfo always can
+		return st.Err()
+	}
+	return withInfo.Err()
+}
+
+// errorMetadata returns the structured fields of the error types that carry them, for the
+// ErrorInfo's metadata (nil when err has none).
+func errorMetadata(err error) map[string]string {
+	var (
+		conflict *engine.ConflictError
+		epoch    *engine.EpochCommittedError
+		fenced   *memwal.FencedError
+	)
+	switch {
+	case errors.As(err, &conflict):
+		return map[string]string{"table": conflict.Table, "their_version": strconv.FormatUint(conflict.TheirVersion, 10)}
+	case errors.As(err, &epoch):
+		return map[string]string{"query_id": epoch.QueryID, "epoch_id": strconv.FormatInt(epoch.EpochID, 10),
+			"watermark_epoch": strconv.FormatInt(epoch.WatermarkEpoch, 10)}
+	case errors.As(err, &fenced):
+		return map[string]string{"shard": fenced.Shard}
+	}
+	return nil
+}
+
+// arrowStatusTrailer returns the trailers an Arrow C++ Flight server sends with an error status:
+// x-arrow-status (the Arrow C++ status code) and x-arrow-status-message-bin (the message). Arrow
+// C++ clients, pyarrow's among them, read the grpc-status-details-bin trailer (the
+// google.rpc.Status with its ErrorInfo) only when x-arrow-status is present, and then hand it
+// to the caller as FlightStatusDetail's extra_info (pyarrow.flight.FlightError.extra_info).
+func arrowStatusTrailer(err error) metadata.MD {
+	st, _ := status.FromError(err)
+	return metadata.Pairs("x-arrow-status", strconv.Itoa(arrowStatusCode(st.Code())),
+		"x-arrow-status-message-bin", st.Message())
+}
+
+// arrowStatusCode is the Arrow C++ StatusCode an Arrow C++ client makes of a gRPC code without
+// these trailers, so the status keeps its class (Invalid, KeyError, IOError, ...).
+func arrowStatusCode(c codes.Code) int {
+	const (
+		keyError       = 2
+		invalid        = 4
+		ioError        = 5
+		cancelled      = 8
+		unknownError   = 9
+		notImplemented = 10
+		alreadyExists  = 45
+	)
+	switch c {
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.FailedPrecondition, codes.OutOfRange:
+		return invalid
+	case codes.NotFound:
+		return keyError
+	case codes.AlreadyExists:
+		return alreadyExists
+	case codes.Canceled:
+		return cancelled
+	case codes.Unimplemented:
+		return notImplemented
+	case codes.Unknown:
+		return unknownError
+	}
+	return ioError
+}

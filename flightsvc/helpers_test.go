@@ -414,8 +414,9 @@ func (c *flightConn) wantDenseHistory(t testing.TB, table string) []flightsvc.Hi
 	return h
 }
 
-// wantCode checks that err is a gRPC status with code and, if given, a message containing each of
-// the substrings (case-insensitive).
+// wantCode checks that err is a gRPC status with code, a flight-sink ErrorInfo reason (every
+// error status the server makes carries one) and, if given, a message containing each of the substrings
+// (case-insensitive).
 func wantCode(t testing.TB, err error, code codes.Code, substrs ...string) {
 	t.Helper()
 	if err == nil {
@@ -427,6 +428,12 @@ func wantCode(t testing.TB, err error, code codes.Code, substrs ...string) {
 	}
 	if st.Code() != code {
 		t.Fatalf("got %v (%s), want %v", st.Code(), st.Message(), code)
+	}
+	// The one status without a reason is gRPC's own refusal of a message over
+	// --max-message-bytes: gRPC sends it before the handler sees the message (docs/protocol.md).
+	grpcLimit := code == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "grpc: received message larger than max")
+	if reasonOf(err) == "" && !grpcLimit {
+		t.Fatalf("status %v (%s) carries no flight-sink ErrorInfo reason", st.Code(), st.Message())
 	}
 	for _, s := range substrs {
 		if !strings.Contains(strings.ToLower(st.Message()), strings.ToLower(s)) {

@@ -14,10 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
@@ -120,29 +118,45 @@ type Server struct {
 	http        *httpServer // nil when HTTPListen is empty
 }
 
-// recoverUnary turns a panic in one call into an Internal error for that call only.
+// recoverUnary turns a panic in one call into an Internal error for that call only. It is the
+// outermost interceptor, so every error a call returns passes toStatus here and carries its
+// ErrorInfo reason, whichever layer made it, plus the trailers Arrow C++ clients need to hand
+// that reason to their caller (arrowStatusTrailer).
 func recoverUnary(logger *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				logger.Error("panic in request", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
-				err = status.Errorf(codes.Internal, "internal error in %s (the server logged it and keeps serving)", info.FullMethod)
+				resp, err = nil, panicStatus(info.FullMethod)
+			}
+			if err != nil {
+				_ = grpc.SetTrailer(ctx, arrowStatusTrailer(err)) // fails only once the status is sent
 			}
 		}()
-		return h(ctx, req)
+		resp, err = h(ctx, req)
+		return resp, toStatus(err)
 	}
 }
 
+// recoverStream is recoverUnary for streaming calls.
 func recoverStream(logger *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				logger.Error("panic in request", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
-				err = status.Errorf(codes.Internal, "internal error in %s (the server logged it and keeps serving)", info.FullMethod)
+				err = panicStatus(info.FullMethod)
+			}
+			if err != nil {
+				ss.SetTrailer(arrowStatusTrailer(err))
 			}
 		}()
-		return h(srv, ss)
+		return toStatus(h(srv, ss))
 	}
+}
+
+// panicStatus is the status of a call that panicked.
+func panicStatus(method string) error {
+	return toStatus(fmt.Errorf("%w in %s (the server logged it and keeps serving)", errInternal, method))
 }
 
 // NewServer opens the root and binds the listener; Serve starts answering.

@@ -97,7 +97,7 @@ func (p *putStream) Recv() (*flight.FlightData, error) {
 				p.err = fmt.Errorf("%w: DoPut message %d: %v (limits: --max-put-bytes %d for the stream, 0 meaning none; --max-decoded-message-bytes %d for one message); split the epoch or raise the limit",
 					errResourceExhausted, p.n, err, p.guard.MaxStreamBytes, p.guard.MaxMessageBytes)
 			} else {
-				p.err = fmt.Errorf("%w: DoPut message %d is not valid Arrow IPC: %v", streaming.ErrInvalidRequest, p.n, err)
+				p.err = fmt.Errorf("%w: DoPut message %d is not valid Arrow IPC: %v", errMalformedIPC, p.n, err)
 			}
 			return nil, p.err
 		}
@@ -130,7 +130,7 @@ func (p *putStream) recv() (*flight.FlightData, error) {
 			what = "its first message"
 		}
 		p.err = fmt.Errorf("%w: the DoPut stream sent nothing for %v, waiting for %s (--put-idle-timeout); nothing was committed",
-			context.DeadlineExceeded, p.idle, what)
+			errPutIdleTimeout, p.idle, what)
 		return nil, p.err
 	}
 }
@@ -150,7 +150,7 @@ func (p *putStream) pump() {
 		select {
 		case p.msgs <- fd:
 		case <-done:
-			p.pumpErr = status.FromContextError(p.s.Context().Err()).Err()
+			p.pumpErr = toStatus(p.s.Context().Err())
 			return
 		}
 	}
@@ -173,7 +173,7 @@ func (b *batchReader) Next() (ok bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			b.err = fmt.Errorf("%w: the DoPut stream's Arrow data could not be decoded: %v", streaming.ErrInvalidRequest, r)
+			b.err = fmt.Errorf("%w: the DoPut stream's Arrow data could not be decoded: %v", errMalformedIPC, r)
 			ok = false
 		}
 	}()
@@ -183,7 +183,7 @@ func (b *batchReader) Next() (ok bool) {
 	rec := b.Reader.RecordBatch()
 	for i, col := range rec.Columns() {
 		if err := array.ValidateFull(col); err != nil {
-			b.err = fmt.Errorf("%w: column %q of the DoPut stream is malformed: %v", streaming.ErrInvalidRequest, rec.Schema().Field(i).Name, err)
+			b.err = fmt.Errorf("%w: column %q of the DoPut stream is malformed: %v", errMalformedIPC, rec.Schema().Field(i).Name, err)
 			return false
 		}
 	}
@@ -204,14 +204,14 @@ func (b *batchReader) Err() error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	return fmt.Errorf("%w: malformed Arrow IPC data in DoPut stream: %v", streaming.ErrInvalidRequest, err)
+	return fmt.Errorf("%w data in DoPut stream: %v", errMalformedIPC, err)
 }
 
 // newPutReader starts the IPC reader on a DoPut stream: it reads the schema message.
 func newPutReader(in *putStream, alloc memory.Allocator) (rdr *flight.Reader, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			rdr, err = nil, fmt.Errorf("%w: the DoPut stream's schema could not be decoded: %v", streaming.ErrInvalidRequest, r)
+			rdr, err = nil, fmt.Errorf("%w: the DoPut stream's schema could not be decoded: %v", errMalformedIPC, r)
 		}
 	}()
 	return flight.NewRecordReader(in, ipc.WithAllocator(alloc))
@@ -234,26 +234,26 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 			return toStatus(in.err)
 		}
 		if ctx.Err() != nil {
-			return status.FromContextError(ctx.Err()).Err()
+			return toStatus(ctx.Err())
 		}
 		if errors.Is(err, io.EOF) {
-			return status.Error(codes.InvalidArgument, "DoPut stream ended before its schema message")
+			return toStatus(fmt.Errorf("%w: DoPut stream ended before its schema message", streaming.ErrInvalidRequest))
 		}
 		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-			return st.Err()
+			return toStatus(err)
 		}
-		return status.Errorf(codes.InvalidArgument, "DoPut stream does not start with an Arrow schema: %v", err)
+		return toStatus(fmt.Errorf("%w: DoPut stream does not start with an Arrow schema: %v", errMalformedIPC, err))
 	}
 	defer rdr.Release()
 	desc := in.desc
 	if desc == nil {
-		return status.Error(codes.InvalidArgument, "DoPut stream has no flight descriptor")
+		return toStatus(fmt.Errorf("%w: DoPut stream has no flight descriptor", streaming.ErrInvalidRequest))
 	}
 	var ack streaming.Ack
 	switch desc.Type {
 	case flight.DescriptorPATH:
 		if len(desc.Path) != 1 {
-			return status.Errorf(codes.InvalidArgument, "PATH descriptor must be one element, the table name; got %q", desc.Path)
+			return toStatus(fmt.Errorf("%w: PATH descriptor must be one element, the table name; got %q", streaming.ErrInvalidRequest, desc.Path))
 		}
 		ack, err = s.sink.Append(ctx, desc.Path[0], &batchReader{Reader: rdr, in: in})
 	case flight.DescriptorCMD:
@@ -263,7 +263,7 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		}
 		ack, err = s.sink.WriteEpoch(ctx, req, &batchReader{Reader: rdr, in: in})
 	default:
-		return status.Errorf(codes.InvalidArgument, "descriptor type %v is not supported; use CMD (epoch JSON) or PATH (table name)", desc.Type)
+		return toStatus(fmt.Errorf("%w: descriptor type %v is not supported; use CMD (epoch JSON) or PATH (table name)", streaming.ErrInvalidRequest, desc.Type))
 	}
 	if err != nil {
 		requestLogger(ctx, s.logger).Info("DoPut failed", "err", err)

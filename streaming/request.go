@@ -87,7 +87,7 @@ type EpochRequest struct {
 // fills defaults, and returns an error wrapping ErrInvalidRequest for anything malformed.
 func (r *EpochRequest) Normalize() error {
 	if err := engine.ValidateTableName(r.Table); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	r.QueryID = strings.TrimSpace(r.QueryID)
 	if r.QueryID == "" {

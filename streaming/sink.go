@@ -116,7 +116,7 @@ func (s *Sink) Store() objstore.Store { return s.store }
 // Table opens (and caches) an existing table.
 func (s *Sink) Table(ctx context.Context, name string) (*engine.Table, error) {
 	if err := engine.ValidateTableName(name); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	s.mu.Lock()
 	t := s.tables[name]
@@ -166,7 +166,7 @@ func createOptions(spec CreateSpec) engine.CreateOptions {
 // invalidName marks an invalid table name as a bad request.
 func invalidName(err error) error {
 	if errors.Is(err, engine.ErrInvalidTableName) {
-		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	return err
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -11,9 +12,9 @@ import pytest
 
 import flight_sink as fs
 from flight_sink._data import BatchSource, normalize_schema
-from flight_sink.errors import split_status
+from flight_sink.errors import CLASS_BY_REASON
 
-from conftest import free_port
+from conftest import REPO_ROOT, free_port
 
 FAST_RETRY = fs.RetryPolicy(max_attempts=3, initial_backoff=0.05, max_backoff=0.1)
 
@@ -73,10 +74,9 @@ def test_round_trip(client: fs.Client, table_name: str) -> None:
     assert sorted(epochs) == ["0", "1"]
     stats = client.table_stats(table_name)
     assert stats["rows"] == 13 and stats["streams"]["q-1"]["epoch"] == 1
-    if "delete" in client.list_actions():
-        deleted = client.delete(table_name, {"op": "in", "column": "id", "values": [100, 101]})
-        assert deleted["rows_deleted"] == 2
-        assert client.read(table_name).num_rows == 11
+    deleted = client.delete(table_name, {"op": "in", "column": "id", "values": [100, 101]})
+    assert deleted["rows_deleted"] == 2
+    assert client.read(table_name).num_rows == 11
     assert client.epoch_status(table_name, query_id="q-1", epoch_id=1).committed
     assert not client.epoch_status(table_name, query_id="q-1", epoch_id=2).committed
     assert client.cleanup(table_name, dry_run=True)["dry_run"] is True
@@ -133,6 +133,68 @@ def test_multi_writer_epoch(client: fs.Client, table_name: str) -> None:
         client.commit_epoch(table_name, query_id="mw", epoch_id=8, stages=[a0.stage, a1.stage])
 
 
+def test_memwal_flush_and_compact_by_shard_id(client: fs.Client, table_name: str) -> None:
+    """flush_memwal and compact_memwal_shard take the shard ids table_stats lists (strings)."""
+    client.create_table(table_name, events(0, 1).schema, memwal_shards=2)
+    for epoch in range(4):
+        ack = client.put_epoch(table_name, events(epoch * 10, 10), query_id="m", epoch_id=epoch)
+        assert (ack.status, ack.route) == ("committed", "memwal")
+    shards = client.table_stats(table_name)["memwal"]["shards"]
+    assert len(shards) == 2 and all(isinstance(sh["shard"], str) for sh in shards)
+    full = [sh["shard"] for sh in shards if sh["memtable_rows"] > 0]
+    assert full, shards
+    one = full[0]
+
+    assert client.flush_memwal(table_name, shard=one) == {"shards_flushed": 1}
+    after = {sh["shard"]: sh for sh in client.table_stats(table_name)["memwal"]["shards"]}
+    assert after[one]["memtable_rows"] == 0 and after[one]["generations"] >= 1
+    assert client.compact_memwal_shard(table_name, shard=one)["generations_reclaimed"] >= 1
+    assert client.table_stats(table_name)["rows"] > 0  # folded into the base table
+    # Every shard by default.
+    assert client.flush_memwal(table_name)["shards_flushed"] == 2
+    client.compact_memwal_shard(table_name, min_generations=1)
+    assert sorted(client.read(table_name).column("id").to_pylist()) == list(range(40))
+
+    with pytest.raises(TypeError, match="shard id string"):
+        client.flush_memwal(table_name, shard=0)  # type: ignore[arg-type]
+    with pytest.raises(fs.InvalidRequestError, match="no MemWAL shard") as unknown:
+        client.compact_memwal_shard(table_name, shard="00000000-0000-4000-8000-000000000000")
+    assert unknown.value.reason == "INVALID_REQUEST"
+    plain = f"{table_name}_plain"
+    client.create_table(plain, events(0, 1).schema)
+    with pytest.raises(fs.FailedPreconditionError) as no_shards:
+        client.flush_memwal(plain)
+    assert no_shards.value.reason == "UNSUPPORTED"
+
+
+def test_cleanup_removes_old_versions(client: fs.Client, table_name: str) -> None:
+    for epoch in range(3):
+        client.put_epoch(table_name, events(epoch, 1), query_id="c", epoch_id=epoch, create=True)
+    latest = client.table_stats(table_name)["version"]
+    time.sleep(1.5)  # every version but the latest is now superseded for more than 1 s
+    dry = client.cleanup(table_name, older_than_seconds=1, keep_last=1, dry_run=True)
+    assert dry["dry_run"] is True and len(dry["versions_removed"]) == latest - 1
+    assert client.read(table_name, version=1).num_rows == 0  # a dry run removes nothing
+    done = client.cleanup(table_name, older_than_seconds=1, keep_last=1)
+    assert done["versions_removed"] == dry["versions_removed"]
+    with pytest.raises(fs.NotFoundError) as gone:
+        client.read(table_name, version=1)
+    assert gone.value.reason == "VERSION_NOT_FOUND"
+    assert sorted(client.read(table_name).column("id").to_pylist()) == [0, 1, 2]
+
+
+def test_every_wrapped_action_is_served_and_tested(client: fs.Client) -> None:
+    """Each DoAction the client wraps is one the server runs, and a test here calls its method
+    (the methods are named after the actions)."""
+    client_src = (REPO_ROOT / "clients" / "pyspark" / "src" / "flight_sink" / "client.py").read_text()
+    wrapped = set(re.findall(r'self\._action\(\s*"([a-z_]+)"', client_src))
+    assert {"commit_epoch", "flush_memwal", "compact_memwal_shard", "cleanup"} <= wrapped
+    assert wrapped <= set(client.list_actions())
+    tests_src = open(__file__).read()
+    for name in sorted(wrapped):
+        assert re.search(rf"client\.{name}\(", tests_src), f"no test calls Client.{name}"
+
+
 def test_failing_stream_commits_nothing(client: fs.Client, table_name: str) -> None:
     """A source that fails half-way must not leave a partial epoch (it is sent as a stage)."""
     client.create_table(table_name, events(0, 1).schema)
@@ -153,41 +215,62 @@ def test_failing_stream_commits_nothing(client: fs.Client, table_name: str) -> N
 
 
 def test_errors_are_clear(client: fs.Client, table_name: str) -> None:
+    """Each error's class and reason come from the server's ErrorInfo, its message is the server's."""
     client.put_epoch(table_name, events(0, 2), query_id="q", epoch_id=0, create=True)
 
     with pytest.raises(fs.InvalidRequestError, match="invalid table name") as bad:
         client.put_epoch("bad/name", events(0, 1), query_id="q", epoch_id=0, create=True)
-    assert bad.value.code == "invalid_argument" and "bad/name" in bad.value.server_message
+    assert (bad.value.code, bad.value.reason) == ("invalid_argument", "INVALID_TABLE_NAME")
+    assert "bad/name" in bad.value.server_message
 
     wrong = pa.table({"id": pa.array(["x"], pa.string())})
     with pytest.raises(fs.SchemaMismatchError) as mm:
         client.put_epoch(table_name, wrong, query_id="q", epoch_id=1)
     msg = str(mm.value)
     assert 'column "id"' in msg and "int64" in msg and "utf8" in msg and "gRPC" not in msg
-    assert isinstance(mm.value, ValueError)
+    assert isinstance(mm.value, ValueError) and mm.value.reason == "SCHEMA_MISMATCH"
+    assert mm.value.server_message.startswith(f"table {table_name}: schema mismatch")
 
-    with pytest.raises(fs.TableNotFoundError, match="create"):
-        client.put_epoch(f"{table_name}_missing", events(0, 1), query_id="q", epoch_id=0)
-    with pytest.raises(fs.TableNotFoundError):
-        client.read(f"{table_name}_missing")
-    with pytest.raises(fs.InvalidRequestError, match="query_id is required"):
-        client.put_epoch(table_name, events(0, 1), query_id="  ", epoch_id=3)
+    def reason(exc_type, fn, *args, **kwargs):
+        with pytest.raises(exc_type) as e:
+            fn(*args, **kwargs)
+        return e.value.reason
+
+    missing = f"{table_name}_missing"
+    assert reason(fs.TableNotFoundError, client.put_epoch, missing, events(0, 1), query_id="q", epoch_id=0) == "TABLE_NOT_FOUND"
+    assert reason(fs.TableNotFoundError, client.read, missing) == "TABLE_NOT_FOUND"
+    assert reason(fs.TableNotFoundError, client.schema, missing) == "TABLE_NOT_FOUND"
+    assert reason(fs.TableNotFoundError, client.history, missing) == "TABLE_NOT_FOUND"
+    assert reason(fs.NotFoundError, client.read, table_name, version=999) == "VERSION_NOT_FOUND"
+    assert reason(fs.NotFoundError, client.commit_epoch, table_name, query_id="s", epoch_id=0,
+                  stages=["00000000-0000-4000-8000-000000000000"]) == "STAGE_NOT_FOUND"
+    assert reason(fs.InvalidRequestError, client.commit_epoch, table_name, query_id="s", epoch_id=0,
+                  stages=["no-such-stage"]) == "INVALID_REQUEST"
+    assert reason(fs.InvalidRequestError, client.put_epoch, table_name, events(0, 1), query_id="  ", epoch_id=3) == "INVALID_REQUEST"
+    assert reason(fs.InvalidRequestError, client.delete, table_name, {"op": "=", "column": "id", "value": "one"}) == "INVALID_PREDICATE"
+    assert reason(fs.AlreadyExistsError, client.create_table, table_name, events(0, 1).schema) == "TABLE_EXISTS"
     with pytest.raises(ValueError, match="mode"):
         client.put_epoch(table_name, events(0, 1), query_id="q", epoch_id=3, mode="overwrite")
-    # An action the server does not run is a clear UnsupportedError (so is compact on servers
-    # without compaction).
-    with pytest.raises(fs.UnsupportedError, match="unknown action"):
-        client.action("optimize_everything", {"table": table_name})
-    if "compact" in client.list_actions():
-        assert "read_version" in client.compact(table_name, target_rows_per_fragment=1000)
-    else:
-        with pytest.raises(fs.UnsupportedError, match="unknown action"):
-            client.compact(table_name)
+    # An action the server does not run is a clear UnsupportedError.
+    assert reason(fs.UnsupportedError, client.action, "optimize_everything", {"table": table_name}) == "UNKNOWN_ACTION"
+    assert "read_version" in client.compact(table_name, target_rows_per_fragment=1000)
     # An epoch below the watermark that is not a replay: a reused query id.
     client.put_epoch(table_name, events(2, 1), query_id="q", epoch_id=5)
-    with pytest.raises(fs.QueryReusedError, match="new checkpoint"):
+    with pytest.raises(fs.QueryReusedError, match="new checkpoint") as reused:
         client.put_epoch(table_name, events(3, 1), query_id="q", epoch_id=4, dedupe_lookback_versions=1)
+    assert reused.value.reason == "QUERY_REUSED" and reused.value.code == "failed_precondition"
     assert client.read(table_name).num_rows == 3
+
+
+def test_limit_exceeded_reason(server_factory) -> None:
+    srv = server_factory(extra_args=["--max-put-bytes", "65536"])
+    c = fs.Client(srv.uri, retry=FAST_RETRY)
+    c.put_epoch("capped", events(0, 1), query_id="q", epoch_id=0, create=True)
+    with pytest.raises(fs.ResourceExhaustedError, match="max-put-bytes") as e:
+        c.put_epoch("capped", events(0, 20000), query_id="q", epoch_id=1)
+    assert (e.value.code, e.value.reason) == ("resource_exhausted", "LIMIT_EXCEEDED")
+    assert not e.value.retryable
+    assert c.read("capped").num_rows == 1
 
 
 def test_server_down_is_clear_and_bounded() -> None:
@@ -225,11 +308,13 @@ def test_bearer_token(server_bin: str, server_factory) -> None:
     if "--auth-token" not in help_text:
         pytest.skip("this server build has no --auth-token")
     srv = server_factory(extra_args=["--auth-token", "s3cret"])
-    with pytest.raises(fs.UnauthenticatedError, match="Bearer"):
+    with pytest.raises(fs.UnauthenticatedError, match="Bearer") as unauth:
         fs.Client(srv.uri, retry=FAST_RETRY).list_tables()
-    with pytest.raises(PermissionError, match="token"):  # Unauthenticated or PermissionDenied
+    assert unauth.value.reason == "UNAUTHENTICATED"
+    with pytest.raises(fs.PermissionDeniedError, match="token") as denied:
         fs.Client(srv.uri, token="wrong", retry=FAST_RETRY).put_epoch(
             "t", events(0, 1), query_id="q", epoch_id=0, create=True)
+    assert denied.value.reason == "PERMISSION_DENIED" and isinstance(denied.value, PermissionError)
     ok = fs.Client(srv.uri, token="s3cret")
     assert ok.put_epoch("t", events(0, 1), query_id="q", epoch_id=0, create=True).status == "committed"
     assert ok.read("t").num_rows == 1
@@ -254,19 +339,64 @@ def test_batch_source_replay() -> None:
     assert list(empty.batches()) == []
 
 
-def test_status_parsing() -> None:
+def _flight_error(cls, message: str, code: int, reason=None, domain: str = fs.ERROR_DOMAIN,
+                  metadata=None):
+    """A pyarrow FlightError as pyarrow raises it for a status with a google.rpc.Status detail."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    st = status_pb2.Status(code=code, message=message)
+    if reason is not None:
+        st.details.add().Pack(error_details_pb2.ErrorInfo(reason=reason, domain=domain, metadata=metadata or {}))
+    return cls(message, st.SerializeToString())
+
+
+def test_class_comes_from_the_reason_not_the_message() -> None:
     import pyarrow.flight as fl
 
-    code, msg = split_status(pa.ArrowInvalid(
-        "Flight returned invalid argument error, with message: table t: schema mismatch: x. "
-        "gRPC client debug context: INVALID_ARGUMENT:table t. Client context: OK"))
-    assert (code, msg) == ("invalid_argument", "table t: schema mismatch: x")
-    code, msg = split_status(pa.ArrowInvalid(
-        "gRPC returned precondition failed error, with message: query_id reused with a new checkpoint?: q"))
-    assert code == "failed_precondition" and msg.startswith("query_id reused")
-    assert split_status(fl.FlightUnavailableError("down"))[0] == "unavailable"
+    # The message says "schema mismatch" and "query_id reused": only the reason counts.
     err = fs.errors.from_arrow_error(
-        pa.ArrowInvalid("gRPC returned precondition failed error, with message: query_id reused?: q"),
+        _flight_error(fl.FlightInternalError, "schema mismatch; query_id reused", 5, "TABLE_NOT_FOUND"),
         "DoPut t",
     )
-    assert isinstance(err, fs.QueryReusedError) and str(err).startswith("DoPut t: query_id reused")
+    assert type(err) is fs.TableNotFoundError and (err.code, err.reason) == ("not_found", "TABLE_NOT_FOUND")
+    assert str(err) == "DoPut t: schema mismatch; query_id reused [not_found, TABLE_NOT_FOUND]"
+    fenced = fs.errors.from_arrow_error(
+        _flight_error(fl.FlightInternalError, "fenced", 9, "FENCED", metadata={"shard": "s-1"}))
+    assert type(fenced) is fs.FailedPreconditionError and fenced.metadata == {"shard": "s-1"}
+    # A reason this client does not know falls back on the code.
+    future = fs.errors.from_arrow_error(_flight_error(fl.FlightInternalError, "x", 8, "SOMETHING_NEW"))
+    assert type(future) is fs.ResourceExhaustedError and future.reason == "SOMETHING_NEW"
+    # An ErrorInfo of another domain is not a flight-sink reason.
+    other = fs.errors.from_arrow_error(_flight_error(fl.FlightInternalError, "x", 3, "SCHEMA_MISMATCH", domain="example.com"))
+    assert type(other) is fs.InvalidRequestError and other.reason is None
+    # Without status details (an unreachable server), pyarrow's exception type gives the code.
+    down = fs.errors.from_arrow_error(fl.FlightUnavailableError("connection refused"), "ListFlights", "grpc://h:1")
+    assert type(down) is fs.ServerUnavailableError and down.reason is None and down.retryable
+    assert "grpc://h:1" in str(down)
+    assert type(fs.errors.from_arrow_error(fl.FlightTimedOutError("late"))) is fs.DeadlineExceededError
+    # Bytes that are not a google.rpc.Status are ignored rather than misread.
+    junk = fs.errors.from_arrow_error(fl.FlightInternalError("boom", b"\xff\xff\xff"))
+    assert type(junk) is fs.ServerInternalError and junk.reason is None
+
+
+def _doc_reasons() -> "dict[str, str]":
+    """The reason table of docs/protocol.md's Errors section: reason -> gRPC code name."""
+    text = (REPO_ROOT / "docs" / "protocol.md").read_text()
+    section = text[text.index("\n## Errors\n"):]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
+    return dict(re.findall(r"^\| `([A-Z0-9_]+)` \| `([A-Za-z]+)` \|", section, re.M))
+
+
+def test_every_documented_reason_has_a_class() -> None:
+    """The client's reason table and docs/protocol.md list the same reasons; each reason's class
+    is the one of its code (or a subclass), except where a finer class says more."""
+    doc = _doc_reasons()
+    assert doc, "docs/protocol.md lists no reasons"
+    assert set(CLASS_BY_REASON) == set(doc)
+    snake = {"InvalidArgument": "invalid_argument", "NotFound": "not_found", "Canceled": "cancelled"}
+    for reason, code in doc.items():
+        code_name = snake.get(code) or re.sub(r"(?<!^)([A-Z])", r"_\1", code).lower()
+        by_code = fs.errors._CLASS_BY_CODE[code_name]
+        cls = CLASS_BY_REASON[reason]
+        assert issubclass(cls, by_code) or reason == "UNKNOWN_ACTION", (reason, cls, by_code)

@@ -125,8 +125,10 @@ def test_complete_mode_table_equals_aggregate(spark, server, tmp_path, table_nam
 
     src = tmp_path / "in"
     client = fs.Client(server.uri)
-    # mode is not given: the sink reads "complete" from the running query.
-    sink = FlightSink(server.uri, table=table_name, through_driver=through_driver)
+    # mode is not given: the sink reads "complete" from the running query, by Spark's query id
+    # also when the sink's epochs carry a query_id of the user's (the driver variant).
+    sink = FlightSink(server.uri, table=table_name, through_driver=through_driver,
+                      query_id="aggregate-query" if through_driver else None)
     checks = []
     modes = []
     control = {"fail_after_commit": 1}
@@ -348,10 +350,16 @@ def test_server_down_fails_the_batch(spark, tmp_path, table_name):
     assert "ServerUnavailableError" in str(e.value) and uri in str(e.value)
 
 
-def test_outside_a_stream_needs_query_id(spark, server, table_name):
+def test_outside_a_stream_needs_query_id_and_mode(spark, server, table_name):
     df = spark.range(7)
     with pytest.raises(ValueError, match="query_id="):
         FlightSink(server.uri, table=table_name)(df, 0)
+    # Without a running query the output mode cannot be read: the sink refuses to guess (an
+    # "append" guess would add a complete-mode aggregate's whole result with every batch).
+    with pytest.raises(ValueError, match="output mode.*mode="):
+        FlightSink(server.uri, table=table_name, query_id="batch-job")(df, 0)
+    with pytest.raises(fs.TableNotFoundError):
+        fs.Client(server.uri).table_stats(table_name)  # nothing was written, not even the table
     # With an explicit query id (and mode) the sink also lands static DataFrames, exactly once.
     sink = FlightSink(server.uri, table=table_name, query_id="batch-job", mode="append")
     sink(df, 0)

@@ -104,6 +104,15 @@ class EpochStatus:
     version: Optional[int] = None
 
 
+def _shard_id(shard: Any) -> str:
+    """A MemWAL shard id as the server names shards: a non-empty string (a UUID)."""
+    if not isinstance(shard, str) or not shard.strip():
+        raise TypeError(
+            f"shard must be a MemWAL shard id string as table_stats lists it, got {shard!r}"
+        )
+    return shard
+
+
 def _partition_json(partition: Union[Tuple[int, int], Mapping[str, int]]) -> Dict[str, int]:
     if isinstance(partition, Mapping):
         return {"id": int(partition["id"]), "attempt": int(partition.get("attempt", 0))}
@@ -430,11 +439,13 @@ class Client:
 
     def schema(self, table: str) -> pa.Schema:
         """The table's schema at its latest version."""
-        what = f"GetSchema {table}"
+        what = f"GetFlightInfo {table}"
 
         def attempt() -> pa.Schema:
+            # GetFlightInfo rather than GetSchema: pyarrow's get_schema drops the error's status
+            # details (it raises a plain ArrowKeyError without extra_info), so its reason.
             try:
-                return self._client().get_schema(
+                return self._client().get_flight_info(
                     fl.FlightDescriptor.for_path(table), self._options()
                 ).schema
             except pa.ArrowException as e:
@@ -498,7 +509,9 @@ class Client:
 
     def table_stats(self, table: str) -> Dict[str, Any]:
         """Table statistics: ``version``, ``rows``, ``fragments``, ``data_bytes``,
-        ``primary_key`` and ``streams`` (each query's last committed epoch)."""
+        ``primary_key``, ``streams`` (each query's last committed epoch) and, for a MemWAL
+        table, ``memwal``: ``{"shards": [{"shard": "<id>", "generations", ...}],
+        "merged_generations"}``."""
         return dict(self._action("table_stats", {"table": table}) or {})
 
     # -- administration ---------------------------------------------------------------------
@@ -551,7 +564,7 @@ class Client:
         """Compact small fragments and fragments with many deleted rows (the ``compact`` action).
 
         Streaming writers keep committing meanwhile. Needs a server with compaction; an older
-        server raises :class:`~flight_sink.UnsupportedError` ("unknown action").
+        server raises :class:`~flight_sink.UnsupportedError` (reason ``UNKNOWN_ACTION``).
 
         Args:
             table: the table.
@@ -608,20 +621,39 @@ class Client:
         """
         return dict(self._action("delete", {"table": table, "where": dict(where)}, retry=False) or {})
 
-    def flush_memwal(self, table: str, shard: Optional[int] = None) -> Dict[str, Any]:
-        """Flush a MemWAL table's memtables into generations (every shard by default)."""
+    def flush_memwal(self, table: str, shard: Optional[str] = None) -> Dict[str, Any]:
+        """Flush a MemWAL table's memtables into generations.
+
+        Args:
+            table: a table created with MemWAL shards.
+            shard: one shard's id, a string as :meth:`table_stats` lists it
+                (``stats["memwal"]["shards"][i]["shard"]``; default: every shard).
+
+        Returns:
+            ``{"shards_flushed": n}``.
+        """
         body: Dict[str, Any] = {"table": table}
         if shard is not None:
-            body["shard"] = int(shard)
+            body["shard"] = _shard_id(shard)
         return dict(self._action("flush_memwal", body) or {})
 
     def compact_memwal_shard(
-        self, table: str, shard: Optional[int] = None, min_generations: Optional[int] = None
+        self, table: str, shard: Optional[str] = None, min_generations: Optional[int] = None
     ) -> Dict[str, Any]:
-        """Fold a MemWAL table's flushed generations into the table (every shard by default)."""
+        """Fold a MemWAL table's flushed generations into the table.
+
+        Args:
+            table: a table created with MemWAL shards.
+            shard: one shard's id, a string as :meth:`table_stats` lists it
+                (``stats["memwal"]["shards"][i]["shard"]``; default: every shard).
+            min_generations: fold a shard only when it has at least this many generations.
+
+        Returns:
+            ``{"generations_reclaimed": n}``.
+        """
         body: Dict[str, Any] = {"table": table}
         if shard is not None:
-            body["shard"] = int(shard)
+            body["shard"] = _shard_id(shard)
         if min_generations is not None:
             body["min_generations"] = int(min_generations)
         return dict(self._action("compact_memwal_shard", body) or {})

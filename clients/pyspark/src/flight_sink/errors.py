@@ -1,15 +1,21 @@
 """Exceptions raised by the flight-sink client.
 
-Every error the server answers is a gRPC status with a message that says what to change
-(``docs/protocol.md``, section *Errors*). The client turns it into a :class:`FlightSinkError`
-subclass that carries the status code (:attr:`FlightSinkError.code`) and the server's own message
-(:attr:`FlightSinkError.server_message`), so callers can branch on the class and users see the
-server's words::
+Every error the server answers is a gRPC status with a message that says what to change and a
+``google.rpc.ErrorInfo`` detail whose reason (``SCHEMA_MISMATCH``, ``TABLE_NOT_FOUND``, ...) is
+listed in ``docs/protocol.md``, section *Errors*. The client picks the :class:`FlightSinkError`
+subclass from that reason, never from the message text, and keeps the reason
+(:attr:`FlightSinkError.reason`), the status code (:attr:`FlightSinkError.code`) and the
+server's own message (:attr:`FlightSinkError.server_message`), so callers can branch on the class
+or the reason and users see the server's words::
 
     try:
         client.put_epoch("events", table, query_id="q", epoch_id=7)
     except flight_sink.SchemaMismatchError as e:
+        print(e.reason)           # SCHEMA_MISMATCH
         print(e.server_message)   # table events: schema mismatch: column "id" has type ...
+
+A reason this client does not know yet, and an error without one (the server unreachable, gRPC's
+own refusal of an oversize message), falls back on the gRPC code.
 
 The classes also derive from the closest built-in exception (``ValueError``, ``LookupError``,
 ``ConnectionError``, ``PermissionError``), so generic handlers keep working.
@@ -17,8 +23,7 @@ The classes also derive from the closest built-in exception (``ValueError``, ``L
 
 from __future__ import annotations
 
-import re
-from typing import Optional
+from typing import Dict, Mapping, Optional, Type
 
 __all__ = [
     "FlightSinkError",
@@ -40,6 +45,7 @@ __all__ = [
     "ServerInternalError",
     "ProtocolError",
     "EpochNotCommittedError",
+    "ERROR_DOMAIN",
     "from_arrow_error",
 ]
 
@@ -51,8 +57,13 @@ class FlightSinkError(Exception):
         code: the gRPC status code in lower case with underscores (``"invalid_argument"``,
             ``"not_found"``, ``"unavailable"``, ...), or ``"client"`` for errors the client
             detected itself.
-        server_message: the server's message, without pyarrow's debug context (empty when the
-            error did not come from the server).
+        server_message: the server's message (the status's own, without pyarrow's decoration;
+            for an error without status details, such as an unreachable server, pyarrow's text).
+        reason: the server's ``google.rpc.ErrorInfo`` reason (``"SCHEMA_MISMATCH"``,
+            ``"FENCED"``, ...; ``docs/protocol.md`` lists them), or None when the error carried
+            none (the server was unreachable, or the error was detected by the client).
+        metadata: the ErrorInfo's structured fields (e.g. ``{"shard": ...}`` for ``FENCED``);
+            empty when there are none.
         operation: what the client was doing (``"DoPut events"``, ``"DoAction history"``, ...).
     """
 
@@ -65,12 +76,16 @@ class FlightSinkError(Exception):
         code: Optional[str] = None,
         server_message: str = "",
         operation: str = "",
+        reason: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
     ) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
         self.server_message = server_message
         self.operation = operation
+        self.reason = reason
+        self.metadata: Dict[str, str] = dict(metadata or {})
 
     @property
     def retryable(self) -> bool:
@@ -119,7 +134,7 @@ class QueryReusedError(FailedPreconditionError):
 
 
 class UnsupportedError(FlightSinkError, NotImplementedError):
-    """``Unimplemented``, or an action this server does not run yet (``unknown action``)."""
+    """``Unimplemented``, or an action this server does not run yet (``UNKNOWN_ACTION``)."""
 
     code = "unimplemented"
 
@@ -190,36 +205,20 @@ class EpochNotCommittedError(FlightSinkError):
 
 _RETRYABLE_CODES = frozenset({"unavailable", "aborted"})
 
-# pyarrow renders a gRPC status as "<Flight|gRPC> returned <phrase> error, with message: <msg>"
-# (or "Flight cancelled call, with message: ..." / "Flight RPC failed with message: ...").
-_PHRASES = {
-    "already exists": "already_exists",
-    "internal": "internal",
-    "invalid argument": "invalid_argument",
-    "not found": "not_found",
-    "timeout": "deadline_exceeded",
-    "deadline exceeded": "deadline_exceeded",
-    "unauthenticated": "unauthenticated",
-    "unauthorized": "permission_denied",
-    "permission denied": "permission_denied",
-    "unavailable": "unavailable",
-    "unimplemented": "unimplemented",
-    "aborted": "aborted",
-    "data loss": "internal",
-    "out-of-range": "invalid_argument",
-    "precondition failed": "failed_precondition",
-    "resource exhausted": "resource_exhausted",
-    "unknown": "unknown",
-}
-_STATUS_RE = re.compile(
-    r"(?:Flight|gRPC) (?:returned (?P<phrase>[a-z -]+?) error|(?P<cancel>cancelled call)"
-    r"|RPC failed),? with message: (?P<msg>.*)",
-    re.DOTALL,
-)
-_DEBUG_SUFFIX_RE = re.compile(r"\.? ?(?:gRPC client debug context|Client context):.*", re.DOTALL)
+#: The ``google.rpc.ErrorInfo`` domain of the flight-sink server's errors.
+ERROR_DOMAIN = "flight-sink"
 
-_CLASS_BY_CODE = {
+# gRPC status codes by number (google.rpc.Code), named as FlightSinkError.code names them.
+_CODE_NAMES = (
+    "ok", "cancelled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
+    "already_exists", "permission_denied", "resource_exhausted", "failed_precondition",
+    "aborted", "out_of_range", "unimplemented", "internal", "unavailable", "data_loss",
+    "unauthenticated",
+)
+
+_CLASS_BY_CODE: Dict[str, Type[FlightSinkError]] = {
     "invalid_argument": InvalidRequestError,
+    "out_of_range": InvalidRequestError,
     "not_found": NotFoundError,
     "already_exists": AlreadyExistsError,
     "failed_precondition": FailedPreconditionError,
@@ -232,12 +231,85 @@ _CLASS_BY_CODE = {
     "deadline_exceeded": DeadlineExceededError,
     "cancelled": CancelledError,
     "internal": ServerInternalError,
+    "data_loss": ServerInternalError,
     "unknown": ServerInternalError,
 }
 
+#: The exception class of every reason in ``docs/protocol.md`` (a test checks the two agree).
+#: Reasons whose class is the one of their code are listed too, so the table is complete.
+CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
+    "INVALID_REQUEST": InvalidRequestError,
+    "INVALID_TABLE_NAME": InvalidRequestError,
+    "INVALID_PREDICATE": InvalidRequestError,
+    "MALFORMED_IPC": InvalidRequestError,
+    "SCHEMA_MISMATCH": SchemaMismatchError,
+    "UNSUPPORTED_TYPE": SchemaMismatchError,
+    "UNKNOWN_ACTION": UnsupportedError,
+    "TABLE_NOT_FOUND": TableNotFoundError,
+    "VERSION_NOT_FOUND": NotFoundError,
+    "STAGE_NOT_FOUND": NotFoundError,
+    "TABLE_EXISTS": AlreadyExistsError,
+    "QUERY_REUSED": QueryReusedError,
+    "UNSUPPORTED": FailedPreconditionError,
+    "EPOCH_ALREADY_COMMITTED": FailedPreconditionError,
+    "COMMIT_CONFLICT": FailedPreconditionError,
+    "FENCED": FailedPreconditionError,
+    "TOO_MANY_RETRIES": AbortedError,
+    "LIMIT_EXCEEDED": ResourceExhaustedError,
+    "BACKPRESSURE": ResourceExhaustedError,
+    "PUT_IDLE_TIMEOUT": DeadlineExceededError,
+    "DEADLINE_EXCEEDED": DeadlineExceededError,
+    "CANCELLED": CancelledError,
+    "UNAUTHENTICATED": UnauthenticatedError,
+    "PERMISSION_DENIED": PermissionDeniedError,
+    "UNIMPLEMENTED": UnsupportedError,
+    "INTERNAL": ServerInternalError,
+}
+
+
+class _Status:
+    """A call's status as this client reads it: code, message, ErrorInfo reason and metadata."""
+
+    __slots__ = ("code", "message", "reason", "metadata")
+
+    def __init__(
+        self, code: str, message: str, reason: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.metadata = dict(metadata or {})
+
+
+def decode_status_details(extra_info: bytes) -> Optional[_Status]:
+    """Decode the ``grpc-status-details-bin`` trailer: a serialized ``google.rpc.Status``.
+
+    pyarrow hands it over as :attr:`pyarrow.flight.FlightError.extra_info`. Returns None when
+    ``extra_info`` is empty or not a ``google.rpc.Status``. The reason is taken from the first
+    ``google.rpc.ErrorInfo`` detail of the flight-sink domain.
+    """
+    if not extra_info:
+        return None
+    from google.protobuf.message import DecodeError
+    from google.rpc import error_details_pb2, status_pb2
+
+    try:
+        st = status_pb2.Status.FromString(extra_info)
+    except DecodeError:
+        return None
+    code = _CODE_NAMES[st.code] if 0 <= st.code < len(_CODE_NAMES) else "unknown"
+    for detail in st.details:
+        if not detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            continue
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
+            return _Status(code, st.message, info.reason, dict(info.metadata))
+    return _Status(code, st.message)
+
 
 def _code_from_type(exc: BaseException) -> str:
-    """Fallback when the message has no recognisable status phrase."""
+    """The gRPC code of an error that carried no status details, from pyarrow's exception type."""
     try:
         import pyarrow.flight as fl
     except ImportError:  # pragma: no cover - pyarrow always has flight in supported versions
@@ -264,27 +336,25 @@ def _code_from_type(exc: BaseException) -> str:
     return "unknown"
 
 
-def split_status(exc: BaseException) -> "tuple[str, str]":
-    """Return ``(code, server_message)`` for an exception raised by pyarrow.flight."""
+def status_of(exc: BaseException) -> _Status:
+    """The status of an exception raised by pyarrow.flight.
+
+    The server's errors carry a ``google.rpc.Status`` (code, message, ErrorInfo reason) that
+    pyarrow exposes as ``extra_info``. Anything else (an unreachable server, a status gRPC made
+    itself) has only pyarrow's exception type, which gives the code; its message is pyarrow's.
+    """
+    st = decode_status_details(getattr(exc, "extra_info", b"") or b"")
+    if st is not None:
+        return st
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    m = _STATUS_RE.search(text)
-    if m is None:
-        return _code_from_type(exc), text.strip()
-    if m.group("cancel"):
-        code = "cancelled"
-    elif m.group("phrase"):
-        code = _PHRASES.get(m.group("phrase").strip(), "unknown")
-    else:
-        code = "unknown"
-    msg = _DEBUG_SUFFIX_RE.sub("", m.group("msg")).strip()
-    # pyarrow may append C++ source locations on separate lines; the first line is the message.
-    lines = [ln for ln in msg.splitlines() if ln.strip() and not ln.lstrip().startswith("/")]
-    msg = "\n".join(lines).strip() if lines else msg
-    return code, msg
+    return _Status(_code_from_type(exc), text.strip())
 
 
 def from_arrow_error(exc: BaseException, operation: str = "", uri: str = "") -> FlightSinkError:
     """Convert an exception raised by pyarrow.flight into the matching :class:`FlightSinkError`.
+
+    The class comes from the server's ErrorInfo reason (:data:`CLASS_BY_REASON`), or from the
+    gRPC code for a reason this client does not know and for errors without one.
 
     Args:
         exc: the exception pyarrow raised for a Flight call.
@@ -293,19 +363,18 @@ def from_arrow_error(exc: BaseException, operation: str = "", uri: str = "") -> 
     """
     if isinstance(exc, FlightSinkError):
         return exc
-    code, msg = split_status(exc)
-    cls = _CLASS_BY_CODE.get(code, ServerInternalError)
-    lower = msg.lower()
-    if cls is InvalidRequestError and "schema mismatch" in lower:
-        cls = SchemaMismatchError
-    elif cls is InvalidRequestError and "unknown action" in lower:
-        cls = UnsupportedError
-    elif cls is NotFoundError and "table not found" in lower:
-        cls = TableNotFoundError
-    elif cls is FailedPreconditionError and "query_id reused" in lower:
-        cls = QueryReusedError
+    st = status_of(exc)
+    cls = CLASS_BY_REASON.get(st.reason or "") or _CLASS_BY_CODE.get(st.code, ServerInternalError)
     prefix = f"{operation}: " if operation else ""
+    tag = f"{st.code}, {st.reason}" if st.reason else st.code
     hint = ""
     if cls is ServerUnavailableError and uri:
         hint = f" (is the flight-sink server running at {uri}?)"
-    return cls(f"{prefix}{msg} [{code}]{hint}", code=code, server_message=msg, operation=operation)
+    return cls(
+        f"{prefix}{st.message} [{tag}]{hint}",
+        code=st.code,
+        server_message=st.message,
+        operation=operation,
+        reason=st.reason,
+        metadata=st.metadata,
+    )

@@ -340,8 +340,10 @@ class FlightSink:
             must not reuse an old id (the server refuses its epochs with
             :class:`~flight_sink.QueryReusedError`).
         mode: ``"append"``, ``"complete"`` or ``"update"``. Default: the query's own output mode
-            (read from the running query), falling back to ``"append"`` with a warning if it
-            cannot be read. ``complete`` replaces the table with every batch, even an empty one.
+            (read from the running query); when it cannot be read (Spark Connect, a DataFrame
+            outside a streaming query) the batch fails with a ``ValueError`` asking for ``mode=``,
+            and nothing is written. ``complete`` replaces the table with every batch, even an
+            empty one.
             ``update`` appends to a table without a primary key and upserts by key into a keyed
             table (those batches go through the driver: the server upserts one DoPut, not
             staged partitions).
@@ -403,7 +405,6 @@ class FlightSink:
         self._task_hook = _task_hook
         self.metrics = SinkMetrics()
         self._client: Optional[Client] = None
-        self._warned_mode = False
         self._primary_key: Optional[List[str]] = None  # the table's key, once it exists
 
     def __repr__(self) -> str:
@@ -448,18 +449,25 @@ class FlightSink:
         return qid
 
     def _resolve_mode(self, df: Any, query_id: str) -> str:
+        """The mode to write in: ``mode=`` if given, else the running query's output mode.
+
+        Guessing is never safe: appending the batches of a complete-mode aggregate would add
+        every batch's full result to the table, and overwriting with an append query's batches
+        would drop data. So a mode that cannot be read fails the batch before anything is sent.
+        """
         if self.mode is not None:
             return self.mode
-        mode = spark_output_mode(df, query_id)
+        # The running query is found by Spark's own id, which a query_id= given by the user is not.
+        spark_id = spark_query_id(df)
+        mode = spark_output_mode(df, spark_id) if spark_id is not None else None
         if mode is None:
-            if not self._warned_mode:
-                log.warning(
-                    "FlightSink: could not read the output mode of query %s; using 'append'. "
-                    "Pass mode='complete' or mode='update' if the query uses that mode.",
-                    query_id,
-                )
-                self._warned_mode = True
-            return "append"
+            raise ValueError(
+                f"FlightSink could not read the output mode of streaming query {query_id} (PySpark "
+                "exposes it only through the JVM of the session that started the query: Spark "
+                "Connect, or a batch DataFrame outside a streaming query?). Pass the query's "
+                "output mode explicitly, e.g. FlightSink(uri, table=..., mode='complete'); "
+                "nothing was written."
+            )
         return mode
 
     def _timed(self, fn: Callable[[], T]) -> T:
