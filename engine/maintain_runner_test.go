@@ -331,7 +331,7 @@ func TestMaintainerBackgroundSingleFlight(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 		close(release)
-		if err := WaitForMaintenance(t.Context()); err != nil {
+		if err := tbl.opts.Maintenance.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if most.Load() != 1 {
