@@ -35,7 +35,7 @@ func TestStageRecordFormat(t *testing.T) {
 	}
 	want := Stage{Token: token, QueryID: "q-123", EpochID: 42, Mode: "append", PartitionID: 3, Attempt: 1, Rows: 7,
 		Fragments: []Fragment{{Files: []DataFile{{Path: "data/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0.parquet", SizeBytes: 1234}}, PhysicalRows: 7}},
-		Created: time.Unix(0, 1700000000123456789)}
+		Created:   time.Unix(0, 1700000000123456789)}
 	if got.Token != want.Token || got.QueryID != want.QueryID || got.EpochID != want.EpochID || got.Mode != want.Mode ||
 		got.PartitionID != want.PartitionID || got.Attempt != want.Attempt || got.Rows != want.Rows || !got.Created.Equal(want.Created) ||
 		len(got.Fragments) != 1 || got.Fragments[0].Files[0] != want.Fragments[0].Files[0] || got.Fragments[0].PhysicalRows != 7 {
