@@ -26,6 +26,10 @@ import (
 // Complete epochs and multi-writer (partition) epochs take the direct route. A complete epoch
 // first flushes and folds every shard into the base table, so the Overwrite replaces their rows
 // too.
+//
+// The shards themselves (the writers this process claimed, reopening after fencing, folds as a
+// maintenance step, the fold ceiling, flush and compact-shard) are the table's memwal.ShardSet;
+// what is here are the epoch rules on top of it.
 
 // shardSet returns the table's MemWAL shard set (memwal.ShardSet: the writers this process owns,
 // reopening after fencing, fold scheduling), made on first use. A set whose shards differ from
