@@ -484,7 +484,7 @@ func TestMaintenanceIsPassedThroughOptions(t *testing.T) {
 	if err := bg.MaintainAfterCommit(t.Context(), user); err != nil {
 		t.Fatal(err)
 	}
-	<-blocked // a background run of the table holds the run lock of shared
+	<-blocked          // a background run of the table holds the run lock of shared
 	t.Cleanup(func() { // before the temporary directory goes
 		close(release)
 		if err := shared.Wait(context.Background()); err != nil {
