@@ -484,8 +484,9 @@ func TestMaintenanceIsPassedThroughOptions(t *testing.T) {
 	if err := bg.MaintainAfterCommit(t.Context(), user); err != nil {
 		t.Fatal(err)
 	}
-	<-blocked          // a background run of the table holds the run lock of shared
-	t.Cleanup(func() { // before the temporary directory goes
+	<-blocked // a background run of the table holds the run lock of shared
+	// Released before the temporary directory goes.
+	t.Cleanup(func() {
 		close(release)
 		if err := shared.Wait(context.Background()); err != nil {
 			t.Error(err)
