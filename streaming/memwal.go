@@ -326,6 +326,7 @@ func (s *Sink) Close() {
 	for _, ss := range s.memwal {
 		sets = append(sets, ss)
 	}
+	clear(s.memwal) // a use after Close opens the shards afresh, as it always could
 	s.mu.Unlock()
 	// The sets first: no flush schedules a run after this, and a fold in flight needs no writer.
 	for _, ss := range sets {
