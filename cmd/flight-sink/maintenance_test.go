@@ -346,6 +346,7 @@ func testMaintenanceBadArguments(t *testing.T, bin string) {
 		{nil, []string{"cleanup", "--keep-last", "0", uri}, "--keep-last"},
 		{[]string{"FLIGHT_SINK_CLEANUP_KEEP_LAST=-2"}, []string{"cleanup", uri}, "--keep-last"},
 		{nil, []string{"cleanup", "--grace", "0s", uri}, "--grace"},
+		{nil, []string{"cleanup", "--stage-ttl", "0s", uri}, "--stage-ttl"},
 		{nil, []string{"cleanup", "--dry-run"}, "TABLE_URI"},
 		{nil, []string{"cleanup", filepath.Join(root, "nope")}, "table not found"},
 		{nil, []string{"cleanup", "s3://bucket"}, "no table"},
