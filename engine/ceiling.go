@@ -151,7 +151,7 @@ func (t *Table) holdFragmentCeiling(ctx context.Context, txn *Transaction, m *Ma
 		return fmt.Errorf("table %s: %w (%d small fragments, compaction.max_fragments %d); nothing was committed: %w",
 			t.name, errStalled, before, ceiling, err)
 	}
-	st := maintenanceStateOf(t)
+	st := t.maintenance()
 	for round := 0; ; round++ {
 		if round == ceilingRounds {
 			outcome = stallNothingToMerge

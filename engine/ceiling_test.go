@@ -175,7 +175,7 @@ func TestFragmentCeilingStallEndsWithContext(t *testing.T) {
 	before := appendIDs(t, tbl, idRange(5, 5), nil)
 	dataFiles := len(listKeys(t, tbl, "data"))
 
-	st := maintenanceStateOf(tbl)
+	st := tbl.maintenance()
 	if err := st.lockCompaction(ctx); err != nil { // a compaction of the table is running
 		t.Fatal(err)
 	}

@@ -24,9 +24,15 @@ type CleanupPolicy struct {
 	// Grace, because it may belong to a commit still in flight. Default 24 hours.
 	//
 	// REQUIRES: Grace exceeds the longest time between a commit writing its first file and its
-	// manifest landing: a compaction's whole run, a prepared transaction's wait, and for
-	// multi-writer epochs the stage TTL.
+	// manifest landing (a compaction's whole run, a prepared transaction's wait), or, for a
+	// staged partition, its stage record landing.
 	Grace time.Duration
+	// StageTTL: a stage record (a staged partition of a multi-writer epoch, engine/staging.go)
+	// written longer ago than this is expired: removed, so that its epoch can no longer commit
+	// it, and its data files are left to the file sweep (and Grace). Default DefaultStageTTL (24
+	// hours). The files of a stage that is kept are kept whatever their age: they are
+	// unreferenced until the stage's epoch commits, and a kept stage must still commit.
+	StageTTL time.Duration
 	// DryRun reports what a real run would remove, and removes nothing.
 	DryRun bool
 	// Now is the reference time of every age; default time.Now(). A dry run and a real run given
@@ -50,6 +56,8 @@ type CleanupReport struct {
 	VersionsRemoved []uint64
 	// FilesRemoved lists every other file removed, relative to the table.
 	FilesRemoved []string
+	// StagesExpired counts the stage records removed for being older than the stage TTL.
+	StagesExpired int
 }
 
 // minCleanupAge is the floor of CleanupPolicy.OlderThan: a reader must always get a moment.
@@ -69,17 +77,23 @@ func (p *CleanupPolicy) EnsureDefaults() *CleanupPolicy {
 	if p.Grace <= 0 {
 		p.Grace = 24 * time.Hour
 	}
+	if p.StageTTL <= 0 {
+		p.StageTTL = DefaultStageTTL
+	}
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
 	return p
 }
 
-// Cleanup removes the versions the policy expires and then every data, deletion and transaction
-// file that no retained version references and that is older than the grace period (files of
-// removed versions, of failed commits, of abandoned stages).
+// Cleanup removes the stages older than the stage TTL, the versions the policy expires and then
+// every data, deletion and transaction file that no retained version references and that is
+// older than the grace period (files of removed versions, of failed commits, of expired stages).
 //
 // Order matters for crash safety and for concurrent readers:
+//   - expired stage records go first, so that the sweep below may take their files once past the
+//     grace period; a stage younger than the TTL keeps its record and its files, whatever the
+//     grace: it still commits;
 //   - versions are removed oldest first, one at a time, so the versions that exist are always a
 //     contiguous range ending at the latest (Table.Latest relies on it);
 //   - files are removed only after the manifests that referenced them, so a crash leaves
@@ -93,6 +107,23 @@ func (t *Table) Cleanup(ctx context.Context, p CleanupPolicy) (CleanupReport, er
 	ctx, span := tracer.Start(ctx, "engine.Cleanup")
 	defer span.End()
 	rep := CleanupReport{OrphanReport: OrphanReport{DryRun: p.DryRun}}
+	stages, err := t.listStages(ctx)
+	if err != nil {
+		return rep, err
+	}
+	expiredStages := make(map[string]bool)
+	for _, st := range stages {
+		if !st.created.Before(p.Now.Add(-p.StageTTL)) {
+			continue
+		}
+		if !p.DryRun {
+			if err := t.store.Delete(ctx, st.key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				return rep, fmt.Errorf("table %s: remove expired stage %s: %w", t.name, st.key, err)
+			}
+		}
+		expiredStages[st.key] = true
+		rep.StagesExpired++
+	}
 	expired, err := t.expiredVersions(ctx, p)
 	if err != nil {
 		return rep, err
@@ -115,7 +146,7 @@ func (t *Table) Cleanup(ctx context.Context, p CleanupPolicy) (CleanupReport, er
 	if p.Progress != nil {
 		progress = func(done, total int) { p.Progress(CleanupProgress{Phase: "files", Done: done, Total: total}) }
 	}
-	orph, files, err := t.sweepFiles(ctx, dropped, p.Now.Add(-p.Grace), p.DryRun, progress)
+	orph, files, err := t.sweepFiles(ctx, dropped, expiredStages, p.Now.Add(-p.Grace), p.DryRun, progress)
 	orph.DryRun = p.DryRun
 	rep.OrphanReport, rep.FilesRemoved = orph, files
 	if rep.FilesRemoved == nil {

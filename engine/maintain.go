@@ -17,12 +17,17 @@ import (
 //
 // A TableMaintainer runs a table's configured maintenance after a user commit, in a fixed order:
 //
+//  0. the steps that packages above the engine contribute (MaintainerOptions.Steps): the MemWAL
+//     fold (memwal.ShardSet.FoldStep), which appends a shard's flushed generations to the table,
 //  1. optimize indices (a delta segment for unindexed fragments, merging segments),
 //  2. compaction (small fragments and fragments with many deleted rows),
-//  3. cleanup (versions past retention and the files only they referenced).
+//  3. cleanup (expired stages, versions past retention and the files only they referenced).
 //
-// The order matters: indices are brought up to date before compaction reads the table, and
-// cleanup runs last so that it can remove the files the first two replaced.
+// The order matters: a fold comes first because it adds fragments, which the index then covers
+// (index catch-up is what lets a folded generation's files be retired, seed 001) and compaction
+// then merges; indices are brought up to date before compaction reads the table; cleanup runs
+// last so that it can remove the files the others replaced. Iceberg publishing, when it comes,
+// sits between compaction and cleanup.
 //
 // Each step runs only when a heuristic says it is worth it (unindexed fragments or too many index
 // segments; enough small fragments; versions past retention), and has a failure policy:
@@ -36,6 +41,14 @@ import (
 //
 // Maintenance commits never trigger maintenance: they carry PropMaintenance, and a run marks its
 // context, and MaintainAfterCommit ignores both.
+//
+// Work that lands outside the base table (MemWAL puts and flushes) makes no commit to trigger a
+// run; its writer calls MaintainAfterWrite instead, when a contributed step has work.
+//
+// The state that makes runs single-flight (a run lock, the background run in flight and the one
+// pending, the compaction turn, the last cleanup check) lives in a *Maintenance shared by the
+// tables opened with the same Options.Maintenance: whoever owns the tables (a streaming.Sink, a
+// command) creates it, and waits for its background runs with Maintenance.Wait.
 
 // Transaction properties of maintenance commits.
 const (
@@ -56,8 +69,23 @@ const (
 	MaintainCleanup         MaintenanceOperation = "cleanup"
 )
 
-// maintenanceOrder is the fixed order of the steps.
+// maintenanceOrder is the fixed order of the engine's steps; contributed steps run before them.
 var maintenanceOrder = []MaintenanceOperation{MaintainOptimizeIndices, MaintainCompaction, MaintainCleanup}
+
+// A MaintenanceStep is maintenance that a package above the engine contributes to a table's runs
+// (the engine cannot import it): the MemWAL fold. Contributed steps run first in every run, in
+// the order MaintainerOptions.Steps gives, whenever the table's maintenance is on.
+type MaintenanceStep struct {
+	// Operation names the step in reports, metrics, logs and MaintenanceErrors.
+	Operation MaintenanceOperation
+	// Policy is the step's failure policy; default BestEffort.
+	Policy FailurePolicy
+	// Due is the step's heuristic, judged on the latest version m: whether it has work now.
+	Due func(ctx context.Context, m *Manifest) (bool, error)
+	// Run does the step's work. Every commit it makes must carry props (PropMaintenance is the
+	// recursion guard).
+	Run func(ctx context.Context, props map[string]string) error
+}
 
 // ErrMaintenanceFailed is wrapped by every *MaintenanceError.
 var ErrMaintenanceFailed = errors.New("post-commit maintenance failed")
@@ -86,9 +114,16 @@ type MaintainerOptions struct {
 	// built-in defaults): a server-wide default such as "off".
 	DefaultConfig *MaintenanceConfig
 	// MinCleanupGrace is the least cleanup grace, whatever the table configures: an unreferenced
-	// file younger than it may belong to a write in flight. The streaming sink passes its stage
-	// TTL, since staged partitions are unreferenced until their epoch commits.
+	// file younger than it may belong to a write in flight.
 	MinCleanupGrace time.Duration
+	// StageTTL is the cleanup step's CleanupPolicy.StageTTL (default DefaultStageTTL): the
+	// streaming sink passes the TTL its cleanup action uses, so that every cleanup path expires
+	// stages alike.
+	StageTTL time.Duration
+	// Steps are the contributed steps, run before the engine's own. Every maintainer of a table
+	// should be given the same steps: a background run started by one maintainer also serves the
+	// triggers that arrive at the others while it runs.
+	Steps []MaintenanceStep
 	// BackgroundContext, when set, is the context of background runs (cancel it to stop them);
 	// default: the caller's context without its cancellation.
 	BackgroundContext context.Context
@@ -102,8 +137,8 @@ type MaintainerOptions struct {
 }
 
 // TableMaintainer runs a table's maintenance. It holds no state of its own (the per-table
-// single-flight state is process-wide), so making one per commit costs nothing. Safe for
-// concurrent use.
+// single-flight state is the table's Options.Maintenance), so making one per commit costs nothing.
+// Safe for concurrent use.
 type TableMaintainer struct {
 	t    *Table
 	opts MaintainerOptions
@@ -143,17 +178,44 @@ func (mt *TableMaintainer) MaintainAfterCommit(ctx context.Context, committed *M
 		maintenanceOps.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", "config"), attribute.String("outcome", "failed")))
 		return nil
 	}
-	switch cfg.Mode {
+	return mt.maintain(ctx, cfg.Mode, committed.Version)
+}
+
+// MaintainAfterWrite is MaintainAfterCommit for work that landed outside the base table, of
+// which latest is the newest version known: MemWAL puts and flushes, which make no base commit,
+// call it when a contributed step (the fold) has work. It runs the maintenance as the table's
+// mode says (inline: now, before it returns; background: a run is scheduled, or one more after
+// the run in flight; off: nothing), and does nothing from inside a maintenance run.
+func (mt *TableMaintainer) MaintainAfterWrite(ctx context.Context, latest *Manifest) error {
+	if latest == nil || inMaintenance(ctx) {
+		return nil
+	}
+	mode, err := mt.Mode(latest)
+	if err != nil {
+		return nil // MaintainAfterCommit reports a bad configuration; a write is no place to
+	}
+	return mt.maintain(ctx, mode, latest.Version)
+}
+
+// Mode is the maintenance mode this maintainer applies to version m: the configuration it was
+// given, else the table's, else the default it was given, else the engine's.
+func (mt *TableMaintainer) Mode(m *Manifest) (MaintenanceMode, error) {
+	cfg, err := mt.config(m)
+	return cfg.Mode, err
+}
+
+func (mt *TableMaintainer) maintain(ctx context.Context, mode MaintenanceMode, after uint64) error {
+	switch mode {
 	case MaintenanceOff:
 		return nil
 	case MaintenanceInline:
-		st := maintenanceStateOf(mt.t)
+		st := mt.t.maintenance()
 		st.run.Lock()
 		defer st.run.Unlock()
-		_, err := mt.run(ctx, committed.Version)
+		_, err := mt.run(ctx, after)
 		return err
 	default:
-		mt.schedule(ctx, committed.Version)
+		mt.schedule(ctx, after)
 		return nil
 	}
 }
@@ -161,7 +223,7 @@ func (mt *TableMaintainer) MaintainAfterCommit(ctx context.Context, committed *M
 // Run runs the maintenance steps now, whatever the mode, and waits for them (heuristics,
 // enabled steps and failure policies apply). It reports what ran.
 func (mt *TableMaintainer) Run(ctx context.Context) (MaintenanceReport, error) {
-	st := maintenanceStateOf(mt.t)
+	st := mt.t.maintenance()
 	st.run.Lock()
 	defer st.run.Unlock()
 	m, err := mt.t.Latest(ctx)
@@ -171,25 +233,10 @@ func (mt *TableMaintainer) Run(ctx context.Context) (MaintenanceReport, error) {
 	return mt.run(ctx, m.Version)
 }
 
-// Wait blocks until no background run of the table is in flight or scheduled in this process.
+// Wait blocks until no background run of the table is in flight or scheduled (among the
+// maintainers sharing its Options.Maintenance).
 func (mt *TableMaintainer) Wait(ctx context.Context) error {
-	return maintenanceStateOf(mt.t).wait(ctx)
-}
-
-// WaitForMaintenance blocks until no background maintenance run of any table is in flight in
-// this process (for shutdown and tests).
-func WaitForMaintenance(ctx context.Context) error {
-	var states []*maintenanceState
-	maintenanceStates.Range(func(_, v any) bool {
-		states = append(states, v.(*maintenanceState))
-		return true
-	})
-	for _, st := range states {
-		if err := st.wait(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return mt.t.maintenance().wait(ctx)
 }
 
 // MaintenanceReport says what one maintenance run did.
@@ -233,12 +280,21 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 	if err != nil {
 		return rep, err
 	}
-	for _, op := range maintenanceOrder {
-		policy, on := cfg.step(op)
+	for _, step := range mt.steps() {
+		op := step.Operation
+		policy, on := step.Policy, true
+		if step.Run == nil { // one of the engine's own
+			policy, on = cfg.step(op)
+		}
 		if !on {
 			continue
 		}
-		worth, err := mt.worthRunning(ctx, op, latest, &cfg)
+		var worth bool
+		if step.Due != nil {
+			worth, err = step.Due(ctx, latest)
+		} else {
+			worth, err = mt.worthRunning(ctx, op, latest, &cfg)
+		}
 		if err == nil && !worth {
 			rep.Skipped = append(rep.Skipped, op)
 			maintenanceOps.Add(ctx, 1, opAttrs(op, "skipped"))
@@ -249,7 +305,7 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 			err = mt.opts.beforeStep(ctx, op)
 		}
 		if err == nil {
-			err = mt.runStep(ctx, op, after, &cfg, &rep)
+			err = mt.runStep(ctx, step, after, &cfg, &rep)
 		}
 		maintenanceDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("operation", string(op))))
 		if err != nil {
@@ -271,6 +327,22 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 	return rep, nil
 }
 
+// steps returns the steps of a run in order: the contributed ones, then the engine's (with no
+// Run: runStep and worthRunning know them by name).
+func (mt *TableMaintainer) steps() []MaintenanceStep {
+	out := make([]MaintenanceStep, 0, len(mt.opts.Steps)+len(maintenanceOrder))
+	for _, s := range mt.opts.Steps {
+		if s.Policy == "" {
+			s.Policy = BestEffort
+		}
+		out = append(out, s)
+	}
+	for _, op := range maintenanceOrder {
+		out = append(out, MaintenanceStep{Operation: op})
+	}
+	return out
+}
+
 func (c *MaintenanceConfig) step(op MaintenanceOperation) (FailurePolicy, bool) {
 	switch op {
 	case MaintainOptimizeIndices:
@@ -289,7 +361,7 @@ func (c *MaintenanceConfig) compactOptions(props map[string]string) CompactOptio
 
 func (mt *TableMaintainer) cleanupPolicy(c *MaintenanceConfig) CleanupPolicy {
 	return CleanupPolicy{OlderThan: time.Duration(c.Cleanup.OlderThan), KeepLast: c.Cleanup.KeepLast,
-		Grace: max(time.Duration(c.Cleanup.Grace), mt.opts.MinCleanupGrace), Now: mt.opts.now()}
+		Grace: max(time.Duration(c.Cleanup.Grace), mt.opts.MinCleanupGrace), StageTTL: mt.opts.StageTTL, Now: mt.opts.now()}
 }
 
 // worthRunning is the heuristic of each step, judged on version m.
@@ -314,7 +386,7 @@ func (mt *TableMaintainer) worthRunning(ctx context.Context, op MaintenanceOpera
 		}
 		return n >= c.Compaction.MinFragments, nil
 	default:
-		st := maintenanceStateOf(mt.t)
+		st := mt.t.maintenance()
 		now := mt.opts.now()
 		st.mu.Lock()
 		due := st.lastCleanupCheck.IsZero() || now.Sub(st.lastCleanupCheck) >= time.Duration(c.Cleanup.CheckInterval)
@@ -322,18 +394,36 @@ func (mt *TableMaintainer) worthRunning(ctx context.Context, op MaintenanceOpera
 			st.lastCleanupCheck = now
 		}
 		st.mu.Unlock()
-		if !due || m.Version <= uint64(c.Cleanup.KeepLast) {
+		if !due {
 			return false, nil
 		}
 		p := mt.cleanupPolicy(c)
 		p.EnsureDefaults()
+		// Expired stages are worth a cleanup on their own: a table whose history is short still
+		// collects the stages of retried task attempts.
+		stages, err := mt.t.listStages(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, st := range stages {
+			if st.created.Before(p.Now.Add(-p.StageTTL)) {
+				return true, nil
+			}
+		}
+		if m.Version <= uint64(c.Cleanup.KeepLast) {
+			return false, nil
+		}
 		expired, err := mt.t.expiredVersions(ctx, p)
 		return len(expired) > 0, err
 	}
 }
 
-func (mt *TableMaintainer) runStep(ctx context.Context, op MaintenanceOperation, after uint64, c *MaintenanceConfig, rep *MaintenanceReport) error {
+func (mt *TableMaintainer) runStep(ctx context.Context, step MaintenanceStep, after uint64, c *MaintenanceConfig, rep *MaintenanceReport) error {
+	op := step.Operation
 	props := map[string]string{PropMaintenance: string(op), PropMaintenanceAfter: strconv.FormatUint(after, 10)}
+	if step.Run != nil {
+		return step.Run(ctx, props)
+	}
 	switch op {
 	case MaintainOptimizeIndices:
 		r, err := mt.t.OptimizeIndices(ctx, OptimizeIndexOptions{MaxSegments: c.OptimizeIndices.MaxSegments, Properties: props})
@@ -342,7 +432,7 @@ func (mt *TableMaintainer) runStep(ctx context.Context, op MaintenanceOperation,
 	case MaintainCompaction:
 		// One compaction of a table at a time in this process: a commit stalled at the fragment
 		// ceiling waits for this one instead of racing it over the same fragments.
-		st := maintenanceStateOf(mt.t)
+		st := mt.t.maintenance()
 		if err := st.lockCompaction(ctx); err != nil {
 			return err
 		}
@@ -359,7 +449,7 @@ func (mt *TableMaintainer) runStep(ctx context.Context, op MaintenanceOperation,
 
 // schedule starts a background run, or marks one pending if a run is in flight.
 func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
-	st := maintenanceStateOf(mt.t)
+	st := mt.t.maintenance()
 	st.mu.Lock()
 	if st.running {
 		st.pending = true
@@ -398,7 +488,7 @@ func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
 	}()
 }
 
-// maintenanceState is the process-wide maintenance state of one table.
+// maintenanceState is the maintenance state of one table in one *Maintenance.
 type maintenanceState struct {
 	run sync.Mutex // held by a run: runs never overlap
 
@@ -443,17 +533,53 @@ func (st *maintenanceState) wait(ctx context.Context) error {
 	}
 }
 
-// maintenanceStates maps a table (store and name) to its *maintenanceState.
-var maintenanceStates sync.Map
-
-func maintenanceStateOf(t *Table) *maintenanceState {
-	k := t.store.String() + "|" + t.name
-	if v, ok := maintenanceStates.Load(k); ok {
-		return v.(*maintenanceState)
-	}
-	v, _ := maintenanceStates.LoadOrStore(k, &maintenanceState{compacting: make(chan struct{}, 1)})
-	return v.(*maintenanceState)
+// Maintenance holds the maintenance state of the tables opened with it (Options.Maintenance):
+// per table, the lock that keeps runs from overlapping, the background run in flight and the one
+// pending, the last cleanup check, and the compaction turn that maintenance and commits stalled
+// at the fragment ceiling take. Runs of one table never overlap among the Tables sharing a
+// Maintenance; Tables with different ones (other processes, or owners that chose so) coordinate
+// through commits alone, which is always correct, only less economical. Safe for concurrent use.
+type Maintenance struct {
+	mu     sync.Mutex
+	tables map[string]*maintenanceState // by store and table name
 }
+
+// NewMaintenance returns an empty Maintenance.
+func NewMaintenance() *Maintenance {
+	return &Maintenance{tables: make(map[string]*maintenanceState)}
+}
+
+// Wait blocks until no background maintenance run of any of its tables is in flight or
+// scheduled, or ctx ends (for shutdown and tests).
+func (mn *Maintenance) Wait(ctx context.Context) error {
+	mn.mu.Lock()
+	states := make([]*maintenanceState, 0, len(mn.tables))
+	for _, st := range mn.tables {
+		states = append(states, st)
+	}
+	mn.mu.Unlock()
+	for _, st := range states {
+		if err := st.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (mn *Maintenance) stateOf(t *Table) *maintenanceState {
+	k := t.store.String() + "|" + t.name
+	mn.mu.Lock()
+	defer mn.mu.Unlock()
+	st := mn.tables[k]
+	if st == nil {
+		st = &maintenanceState{compacting: make(chan struct{}, 1)}
+		mn.tables[k] = st
+	}
+	return st
+}
+
+// maintenance returns t's state in its Options.Maintenance.
+func (t *Table) maintenance() *maintenanceState { return t.opts.Maintenance.stateOf(t) }
 
 // maintenanceKey marks the context of a maintenance run.
 type maintenanceKey struct{}

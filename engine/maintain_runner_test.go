@@ -331,7 +331,7 @@ func TestMaintainerBackgroundSingleFlight(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 		close(release)
-		if err := WaitForMaintenance(t.Context()); err != nil {
+		if err := tbl.opts.Maintenance.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if most.Load() != 1 {
@@ -458,3 +458,60 @@ func mergeWants(ms ...map[int64]string) map[int64]string {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// The single-flight state is the Maintenance in the table's Options, not process-wide: Tables
+// opened with one Maintenance share it (Wait waits for a background run started through either),
+// while a Table opened with another one runs its maintenance without waiting for theirs, and
+// that Maintenance's Wait has nothing to wait for.
+func TestMaintenanceIsPassedThroughOptions(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, user := mtPrepare(t, store, "shared", mtConfig(MaintenanceBackground))
+	shared, apart := NewMaintenance(), NewMaintenance()
+	one := hOpen(t, store, "shared", &Options{Maintenance: shared})
+	two := hOpen(t, store, "shared", &Options{Maintenance: shared})
+	three := hOpen(t, store, "shared", &Options{Maintenance: apart})
+
+	release, blocked := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	bg := NewTableMaintainer(one, &MaintainerOptions{now: mtFuture, beforeStep: func(ctx context.Context, op MaintenanceOperation) error {
+		once.Do(func() { close(blocked) })
+		<-release
+		return nil
+	}})
+	if err := bg.MaintainAfterCommit(t.Context(), user); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked // a background run of the table holds the run lock of shared
+	// Released before the temporary directory goes.
+	t.Cleanup(func() {
+		close(release)
+		if err := shared.Wait(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+
+	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := NewTableMaintainer(two, nil).Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait through another Table of the same Maintenance: %v, want it to wait for the blocked run", err)
+	}
+	if err := apart.Wait(t.Context()); err != nil {
+		t.Fatalf("Wait on a Maintenance without runs: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewTableMaintainer(three, &MaintainerOptions{now: mtFuture}).Run(t.Context())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run through a Table of another Maintenance: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a run through a Table of another Maintenance waited for the blocked run: the state is shared")
+	}
+}

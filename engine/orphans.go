@@ -22,23 +22,24 @@ type OrphanReport struct {
 }
 
 // RemoveOrphans deletes data, deletion, transaction and index files that no existing manifest
-// references and that are older than grace. Such files are left by commits that failed or
-// crashed before their manifest was created, by staged writes that were never committed, and by
-// versions that cleanup removed.
+// or stage record references and that are older than grace. Such files are left by commits that
+// failed or crashed before their manifest was created, by stages that expired, and by versions
+// that cleanup removed.
 //
 // REQUIRES: grace is longer than any write may take between writing its files and committing
-// them (for multi-writer epochs: longer than the stage TTL). A file younger than grace may belong
-// to an in-flight commit and is never removed.
+// them (or, for a staged partition, writing its stage record). A file younger than grace may
+// belong to an in-flight commit and is never removed.
 func (t *Table) RemoveOrphans(ctx context.Context, grace time.Duration, dryRun bool) (OrphanReport, error) {
-	rep, _, err := t.sweepFiles(ctx, nil, time.Now().Add(-grace), dryRun, nil)
+	rep, _, err := t.sweepFiles(ctx, nil, nil, time.Now().Add(-grace), dryRun, nil)
 	return rep, err
 }
 
 // sweepFiles removes (or, dry, only lists) every data, deletion, transaction and index file that no
-// version except those in dropped references and that was last modified before cutoff. dropped
-// holds versions a dry-run cleanup would have removed, so that it decides like a real run. It
+// version except those in dropped references, that no stage record except those in droppedStages
+// names, and that was last modified before cutoff. dropped and droppedStages hold the versions and
+// stage records a dry-run cleanup would have removed, so that it decides like a real run. It
 // returns the table-relative keys it removed.
-func (t *Table) sweepFiles(ctx context.Context, dropped map[uint64]bool, cutoff time.Time, dryRun bool, progress func(done, total int)) (OrphanReport, []string, error) {
+func (t *Table) sweepFiles(ctx context.Context, dropped map[uint64]bool, droppedStages map[string]bool, cutoff time.Time, dryRun bool, progress func(done, total int)) (OrphanReport, []string, error) {
 	rep := OrphanReport{DryRun: dryRun}
 	// List the candidates before reading manifests: a file written after this listing is not a
 	// candidate, and a manifest committed after the listing can only reference files that are
@@ -52,9 +53,23 @@ func (t *Table) sweepFiles(ctx context.Context, dropped map[uint64]bool, cutoff 
 		}
 		candidates = append(candidates, objs...)
 	}
+	// Stages before versions: a stage is committed before its record is removed, so a stage this
+	// misses has its files named by a version read below.
+	stages, err := t.listStages(ctx)
+	if err != nil {
+		return rep, nil, err
+	}
 	referenced, err := t.referencedFiles(ctx, dropped)
 	if err != nil {
 		return rep, nil, err
+	}
+	for _, st := range stages {
+		if droppedStages[st.key] {
+			continue
+		}
+		for _, f := range st.files {
+			referenced[f] = true // unreferenced by any version until the stage's epoch commits
+		}
 	}
 	var removed []string
 	var victims []objstore.ObjectInfo

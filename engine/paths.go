@@ -15,6 +15,7 @@ const (
 	deletionsDir    = "_deletions/"
 	stagingDir      = "_staging/"
 	manifestSuffix  = ".manifest"
+	stageSuffix     = ".stage"
 )
 
 // tableNameRE is the grammar of table names: they become one path element under the root, so they
@@ -89,4 +90,20 @@ func parseDeletionKey(key string) (frag, v uint64, ok bool) {
 		return 0, 0, false
 	}
 	return frag, v, true
+}
+
+// makeStageKey returns the key, relative to the table, of the stage record that token names.
+func makeStageKey(token string) string { return stagingDir + token + stageSuffix }
+
+// parseStageKey is the inverse of makeStageKey; ok is false for any other key.
+func parseStageKey(key string) (token string, ok bool) {
+	i := strings.LastIndex(key, stagingDir)
+	if i < 0 {
+		return "", false
+	}
+	token, found := strings.CutSuffix(key[i+len(stagingDir):], stageSuffix)
+	if !found || token == "" || strings.Contains(token, "/") {
+		return "", false
+	}
+	return token, true
 }

@@ -34,6 +34,11 @@ type Options struct {
 	Allocator memory.Allocator
 	// Logger for warnings. Default slog.Default().
 	Logger *slog.Logger
+	// Maintenance is the maintenance state the tables opened with these options share (run
+	// locks, background runs, compaction turns: see Maintenance). Whoever owns the tables creates
+	// it with NewMaintenance and waits for its background runs at shutdown. Default: a new one
+	// per EnsureDefaults, so that a Table opened with options nobody prepared has its own.
+	Maintenance *Maintenance
 	// BeforeManifestWrite, when set, is called after a commit's data and transaction files are
 	// written and before its manifest is created; an error aborts the commit there. It exists for
 	// fault-injection tests of crash safety.
@@ -59,6 +64,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Maintenance == nil {
+		o.Maintenance = NewMaintenance()
 	}
 	return o
 }

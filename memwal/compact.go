@@ -39,16 +39,45 @@ type CompactOptions struct {
 	Properties map[string]string
 	// Shard options (manifest retries and retention, allocator, logger).
 	Shard Options
+	// Turns, when set, is shared with other Compactors so that compactions of one shard among
+	// them run one at a time (a ShardSet passes its own). Nil: the Compactor's own. Compactions
+	// that do not share turns stay correct (the base manifest's watermark decides), they only
+	// race for the same generations.
+	Turns *CompactionTurns
 	// BeforeDrain, when set, runs after the fold committed (or was found already merged) and
 	// before the drain; an error stops the compaction there. It exists for crash-safety tests.
 	BeforeDrain func(ctx context.Context, shard string) error
 }
 
+// CompactionTurns serialises the compactions of each shard among the Compactors that share it
+// (CompactOptions.Turns). The zero value is ready to use; safe for concurrent use.
+type CompactionTurns struct {
+	mu     sync.Mutex
+	shards map[string]*sync.Mutex // by table and shard
+}
+
+// take waits for shard's turn and returns the function that ends it.
+func (ct *CompactionTurns) take(table, shard string) func() {
+	ct.mu.Lock()
+	if ct.shards == nil {
+		ct.shards = make(map[string]*sync.Mutex)
+	}
+	k := table + "|" + shard
+	mu := ct.shards[k]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		ct.shards[k] = mu
+	}
+	ct.mu.Unlock()
+	mu.Lock()
+	return mu.Unlock
+}
+
 // Compactor folds a table's MemWAL shards into its base table (seed 000). It needs no ownership
 // of a shard and so never fences its writer: the base manifest's merged-generation watermark,
 // advanced in the fold's own transaction, proves which generations the table holds, and the drain
-// removes only those. A Compactor is safe for concurrent use; compactions of one shard in one
-// process run one at a time.
+// removes only those. A Compactor is safe for concurrent use; compactions of one shard run one at
+// a time among the Compactors sharing CompactOptions.Turns.
 type Compactor struct {
 	table *engine.Table
 	opts  CompactOptions
@@ -61,18 +90,10 @@ func NewCompactor(tbl *engine.Table, o *CompactOptions) *Compactor {
 		c.opts = *o
 	}
 	c.opts.Shard.EnsureDefaults()
+	if c.opts.Turns == nil {
+		c.opts.Turns = &CompactionTurns{}
+	}
 	return c
-}
-
-// shardLocks serialises compactions of one shard within the process (keyed by store, table and
-// shard), whatever Compactor runs them.
-var shardLocks sync.Map
-
-func (c *Compactor) lock(shard string) func() {
-	key := c.table.Store().String() + "|" + c.table.Name() + "|" + shard
-	mu, _ := shardLocks.LoadOrStore(key, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	return mu.(*sync.Mutex).Unlock
 }
 
 // CompactShard folds every flushed generation of shard that the base table does not hold yet into
@@ -104,8 +125,7 @@ func (c *Compactor) CompactShardIfReady(ctx context.Context, shard string, minGe
 }
 
 func (c *Compactor) compact(ctx context.Context, shard string, minPending int) (int, error) {
-	unlock := c.lock(shard)
-	defer unlock()
+	defer c.opts.Turns.take(c.table.Store().String()+"|"+c.table.Name(), shard)()
 	log := c.opts.Shard.Logger
 	ms := NewManifestStore(c.table.Store(), c.table.Name(), shard, &c.opts.Shard)
 	read, err := ms.ReadLatest(ctx)

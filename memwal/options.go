@@ -33,8 +33,8 @@ type Options struct {
 	// MaxUnfoldedGenerations is the ceiling of a shard's fold backlog: a put to a shard whose
 	// flushed generations not yet folded into the base table, plus its sealed memtables waiting to
 	// become generations, reach it stalls until a fold has made room (whatever the table's
-	// maintenance mode). The streaming sink enforces it on its put path, since folding is the
-	// base table's business, not the writer's; 0 means the sink's default, four times its fold
+	// maintenance mode). A ShardSet enforces it on its put path (ShardSet.Put), since folding is
+	// the base table's business, not the writer's; 0 means the set's default, four times its fold
 	// trigger (16 with the default trigger of 4, 16 when automatic folds are off).
 	MaxUnfoldedGenerations int
 

@@ -2,7 +2,6 @@ package streaming
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
@@ -22,16 +21,16 @@ type CleanupRequest struct {
 // what a time.Duration can hold.
 const MaxCleanupAgeSeconds = 100 * 365 * 24 * 3600
 
-// CleanupReport says what Cleanup removed (or, in a dry run, would remove).
+// CleanupReport says what Cleanup removed (or, in a dry run, would remove), expired stages
+// included (StagesExpired).
 type CleanupReport struct {
 	engine.CleanupReport
-	StagesExpired int
 }
 
 // Cleanup removes a table's expired stages (older than Options.StageTTL, never committed), the
-// versions the policy expires, and the files no retained version references. Unreferenced files
-// younger than the stage TTL are kept: staged partitions' data is unreferenced until its epoch
-// commits.
+// versions the policy expires, and the files no retained version or kept stage references and
+// that are older than Options.CleanupGrace: engine.Table.Cleanup, as the CLI and the
+// maintainer's cleanup step run it.
 func (s *Sink) Cleanup(ctx context.Context, req CleanupRequest) (CleanupReport, error) {
 	// A count of seconds past what a time.Duration holds (~292 years) would wrap negative and
 	// expire every old version.
@@ -46,34 +45,9 @@ func (s *Sink) Cleanup(ctx context.Context, req CleanupRequest) (CleanupReport, 
 		return CleanupReport{}, err
 	}
 	var rep CleanupReport
-	stages, err := s.store.List(ctx, t.Name()+"/_staging/", "")
-	if err != nil {
-		return rep, err
-	}
-	cutoff := time.Now().Add(-s.opts.StageTTL).UnixNano()
-	for _, o := range stages {
-		b, err := s.store.Get(ctx, o.Key)
-		if err != nil {
-			continue // removed meanwhile
-		}
-		var rec stageRecord
-		created := o.ModTime.UnixNano()
-		if json.Unmarshal(b, &rec) == nil && rec.CreatedNanos > 0 {
-			created = rec.CreatedNanos
-		}
-		if created >= cutoff {
-			continue
-		}
-		rep.StagesExpired++
-		if !req.DryRun {
-			if err := s.store.Delete(ctx, o.Key); err != nil {
-				return rep, err
-			}
-		}
-	}
 	policy := engine.CleanupPolicy{
 		OlderThan: time.Duration(req.OlderThanSeconds) * time.Second, KeepLast: req.KeepLast,
-		Grace: max(s.opts.StageTTL, s.opts.CleanupGrace), DryRun: req.DryRun,
+		Grace: s.opts.CleanupGrace, StageTTL: s.opts.StageTTL, DryRun: req.DryRun,
 	}
 	rep.CleanupReport, err = t.Cleanup(ctx, policy)
 	return rep, err

@@ -120,22 +120,23 @@ func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string,
 	if err != nil {
 		return epochState{}, err
 	}
-	ss, err := s.tableShards(m, t.Name())
+	ss, err := s.tableShards(t, m)
 	if err != nil || ss == nil {
 		return epochState{}, err
 	}
-	shards := []int{memwal.ShardForPartition(q, 0, len(ss.ids))}
+	ids := ss.IDs()
+	shards := []int{memwal.ShardForPartition(q, 0, len(ids))}
 	if len(m.PrimaryKey) > 0 {
 		shards = shards[:0]
-		for i := range ss.ids {
+		for i := range ids {
 			shards = append(shards, i)
 		}
 	}
-	readers := s.readers(t, ss)
+	readers := ss.Readers()
 	for _, i := range shards {
 		ok, _, err := memwal.EpochCommitted(ctx, readers[i], q, e)
 		if err != nil {
-			return epochState{}, fmt.Errorf("epoch status in memwal shard %s of table %s: %w", ss.ids[i], t.Name(), err)
+			return epochState{}, fmt.Errorf("epoch status in memwal shard %s of table %s: %w", ids[i], t.Name(), err)
 		}
 		if !ok {
 			return epochState{}, nil

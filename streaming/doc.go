@@ -16,6 +16,12 @@
 // commits nothing), complete commits an Overwrite per epoch (an empty one truncates), update
 // appends on tables without a primary key. Only the mode decides whether a write replaces data.
 //
-// Multi-writer epochs stage each partition's files (StagePartition) and commit the chosen stages
-// as one transaction (CommitEpoch). Stages that are never committed stay invisible.
+// Multi-writer epochs stage each partition's files (engine.Table.WriteStage, under
+// <table>/_staging/) and commit the chosen stages as one transaction, exactly once
+// (CommitStaged). Stages that are never committed stay invisible, and every cleanup path expires
+// them after Options.StageTTL (engine.Table.Cleanup).
+//
+// On MemWAL tables the sink keeps the epoch rules (the route, the split of an epoch's rows by
+// key, the dedupe of a shard put, the ack) and leaves the shards themselves (writers, fencing
+// and reopening, fold scheduling, the fold ceiling) to one memwal.ShardSet per table.
 package streaming

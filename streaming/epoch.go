@@ -57,11 +57,7 @@ func (s *Sink) createWithEpoch(ctx context.Context, r *EpochRequest, src BatchSo
 	if err != nil {
 		return Ack{}, invalidName(err)
 	}
-	var shards *shardSet // stands for the shards the table will have, for the route decision
-	if spec.MemWAL != nil {
-		shards = &shardSet{}
-	}
-	viaMemWAL, err := useMemWAL(r, shards)
+	viaMemWAL, err := useMemWAL(r, spec.MemWAL != nil) // the shards the table will have
 	if err != nil {
 		return Ack{}, err
 	}
@@ -132,11 +128,11 @@ func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochReque
 	if err != nil {
 		return Ack{}, err
 	}
-	ss, err := s.tableShards(m, t.Name())
+	ss, err := s.tableShards(t, m)
 	if err != nil {
 		return Ack{}, err
 	}
-	viaMemWAL, err := useMemWAL(&r, ss)
+	viaMemWAL, err := useMemWAL(&r, ss != nil)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -250,11 +246,11 @@ func (s *Sink) foldBeforeOverwrite(ctx context.Context, t *engine.Table) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.tableShards(m, t.Name())
+	ss, err := s.tableShards(t, m)
 	if err != nil || ss == nil {
 		return err
 	}
-	return s.foldMemWAL(ctx, t, ss)
+	return ss.FoldAll(ctx)
 }
 
 // commitTxn commits an epoch's prepared transaction. discard removes its files; it is called only

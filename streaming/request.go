@@ -17,8 +17,9 @@ var (
 	ErrQueryReused = errors.New("query_id reused with a new checkpoint?")
 	// ErrUnsupported: a valid request this build or this table cannot serve.
 	ErrUnsupported = errors.New("not supported")
-	// ErrStageNotFound: a commit_epoch named a stage that does not exist.
-	ErrStageNotFound = errors.New("stage not found")
+	// ErrStageNotFound: a commit_epoch named a stage that does not exist (the engine's sentinel:
+	// staging lives in engine/staging.go).
+	ErrStageNotFound = engine.ErrStageNotFound
 )
 
 func invalid(format string, args ...any) error {

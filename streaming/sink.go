@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
@@ -27,17 +26,20 @@ const (
 type Options struct {
 	// Engine options for every table the sink opens.
 	Engine engine.Options
-	// StageTTL is how long an uncommitted stage is kept before cleanup may remove it. Default 24h.
+	// StageTTL is how long an uncommitted stage is kept before cleanup (the cleanup action and
+	// the maintainer's cleanup step: engine.CleanupPolicy.StageTTL) expires it. Default 24h.
 	StageTTL time.Duration
 	// CleanupGrace is the least age of an unreferenced file cleanup removes (it may belong to a
-	// commit in flight); cleanup uses the larger of it and StageTTL. Default 24h.
+	// commit in flight; the files of a stage that is kept are kept whatever their age). Default
+	// 24h.
 	CleanupGrace time.Duration
 	// MemWAL options for the shard writers of MemWAL tables.
 	MemWAL memwal.Options
 	// MemWALFoldGenerations folds a MemWAL shard into the base table once this many flushed
-	// generations wait in it, as part of the table's maintenance (in the background, or inline;
-	// never when the table's maintenance is off). Default 4; negative: only the
-	// compact_memwal_shard action folds.
+	// generations wait in it, as a step of the table's maintenance (memwal.ShardSet.FoldStep: in
+	// the background, or inline; never when the table's maintenance is off). Default 4
+	// (memwal.DefaultFoldGenerations); negative: only the compact_memwal_shard action and the
+	// fold ceiling fold.
 	MemWALFoldGenerations int
 	// DefaultMaintenance is the maintenance of tables that configure none (nil: the engine's
 	// default, background optimize-indices -> compaction -> cleanup after commits). A server
@@ -72,13 +74,10 @@ func (o *Options) EnsureDefaults() *Options {
 		o.DefaultLookback = DefaultLookback
 	}
 	if o.MemWALFoldGenerations == 0 {
-		o.MemWALFoldGenerations = DefaultMemWALFoldGenerations
+		o.MemWALFoldGenerations = memwal.DefaultFoldGenerations
 	}
 	return o
 }
-
-// DefaultMemWALFoldGenerations is Options.MemWALFoldGenerations unless set.
-const DefaultMemWALFoldGenerations = 4
 
 // Sink lands epochs in the tables of one store root. It is safe for concurrent use; several
 // Sinks (in several processes) may serve the same root at once.
@@ -88,13 +87,12 @@ type Sink struct {
 
 	mu     sync.Mutex
 	tables map[string]*engine.Table
-	memwal map[string]*shardSet // MemWAL writers by table, opened on first use
-	gauges metric.Registration  // the MemWAL backlog callback; unregistered by Close
+	memwal map[string]*memwal.ShardSet // MemWAL shard sets by table, made on first use
 
-	closed   bool               // Close has begun (guarded by mu)
-	folds    sync.WaitGroup     // background MemWAL folds in flight
-	foldCtx  context.Context    // their context, cancelled by Close after a grace period
-	foldStop context.CancelFunc //
+	// bg is the context of background maintenance (folds included), cancelled by Close after a
+	// grace period. Its state is opts.Engine.Maintenance, shared by every table of the sink.
+	bg   context.Context
+	stop context.CancelFunc
 }
 
 // NewSink returns a Sink on store.
@@ -104,9 +102,8 @@ func NewSink(store objstore.Store, opts *Options) *Sink {
 		o = *opts
 	}
 	o.EnsureDefaults()
-	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*shardSet)}
-	s.foldCtx, s.foldStop = context.WithCancel(context.Background())
-	s.gauges = s.registerMemWALGauges()
+	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*memwal.ShardSet)}
+	s.bg, s.stop = context.WithCancel(context.Background())
 	return s
 }
 
@@ -423,9 +420,31 @@ func (c *countedSource) Err() error {
 // returns at once. Only a strict failure in inline mode returns an error: the epoch is committed
 // all the same, and its replay is acknowledged as a duplicate.
 func (s *Sink) maintain(ctx context.Context, t *engine.Table, m *engine.Manifest) error {
-	mt := engine.NewTableMaintainer(t, &engine.MaintainerOptions{
-		DefaultConfig: s.opts.DefaultMaintenance, MinCleanupGrace: max(s.opts.StageTTL, s.opts.CleanupGrace),
-		Logger: s.opts.Logger,
-	})
+	mt, err := s.maintainer(t, m)
+	if err != nil {
+		return err
+	}
 	return mt.MaintainAfterCommit(ctx, m)
+}
+
+// maintainer returns table t's maintainer: on a MemWAL table its shard set's, whose runs fold
+// the shards first (every maintainer of a table must carry the same steps).
+func (s *Sink) maintainer(t *engine.Table, m *engine.Manifest) (*engine.TableMaintainer, error) {
+	ss, err := s.tableShards(t, m)
+	if err != nil {
+		return nil, err
+	}
+	if ss != nil {
+		return ss.Maintainer(), nil
+	}
+	o := s.maintainerOptions()
+	return engine.NewTableMaintainer(t, &o), nil
+}
+
+// maintainerOptions are the options of every maintainer of the sink's tables.
+func (s *Sink) maintainerOptions() engine.MaintainerOptions {
+	return engine.MaintainerOptions{
+		DefaultConfig: s.opts.DefaultMaintenance, MinCleanupGrace: s.opts.CleanupGrace, StageTTL: s.opts.StageTTL,
+		BackgroundContext: s.bg, Logger: s.opts.Logger,
+	}
 }

@@ -192,7 +192,9 @@ func TestCompleteModeAndEmptyEpochs(t *testing.T) {
 }
 
 func TestStagesCommitOnceAndExpiredStagesAreCleanedUp(t *testing.T) {
-	s, store := newSink(t, &Options{StageTTL: 50 * time.Millisecond, CleanupGrace: time.Millisecond})
+	// Maintenance off: its cleanup step would expire the stage too (TestEveryCleanupPathExpiresStages).
+	s, store := newSink(t, &Options{StageTTL: 50 * time.Millisecond, CleanupGrace: time.Millisecond,
+		DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceOff}})
 	ctx := context.Background()
 	stage := func(part, attempt int64, rows ...int64) string {
 		ack, err := s.WriteEpoch(ctx, EpochRequest{Table: "t", QueryID: "q", EpochID: 3, Create: &CreateSpec{},

@@ -1,84 +1,29 @@
 package streaming
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
-// stageRecord is the durable description of one staged partition:
-// <table>/_staging/<token>.stage. Its data files sit in data/ unreferenced until an epoch commit
-// names the token.
-type stageRecord struct {
-	Token        string            `json:"token"`
-	QueryID      string            `json:"query_id"`
-	EpochID      int64             `json:"epoch_id"`
-	Mode         Mode              `json:"mode"`
-	Partition    stagePartition    `json:"partition"`
-	Rows         int64             `json:"rows"`
-	Fragments    []engine.Fragment `json:"fragments"`
-	CreatedNanos int64             `json:"created_nanos"`
-}
-
-// stagePartition is a Partition as a stage record stores it.
-type stagePartition struct {
-	ID      int64 `json:"id"`
-	Attempt int64 `json:"attempt"`
-}
-
-const stageSuffix = ".stage"
-
-func stageKey(table, token string) string { return table + "/_staging/" + token + stageSuffix }
-
-// stage records a partition's files under a new token. Nothing becomes visible.
+// stage records a partition's files as a stage of its epoch (engine.Table.WriteStage) under a
+// new token. Nothing becomes visible.
 func (s *Sink) stage(ctx context.Context, t *engine.Table, r *EpochRequest, frags []engine.Fragment, rows int64, w *engine.Writer) (Ack, error) {
-	rec := stageRecord{
-		Token: uuid.NewString(), QueryID: r.QueryID, EpochID: r.EpochID, Mode: r.Mode,
-		Partition: stagePartition(*r.Partition), Rows: rows, Fragments: frags, CreatedNanos: time.Now().UnixNano(),
-	}
-	if rec.Fragments == nil {
-		rec.Fragments = []engine.Fragment{}
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return Ack{}, err
+	st := engine.Stage{
+		QueryID: r.QueryID, EpochID: r.EpochID, Mode: string(r.Mode),
+		PartitionID: r.Partition.ID, Attempt: r.Partition.Attempt, Rows: rows, Fragments: frags,
 	}
 	// The data files are durable (Writer.Finish) before the record that names them.
-	if err := s.store.PutIfAbsent(ctx, stageKey(t.Name(), rec.Token), b); err != nil {
+	if err := t.WriteStage(ctx, &st); err != nil {
 		w.Abort(context.WithoutCancel(ctx))
-		return Ack{}, fmt.Errorf("table %s: write stage: %w", t.Name(), err)
+		return Ack{}, err
 	}
 	ack := newAck(StatusStaged, r)
-	ack.Rows, ack.Stage = rows, rec.Token
+	ack.Rows, ack.Stage = rows, st.Token
 	return ack, nil
-}
-
-func (s *Sink) readStage(ctx context.Context, table, token string) (*stageRecord, error) {
-	if _, err := uuid.Parse(token); err != nil {
-		return nil, invalid("stage token %q is not a token this server issued", token)
-	}
-	b, err := s.store.Get(ctx, stageKey(table, token))
-	if err != nil {
-		if errors.Is(err, objstore.ErrNotFound) {
-			return nil, fmt.Errorf("%w: table %s has no stage %s (already committed and cleaned up, or expired)", ErrStageNotFound, table, token)
-		}
-		return nil, err
-	}
-	var rec stageRecord
-	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&rec); err != nil {
-		return nil, fmt.Errorf("table %s: corrupt stage %s: %w", table, token, err)
-	}
-	return &rec, nil
 }
 
 // CommitStagedRequest commits the stages of a multi-writer epoch.
@@ -132,26 +77,30 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 		ack.Version = st.Version
 		return ack, nil
 	}
-	recs := make([]*stageRecord, 0, len(c.Stages))
+	recs := make([]*engine.Stage, 0, len(c.Stages))
 	seenPart := map[int64]string{}
 	for _, tok := range c.Stages {
-		rec, err := s.readStage(ctx, r.Table, strings.TrimSpace(tok))
+		tok = strings.TrimSpace(tok)
+		if !engine.IsStageToken(tok) {
+			return Ack{}, invalid("stage token %q is not a token this server issued", tok)
+		}
+		rec, err := t.ReadStage(ctx, tok)
 		if err != nil {
 			return Ack{}, err
 		}
 		if rec.QueryID != r.QueryID || rec.EpochID != r.EpochID {
 			return Ack{}, invalid("stage %s belongs to query %q epoch %d, not query %q epoch %d", tok, rec.QueryID, rec.EpochID, r.QueryID, r.EpochID)
 		}
-		if rec.Mode != r.Mode {
+		if Mode(rec.Mode) != r.Mode {
 			return Ack{}, invalid("stage %s was written in mode %s but the commit asks for %s", tok, rec.Mode, r.Mode)
 		}
-		if prev, dup := seenPart[rec.Partition.ID]; dup {
-			return Ack{}, invalid("partition %d appears twice (stages %s and %s); commit one attempt per partition", rec.Partition.ID, prev, tok)
+		if prev, dup := seenPart[rec.PartitionID]; dup {
+			return Ack{}, invalid("partition %d appears twice (stages %s and %s); commit one attempt per partition", rec.PartitionID, prev, tok)
 		}
-		seenPart[rec.Partition.ID] = tok
+		seenPart[rec.PartitionID] = tok
 		recs = append(recs, rec)
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Partition.ID < recs[j].Partition.ID })
+	sort.Slice(recs, func(i, j int) bool { return recs[i].PartitionID < recs[j].PartitionID })
 	var frags []engine.Fragment
 	var rows int64
 	for _, rec := range recs {
@@ -166,7 +115,7 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 		// The stage records are done with once the commit references their files. A crash here
 		// leaves records whose files are referenced; cleanup only deletes unreferenced files.
 		for _, rec := range recs {
-			if err := s.store.Delete(ctx, stageKey(r.Table, rec.Token)); err != nil {
+			if err := t.RemoveStage(ctx, rec.Token); err != nil {
 				s.opts.Logger.Warn("could not delete committed stage record", "table", r.Table, "stage", rec.Token, "err", err)
 			}
 		}

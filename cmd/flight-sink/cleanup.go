@@ -24,7 +24,8 @@ type CleanupCmd struct {
 	Table     string        `arg:"" name:"TABLE_URI" help:"Table URI: ./root/table, file:///root/table or s3://bucket/prefix/table."`
 	OlderThan time.Duration `name:"older-than" default:"168h" env:"FLIGHT_SINK_CLEANUP_OLDER_THAN" help:"Remove a version once the version after it has been committed for longer than this (at least 1s): a reader gets that long to finish with a version that was the latest."`
 	KeepLast  int           `name:"keep-last" default:"1" env:"FLIGHT_SINK_CLEANUP_KEEP_LAST" help:"Keep this many of the newest versions whatever their age (at least 1: the latest version is never removed)."`
-	Grace     time.Duration `name:"grace" default:"24h" env:"FLIGHT_SINK_CLEANUP_GRACE" help:"Remove a file no retained version references only once it is older than this (at least 1s), since it may belong to a commit in flight. Keep it above the servers' --stage-ttl and the longest compaction."`
+	Grace     time.Duration `name:"grace" default:"24h" env:"FLIGHT_SINK_CLEANUP_GRACE" help:"Remove a file no retained version or kept stage references only once it is older than this (at least 1s), since it may belong to a commit in flight. Keep it above the longest compaction."`
+	StageTTL  time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"Expire a multi-writer stage that was never committed once it is older than this (at least 1s), as the servers' cleanup does: use the servers' --stage-ttl."`
 	DryRun    bool          `name:"dry-run" env:"FLIGHT_SINK_DRY_RUN" help:"List exactly what a real run would remove; remove nothing."`
 	JSON      bool          `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of text."`
 }
@@ -42,6 +43,9 @@ func (c *CleanupCmd) Validate() error {
 	if c.Grace < time.Second {
 		return fmt.Errorf("--grace must be at least 1s, got %v", c.Grace)
 	}
+	if c.StageTTL < time.Second {
+		return fmt.Errorf("--stage-ttl must be at least 1s, got %v", c.StageTTL)
+	}
 	return nil
 }
 
@@ -58,6 +62,8 @@ type cleanupJSON struct {
 	VersionsRemoved []uint64 `json:"versions_removed"`
 	// FilesRemoved lists every other removed file, relative to the table, sorted.
 	FilesRemoved []string `json:"files_removed"`
+	// StagesExpired counts the stage records removed for being older than --stage-ttl.
+	StagesExpired int `json:"stages_expired"`
 	// The counts of removed files by kind, and bytes_removed, as the cleanup action reports them.
 	// Its dry_run is shadowed by DryRun above, which says the same.
 	flightsvc.RemovedFiles
@@ -67,6 +73,7 @@ type cleanupPolicyJSON struct {
 	OlderThan string `json:"older_than"`
 	KeepLast  int    `json:"keep_last"`
 	Grace     string `json:"grace"`
+	StageTTL  string `json:"stage_ttl"`
 	// Now is the reference time of every age.
 	Now string `json:"now"`
 }
@@ -79,7 +86,7 @@ func (c *CleanupCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	}
 	bar := &cleanupBar{g: g, dryRun: c.DryRun}
 	policy := engine.CleanupPolicy{
-		OlderThan: c.OlderThan, KeepLast: c.KeepLast, Grace: c.Grace, DryRun: c.DryRun,
+		OlderThan: c.OlderThan, KeepLast: c.KeepLast, Grace: c.Grace, StageTTL: c.StageTTL, DryRun: c.DryRun,
 		Now: time.Now(), Progress: bar.report,
 	}
 	rep, err := t.Cleanup(ctx, policy)
@@ -95,10 +102,12 @@ func (c *CleanupCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	out := cleanupJSON{
 		Table: t.Name(), URI: t.URI(), DryRun: c.DryRun, LatestVersion: latest.Version,
 		Policy: cleanupPolicyJSON{
-			OlderThan: c.OlderThan.String(), KeepLast: c.KeepLast, Grace: c.Grace.String(), Now: timeJSON(policy.Now),
+			OlderThan: c.OlderThan.String(), KeepLast: c.KeepLast, Grace: c.Grace.String(), StageTTL: c.StageTTL.String(),
+			Now: timeJSON(policy.Now),
 		},
 		VersionsRemoved: slices.Sorted(slices.Values(rep.VersionsRemoved)),
 		FilesRemoved:    slices.Sorted(slices.Values(rep.FilesRemoved)),
+		StagesExpired:   rep.StagesExpired,
 		RemovedFiles:    flightsvc.RemovedFilesOf(rep.OrphanReport),
 	}
 	if out.VersionsRemoved == nil {
@@ -125,9 +134,10 @@ func writeCleanupText(out io.Writer, d *cleanupJSON) error {
 	}
 	now, _ := time.Parse(time.RFC3339Nano, d.Policy.Now)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "policy:\tversions superseded over %s ago, keeping the last %d; unreferenced files older than %s; as of %s\n",
-		d.Policy.OlderThan, d.Policy.KeepLast, d.Policy.Grace, timeText(now))
+	fmt.Fprintf(w, "policy:\tversions superseded over %s ago, keeping the last %d; unreferenced files older than %s; stages older than %s; as of %s\n",
+		d.Policy.OlderThan, d.Policy.KeepLast, d.Policy.Grace, d.Policy.StageTTL, timeText(now))
 	fmt.Fprintf(w, "latest version:\t%d (kept)\n", d.LatestVersion)
+	fmt.Fprintf(w, "stages %s:\t%d\n", map[bool]string{true: "to expire", false: "expired"}[d.DryRun], d.StagesExpired)
 	fmt.Fprintf(w, "versions %s:\t%d (%s)\n", removed, len(d.VersionsRemoved), rangesText(d.VersionsRemoved))
 	kinds := fmt.Sprintf("%d data, %d deletion, %d transaction", d.DataFilesRemoved, d.DeletionFilesRemoved, d.TransactionFilesRemoved)
 	if other := len(d.FilesRemoved) - d.DataFilesRemoved - d.DeletionFilesRemoved - d.TransactionFilesRemoved; other > 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+	"github.com/flight-sink/flight-sink/streaming"
 )
 
 // Shape of the table makeFragmentedTable builds: smallAppends appends of rowsPerAppend rows,
@@ -129,6 +130,7 @@ func TestMaintenanceCLI(t *testing.T) {
 		}
 		testCleanup(t, bin, nil, store, filepath.Join(root, "events"))
 	})
+	t.Run("cleanup-stages", func(t *testing.T) { testCleanupExpiresStages(t, bin) })
 	t.Run("bad-arguments", func(t *testing.T) { testMaintenanceBadArguments(t, bin) })
 	t.Run("s3", func(t *testing.T) { testMaintenanceS3(t, bin) })
 }
@@ -344,6 +346,7 @@ func testMaintenanceBadArguments(t *testing.T, bin string) {
 		{nil, []string{"cleanup", "--keep-last", "0", uri}, "--keep-last"},
 		{[]string{"FLIGHT_SINK_CLEANUP_KEEP_LAST=-2"}, []string{"cleanup", uri}, "--keep-last"},
 		{nil, []string{"cleanup", "--grace", "0s", uri}, "--grace"},
+		{nil, []string{"cleanup", "--stage-ttl", "0s", uri}, "--stage-ttl"},
 		{nil, []string{"cleanup", "--dry-run"}, "TABLE_URI"},
 		{nil, []string{"cleanup", filepath.Join(root, "nope")}, "table not found"},
 		{nil, []string{"cleanup", "s3://bucket"}, "no table"},
@@ -384,4 +387,71 @@ func testMaintenanceS3(t *testing.T, bin string) {
 	t.Run("cleanup", func(t *testing.T) {
 		testCleanup(t, bin, env, store, uri)
 	})
+}
+
+// testCleanupExpiresStages: the CLI's cleanup expires stages as the servers' does (engine
+// Table.Cleanup with --stage-ttl; streaming's TestEveryCleanupPathExpiresStages covers the action
+// and the maintainer). A stage older than the TTL is removed; a fresh one is kept, its data file
+// too although it is older than --grace, and a server still commits it.
+func testCleanupExpiresStages(t *testing.T, bin string) {
+	ctx := t.Context()
+	root := t.TempDir()
+	store, err := objstore.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := streaming.NewSink(store, &streaming.Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceOff}})
+	defer sink.Close()
+	epoch := func(q string, e int64, part *streaming.Partition, ids ...int64) streaming.Ack {
+		t.Helper()
+		rec := makeBatch(t, ids...)
+		src, err := array.NewRecordReader(testSchema, []arrow.RecordBatch{rec})
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := sink.WriteEpoch(ctx, streaming.EpochRequest{Table: "events", QueryID: q, EpochID: e, Partition: part, Create: &streaming.CreateSpec{}}, src)
+		if err != nil {
+			t.Fatalf("epoch %s/%d: %v", q, e, err)
+		}
+		return ack
+	}
+	epoch("setup", 0, nil, 1)
+	fresh := epoch("q", 1, &streaming.Partition{ID: 0}, 10, 11).Stage
+	tbl, err := sink.Table(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := engine.Stage{QueryID: "q", EpochID: 1, Mode: "append", PartitionID: 1, Created: time.Now().Add(-48 * time.Hour)}
+	if err := tbl.WriteStage(ctx, &old); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the fresh stage's data file is past --grace 1s
+
+	uri := filepath.Join(root, "events")
+	dry := decodeJSON[cleanupJSON](t, runCLI(t, bin, nil, "cleanup", "--dry-run", "--json", "--grace", "1s", uri).mustSucceed(t).stdout)
+	if dry.StagesExpired != 1 || len(dry.FilesRemoved) != 0 || dry.Policy.StageTTL != "24h0m0s" {
+		t.Fatalf("dry run: %+v; want the old stage to expire, nothing else", dry)
+	}
+	if _, err := tbl.ReadStage(ctx, old.Token); err != nil {
+		t.Fatalf("after the dry run, the old stage: %v", err)
+	}
+	done := decodeJSON[cleanupJSON](t, runCLI(t, bin, nil, "cleanup", "--json", "--grace", "1s", uri).mustSucceed(t).stdout)
+	if done.StagesExpired != 1 || len(done.FilesRemoved) != 0 {
+		t.Fatalf("cleanup: %+v; want the old stage expired and the fresh stage's data file kept", done)
+	}
+	if _, err := tbl.ReadStage(ctx, old.Token); !errors.Is(err, engine.ErrStageNotFound) {
+		t.Fatalf("after cleanup, the old stage: %v, want %v", err, engine.ErrStageNotFound)
+	}
+	ack, err := sink.CommitStaged(ctx, streaming.CommitStagedRequest{Table: "events", QueryID: "q", EpochID: 1, Mode: streaming.ModeAppend, Stages: []string{fresh}})
+	if err != nil || ack.Status != streaming.StatusCommitted || ack.Rows != 2 {
+		t.Fatalf("commit of the kept stage: %+v %v", ack, err)
+	}
+	if got := scanIDs(t, store, "events"); !slices.Equal(got, []int64{1, 10, 11}) {
+		t.Fatalf("rows after the commit: %v", got)
+	}
+	again := runCLI(t, bin, nil, "cleanup", "--grace", "1s", uri).mustSucceed(t).stdout
+	if !hasRow(again, "stages", "expired:", "0") {
+		t.Errorf("a second cleanup printed:\n%s", again)
+	}
 }

@@ -1,0 +1,63 @@
+package memwal
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+var (
+	meter          = otel.Meter("github.com/flight-sink/flight-sink/memwal")
+	putStalls      metric.Int64Counter
+	putStalled     metric.Float64Histogram
+	memtableRows   metric.Int64ObservableGauge
+	unflushedBytes metric.Int64ObservableGauge
+	generations    metric.Int64ObservableGauge
+)
+
+func init() {
+	putStalls, _ = meter.Int64Counter("flight_sink.memwal.put.stalls",
+		metric.WithDescription("MemWAL puts that found their shard at the fold ceiling (max unfolded generations) and stalled for a fold, by outcome (folded, waited, no_progress, failed)."))
+	putStalled, _ = meter.Float64Histogram("flight_sink.memwal.put.stall.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a MemWAL put stalled at the fold ceiling."),
+		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300))
+	memtableRows, _ = meter.Int64ObservableGauge("flight_sink.memwal.memtable_rows",
+		metric.WithDescription("Rows in a MemWAL shard's memtables, not yet flushed to a generation (shards written by this process)."))
+	unflushedBytes, _ = meter.Int64ObservableGauge("flight_sink.memwal.unflushed_bytes", metric.WithUnit("By"),
+		metric.WithDescription("Bytes of a MemWAL shard's memtables not yet flushed."))
+	generations, _ = meter.Int64ObservableGauge("flight_sink.memwal.generations",
+		metric.WithDescription("Flushed MemWAL generations not yet folded into the base table."))
+}
+
+// recordPutStall counts one MemWAL put stall at the fold ceiling and its duration.
+func recordPutStall(ctx context.Context, outcome string, waited time.Duration) {
+	attrs := metric.WithAttributes(attribute.String("outcome", outcome))
+	putStalls.Add(ctx, 1, attrs)
+	putStalled.Record(ctx, waited.Seconds(), attrs)
+}
+
+// registerBacklogGauges reports the backlog of each shard writer of ss: rows acknowledged but
+// not yet flushed to a generation, their bytes, and flushed generations not yet folded. Close
+// unregisters it.
+func registerBacklogGauges(ss *ShardSet) metric.Registration {
+	reg, _ := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ss.mu.Lock()
+		writers := append([]*Shard(nil), ss.writers...)
+		ss.mu.Unlock()
+		for _, w := range writers {
+			if w == nil {
+				continue
+			}
+			st := w.Stats()
+			attrs := metric.WithAttributes(attribute.String("table", ss.table.Name()), attribute.String("shard", st.Shard))
+			o.ObserveInt64(memtableRows, st.MemtableRows, attrs)
+			o.ObserveInt64(unflushedBytes, st.UnflushedBytes, attrs)
+			o.ObserveInt64(generations, int64(st.Generations), attrs)
+		}
+		return nil
+	}, memtableRows, unflushedBytes, generations)
+	return reg
+}
