@@ -290,13 +290,13 @@ func (t *Table) scanKeyEntries(ctx context.Context, m *Manifest, cols []string, 
 	defer s.Release()
 	for s.Next() {
 		rec := s.RecordBatch()
-		enc, err := newKeyEncoder(rec, cols)
+		enc, err := NewKeyEncoder(rec, cols)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: index: %w", t.name, err)
 		}
 		addrs := s.RowAddresses()
 		for i := 0; i < int(rec.NumRows()); i++ {
-			k, ok := enc.key(i)
+			k, ok := enc.Key(i)
 			if !ok {
 				continue // a null key is never looked up
 			}
@@ -344,6 +344,9 @@ func (t *Table) mergePKSegments(ctx context.Context, m *Manifest, ix *Index, seg
 		ps, err := t.loadPKSegment(ctx, seg)
 		if err != nil {
 			return IndexSegment{}, err
+		}
+		if !ps.keysCurrent(m, ix.Columns) {
+			continue // keys of an older encoding: its fragments are rescanned
 		}
 		dels := make(map[uint64]*roaring.Bitmap)
 		for j := 0; j < ps.len(); j++ {

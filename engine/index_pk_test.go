@@ -75,11 +75,11 @@ func pkKey(t testing.TB, id int64) string {
 	t.Helper()
 	rec := hBatch([]int64{id}, "")
 	defer rec.Release()
-	enc, err := newKeyEncoder(rec, []string{"id"})
+	enc, err := NewKeyEncoder(rec, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := enc.key(0)
+	k, _ := enc.Key(0)
 	return k
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 )
 
@@ -21,12 +22,14 @@ import (
 //	"FSPK" | format uint32 | entries uint64 | entries × (uvarint key length, key, uint64 address) | crc32
 //
 // little-endian, entries sorted by key then address, the CRC (Castagnoli) over everything before
-// it. Keys are the primary-key encoding of keyEncoder (upsert.go); that encoding is part of this
-// format, so changing it needs a new format number.
+// it. Keys are the primary-key encoding of KeyEncoder (key.go); that encoding is part of this
+// format, so changing it needs a new format number. Format 2 encodes every NaN key as one
+// canonical NaN; format 1 wrote a NaN's own bits, so its keys differ from format 2's only for NaN
+// values of float key columns (see keysCurrent).
 
 const (
 	pkSegmentMagic  = "FSPK"
-	pkSegmentFormat = 1
+	pkSegmentFormat = 2
 	pkSegmentFile   = "pk.idx"
 )
 
@@ -71,9 +74,10 @@ func encodePKSegment(es []pkEntry) []byte {
 
 // pkSegment is a decoded primary-key segment, searchable by key. It is immutable.
 type pkSegment struct {
-	keys  []byte   // every key, concatenated in order
-	offs  []uint32 // key i is keys[offs[i]:offs[i+1]]
-	addrs []uint64
+	format uint32
+	keys   []byte   // every key, concatenated in order
+	offs   []uint32 // key i is keys[offs[i]:offs[i+1]]
+	addrs  []uint64
 }
 
 func decodePKSegment(b []byte) (*pkSegment, error) {
@@ -84,14 +88,15 @@ func decodePKSegment(b []byte) (*pkSegment, error) {
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(tail) {
 		return nil, errors.New("checksum mismatch")
 	}
-	if f := binary.LittleEndian.Uint32(body[4:8]); f != pkSegmentFormat {
-		return nil, fmt.Errorf("segment format %d, this build reads %d", f, pkSegmentFormat)
+	format := binary.LittleEndian.Uint32(body[4:8])
+	if format < 1 || format > pkSegmentFormat {
+		return nil, fmt.Errorf("segment format %d, this build reads 1..%d", format, pkSegmentFormat)
 	}
 	n := binary.LittleEndian.Uint64(body[8:16])
 	if n > uint64(len(body)) {
 		return nil, fmt.Errorf("header claims %d entries in %d bytes", n, len(body))
 	}
-	s := &pkSegment{offs: make([]uint32, 0, n+1), addrs: make([]uint64, 0, n)}
+	s := &pkSegment{format: format, offs: make([]uint32, 0, n+1), addrs: make([]uint64, 0, n)}
 	s.keys = make([]byte, 0, len(body)-16-int(n)*9)
 	p := body[16:]
 	for i := uint64(0); i < n; i++ {
@@ -129,6 +134,25 @@ func (s *pkSegment) lookup(key string, fn func(addr uint64)) {
 	for ; i < n && string(s.keys[s.offs[i]:s.offs[i+1]]) == key; i++ {
 		fn(s.addrs[i])
 	}
+}
+
+// keysCurrent reports whether s's keys are in this build's encoding of the key columns cols of
+// m. A format-1 segment is current unless a key column is floating-point: its NaN keys may carry
+// their own bits rather than the canonical NaN, so a lookup could miss them. A segment that is not
+// current proves nothing: callers scan its fragments instead, and a merge rewrites them.
+func (s *pkSegment) keysCurrent(m *Manifest, cols []string) bool {
+	if s.format >= 2 {
+		return true
+	}
+	sc := m.ArrowSchema()
+	for _, c := range cols {
+		for _, i := range sc.FieldIndices(c) {
+			if id := sc.Field(i).Type.ID(); id == arrow.FLOAT32 || id == arrow.FLOAT64 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // sizeBytes estimates the segment's memory.
