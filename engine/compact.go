@@ -207,9 +207,7 @@ func (t *Table) PrepareCompaction(ctx context.Context, base *Manifest, o Compact
 		for _, f := range g {
 			prog.p.RowsTotal += f.PhysicalRows - f.DeletedRows
 			rep.DeletedRowsDropped += f.DeletedRows
-			for _, df := range f.Files {
-				rep.BytesRead += df.SizeBytes
-			}
+			rep.BytesRead += f.DataBytes()
 		}
 	}
 	rep.FragmentsRemoved = prog.p.FragmentsTotal

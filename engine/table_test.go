@@ -357,3 +357,36 @@ func TestStaleHandleAfterCleanup(t *testing.T) {
 		}
 	})
 }
+
+// TestManifestDataBytes: a version's DataBytes is the stored size of its fragments' data files,
+// and a fragment's the size of its own.
+func TestManifestDataBytes(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := createRowsTable(t, store, "bytes", nil)
+	if n := mustLatest(t, tbl).DataBytes(); n != 0 {
+		t.Fatalf("an empty table holds %d data bytes", n)
+	}
+	appendIDs(t, tbl, idRange(0, 100), nil)
+	m := appendIDs(t, tbl, idRange(100, 1000), nil)
+	var total int64
+	for _, f := range m.Fragments {
+		var stored int64
+		for _, df := range f.Files {
+			oi, err := store.Stat(t.Context(), tbl.key(df.Path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored += oi.Size
+		}
+		if f.DataBytes() != stored || stored == 0 {
+			t.Errorf("fragment %d: DataBytes %d, stored %d", f.ID, f.DataBytes(), stored)
+		}
+		total += stored
+	}
+	if m.DataBytes() != total {
+		t.Errorf("DataBytes %d, stored %d", m.DataBytes(), total)
+	}
+}

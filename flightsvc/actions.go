@@ -230,15 +230,9 @@ func (s *Service) actTableStats(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var bytes int64
-	for _, f := range m.Fragments {
-		for _, df := range f.Files {
-			bytes += df.SizeBytes
-		}
-	}
 	stats := map[string]any{
 		"table": t.Name(), "version": m.Version, "rows": m.Rows(), "fragments": len(m.Fragments),
-		"data_bytes": bytes, "primary_key": m.PrimaryKey, "streams": m.Streams,
+		"data_bytes": m.DataBytes(), "primary_key": m.PrimaryKey, "streams": m.Streams,
 	}
 	if len(m.Indices) > 0 {
 		idx := make([]map[string]any, 0, len(m.Indices))

@@ -108,9 +108,7 @@ func describePlan(plan engine.CompactionPlan) (engine.CompactReport, []compactGr
 			gj.Fragments = append(gj.Fragments, f.ID)
 			gj.Rows += f.PhysicalRows - f.DeletedRows
 			gj.DeletedRows += f.DeletedRows
-			for _, df := range f.Files {
-				gj.Bytes += df.SizeBytes
-			}
+			gj.Bytes += f.DataBytes()
 		}
 		rep.FragmentsRemoved += len(frags)
 		rep.RowsRewritten += gj.Rows

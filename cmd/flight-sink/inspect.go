@@ -119,8 +119,8 @@ func describe(t *engine.Table, m *engine.Manifest, latest uint64) *inspectJSON {
 			DeletedRows: f.DeletedRows, DeletionFile: f.DeletionFile, Files: []fileJSON{}}
 		for _, df := range f.Files {
 			fj.Files = append(fj.Files, fileJSON{Path: df.Path, SizeBytes: df.SizeBytes})
-			fj.Bytes += df.SizeBytes
 		}
+		fj.Bytes = f.DataBytes()
 		d.PhysicalRows += f.PhysicalRows
 		d.DeletedRows += f.DeletedRows
 		d.TotalBytes += fj.Bytes
