@@ -3,6 +3,8 @@ package memwal
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -197,6 +199,29 @@ func TestPartitionByKeyFloatKeyClasses(t *testing.T) {
 				shardOf[c] = s
 			}
 			p.Release()
+		}
+	}
+}
+
+// TestTableShardIDsLimit: a table config is read up to MaxShards shards, by count or by list,
+// and refused beyond (the create spec's limit is the same constant).
+func TestTableShardIDsLimit(t *testing.T) {
+	list := func(n int) string { return strings.Join(ShardIDs(n), ",") }
+	for _, tc := range []struct {
+		config map[string]string
+		want   int // -1: refused
+	}{
+		{map[string]string{ConfigShards: strconv.Itoa(MaxShards)}, MaxShards},
+		{map[string]string{ConfigShards: strconv.Itoa(MaxShards + 1)}, -1},
+		{map[string]string{ConfigShardIDs: list(MaxShards)}, MaxShards},
+		{map[string]string{ConfigShardIDs: list(MaxShards + 1)}, -1},
+	} {
+		ids, err := TableShardIDs(&engine.Manifest{Config: tc.config})
+		switch {
+		case tc.want < 0 && err == nil:
+			t.Errorf("%d shards read, want refused", len(ids))
+		case tc.want >= 0 && (err != nil || len(ids) != tc.want):
+			t.Errorf("%d shards, %v; want %d", len(ids), err, tc.want)
 		}
 	}
 }

@@ -25,6 +25,10 @@ const (
 	ConfigShardIDs = "flight_sink.memwal.shard_ids"
 )
 
+// MaxShards bounds the MemWAL shards of one table: a create asking for more is refused, and a
+// table config naming more is not read.
+const MaxShards = 1024
+
 // shardNamespace roots the derived shard ids.
 var shardNamespace = uuid.MustParse("6f1c3a52-9d0e-4c5b-8a57-2d1f0e6b9c41")
 
@@ -43,6 +47,9 @@ func ShardIDs(n int) []string {
 func TableShardIDs(m *engine.Manifest) ([]string, error) {
 	if ids := strings.TrimSpace(m.Config[ConfigShardIDs]); ids != "" {
 		out := strings.Split(ids, ",")
+		if len(out) > MaxShards {
+			return nil, fmt.Errorf("memwal: table config %s lists %d shards, more than %d", ConfigShardIDs, len(out), MaxShards)
+		}
 		for i, id := range out {
 			out[i] = strings.TrimSpace(id)
 			if _, err := uuid.Parse(out[i]); err != nil {
@@ -56,8 +63,8 @@ func TableShardIDs(m *engine.Manifest) ([]string, error) {
 		return nil, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > 1024 {
-		return nil, fmt.Errorf("memwal: table config %s=%q is not a shard count in 0..1024", ConfigShards, s)
+	if err != nil || n < 0 || n > MaxShards {
+		return nil, fmt.Errorf("memwal: table config %s=%q is not a shard count in 0..%d", ConfigShards, s, MaxShards)
 	}
 	return ShardIDs(n), nil
 }
