@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"hash/crc32"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -177,7 +175,7 @@ func (t *Table) writePKSegment(ctx context.Context, es []pkEntry, cover *roaring
 		Entries: int64(len(es)), BuiltAt: builtAt}
 	// The writer has the decoded form at hand: cache it for the lookups that follow.
 	if ps, err := decodePKSegment(data); err == nil {
-		indexCache.put(t.cacheKey(id), ps, ps.sizeBytes())
+		t.opts.IndexCache.put(t.cacheKey(id), ps, ps.sizeBytes())
 	}
 	return seg, nil
 }
@@ -196,7 +194,7 @@ func segmentFiles(segs []IndexSegment) []string {
 // loadPKSegment returns the decoded segment, from the cache when it was read before.
 func (t *Table) loadPKSegment(ctx context.Context, seg *IndexSegment) (*pkSegment, error) {
 	ck := t.cacheKey(seg.ID)
-	if v, ok := indexCache.get(ck); ok {
+	if v, ok := t.opts.IndexCache.get(ck); ok {
 		return v.(*pkSegment), nil
 	}
 	if len(seg.Files) != 1 {
@@ -211,7 +209,7 @@ func (t *Table) loadPKSegment(ctx context.Context, seg *IndexSegment) (*pkSegmen
 	if err != nil {
 		return nil, fmt.Errorf("table %s: corrupt index segment %s: %w", t.name, key, err)
 	}
-	indexCache.put(ck, ps, ps.sizeBytes())
+	t.opts.IndexCache.put(ck, ps, ps.sizeBytes())
 	return ps, nil
 }
 
@@ -222,72 +220,19 @@ func (t *Table) cachedDeletions(ctx context.Context, f Fragment) (*roaring.Bitma
 		return roaring.New(), nil
 	}
 	ck := t.cacheKey(f.DeletionFile)
-	if v, ok := indexCache.get(ck); ok {
+	if v, ok := t.opts.IndexCache.get(ck); ok {
 		return v.(*roaring.Bitmap), nil
 	}
 	bm, err := t.readDeletions(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	indexCache.put(ck, bm, int64(bm.GetSizeInBytes())+64)
+	t.opts.IndexCache.put(ck, bm, int64(bm.GetSizeInBytes())+64)
 	return bm, nil
 }
 
-// cacheKey names an immutable object of this table in the process-wide index cache.
+// cacheKey names an immutable object of this table in its index cache, which other tables may
+// share (Options.IndexCache).
 func (t *Table) cacheKey(id string) string {
 	return strings.Join([]string{t.store.String(), t.name, id}, "|")
-}
-
-// IndexCacheBytes bounds the memory of the process-wide cache of decoded index segments and
-// deletion bitmaps that index lookups read. Set it before the first lookup.
-var IndexCacheBytes int64 = 256 << 20
-
-// indexCache is a byte-bounded LRU of immutable decoded objects (index segments, deletion
-// bitmaps), shared by every Table of the process: their keys are unique (UUID file names), so
-// entries never go stale, they only age out.
-var indexCache = &lruCache{items: make(map[string]*list.Element)}
-
-type lruCache struct {
-	mu    sync.Mutex
-	order list.List // front = most recently used
-	items map[string]*list.Element
-	bytes int64
-}
-
-type lruItem struct {
-	key  string
-	val  any
-	size int64
-}
-
-func (c *lruCache) get(k string) (any, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.items[k]
-	if !ok {
-		return nil, false
-	}
-	c.order.MoveToFront(e)
-	return e.Value.(*lruItem).val, true
-}
-
-func (c *lruCache) put(k string, v any, size int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if size > IndexCacheBytes {
-		return
-	}
-	if e, ok := c.items[k]; ok {
-		c.order.MoveToFront(e)
-		return
-	}
-	c.items[k] = c.order.PushFront(&lruItem{key: k, val: v, size: size})
-	c.bytes += size
-	for c.bytes > IndexCacheBytes {
-		e := c.order.Back()
-		it := e.Value.(*lruItem)
-		c.order.Remove(e)
-		delete(c.items, it.key)
-		c.bytes -= it.size
-	}
 }

@@ -34,6 +34,11 @@ type Options struct {
 	Allocator memory.Allocator
 	// Logger for warnings. Default slog.Default().
 	Logger *slog.Logger
+	// IndexCache holds the decoded index segments and deletion bitmaps that primary-key lookups
+	// read. Tables share it when they are given the same cache, or the same Options after
+	// EnsureDefaults (a streaming Sink's tables do). Default: a new cache of
+	// DefaultIndexCacheBytes.
+	IndexCache *IndexCache
 	// BeforeManifestWrite, when set, is called after a commit's data and transaction files are
 	// written and before its manifest is created; an error aborts the commit there. It exists for
 	// fault-injection tests of crash safety.
@@ -59,6 +64,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.IndexCache == nil {
+		o.IndexCache = NewIndexCache(DefaultIndexCacheBytes)
 	}
 	return o
 }
