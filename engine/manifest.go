@@ -73,6 +73,9 @@ type Fragment struct {
 	DeletedRows  int64      `json:"deleted_rows,omitempty"`
 }
 
+// LiveRows returns the fragment's rows that are not deleted.
+func (f Fragment) LiveRows() int64 { return f.PhysicalRows - f.DeletedRows }
+
 // DataBytes returns the size of the fragment's data files.
 func (f Fragment) DataBytes() int64 {
 	var n int64
@@ -105,7 +108,7 @@ func (m *Manifest) Timestamp() time.Time { return time.Unix(0, m.TimestampNanos)
 func (m *Manifest) Rows() int64 {
 	var n int64
 	for _, f := range m.Fragments {
-		n += f.PhysicalRows - f.DeletedRows
+		n += f.LiveRows()
 	}
 	return n
 }

@@ -390,3 +390,30 @@ func TestManifestDataBytes(t *testing.T) {
 		t.Errorf("DataBytes %d, stored %d", m.DataBytes(), total)
 	}
 }
+
+// TestCompactionPlanReportMatchesCompaction: what a plan reports (a dry run) is what the
+// compaction of that version then reports, but for what only running it tells.
+func TestCompactionPlanReportMatchesCompaction(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := createRowsTable(t, store, "plan", nil)
+	for i := range int64(4) {
+		appendIDs(t, tbl, idRange(i*10, 10), nil)
+	}
+	if _, err := tbl.Delete(t.Context(), In("id", 3, 14, 15), nil); err != nil {
+		t.Fatal(err)
+	}
+	m := mustLatest(t, tbl)
+	planned := tbl.PlanCompaction(m, CompactOptions{}).Report()
+	txn, done, err := tbl.PrepareCompaction(t.Context(), m, CompactOptions{})
+	if err != nil || txn == nil {
+		t.Fatalf("prepare compaction: %v, %v", txn, err)
+	}
+	tbl.Discard(t.Context(), txn)
+	done.FragmentsAdded, done.BytesWritten, done.Duration = 0, 0, 0
+	if planned != done || planned.RowsRewritten != 37 || planned.DeletedRowsDropped != 3 || planned.BytesRead != m.DataBytes() {
+		t.Fatalf("plan reports %+v, the compaction %+v", planned, done)
+	}
+}
