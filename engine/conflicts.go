@@ -127,23 +127,21 @@ var conflictMatrix = map[Operation]map[Operation]conflictRule{
 		OpUpsert:    {resolution: ruleCarry},
 		OpRewrite:   {resolution: ruleDisjointRewrites},
 	}),
-	// Index changes never move a row: fragments added since stay unindexed, fragments rewritten
-	// since drop out of the coverage when the manifest is built (pruneIndexCoverage).
-	OpCreateIndex: conflictRow(ruleRebase, map[Operation]conflictRule{
-		OpOverwrite:     {ruleConflict, overwrittenIndex},
-		OpRewrite:       {resolution: rulePrune},
-		OpCreateIndex:   {resolution: ruleSegments},
-		OpOptimizeIndex: {resolution: ruleSegments},
-	}),
-	OpOptimizeIndex: conflictRow(ruleRebase, map[Operation]conflictRule{
-		OpOverwrite:     {ruleConflict, overwrittenIndex},
-		OpRewrite:       {resolution: rulePrune},
-		OpCreateIndex:   {resolution: ruleSegments},
-		OpOptimizeIndex: {resolution: ruleSegments},
-	}),
+	OpCreateIndex:   indexChangeRow,
+	OpOptimizeIndex: indexChangeRow,
 	// Config keys are set on top of whatever landed: last writer wins per key.
 	OpUpdateConfig: conflictRow(ruleRebase, nil),
 }
+
+// indexChangeRow is the row of both index changes. They never move a row: fragments added since
+// stay unindexed, fragments rewritten since drop out of the coverage when the manifest is built
+// (pruneIndexCoverage).
+var indexChangeRow = conflictRow(ruleRebase, map[Operation]conflictRule{
+	OpOverwrite:     {ruleConflict, overwrittenIndex},
+	OpRewrite:       {resolution: rulePrune},
+	OpCreateIndex:   {resolution: ruleSegments},
+	OpOptimizeIndex: {resolution: ruleSegments},
+})
 
 // conflictRow returns a row of the matrix: rule for every operation, except where except says.
 func conflictRow(rule resolution, except map[Operation]conflictRule) map[Operation]conflictRule {
