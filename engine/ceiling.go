@@ -90,7 +90,7 @@ func (t *Table) fragmentCeiling(m *Manifest) (int, CompactOptions) {
 func smallFragments(m *Manifest, target int64) int {
 	n := 0
 	for _, f := range m.Fragments {
-		if f.PhysicalRows-f.DeletedRows < target {
+		if f.LiveRows() < target {
 			n++
 		}
 	}

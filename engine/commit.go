@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flight-sink/flight-sink/engine/backoff"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
@@ -150,30 +150,12 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 		if attempt+1 >= t.opts.CommitRetries {
 			return nil, fmt.Errorf("table %s: %s lost the race for a new version %d times: %w", t.name, txn.Operation, attempt+1, ErrTooManyRetries)
 		}
-		if err := sleepJitter(ctx, attempt); err != nil {
+		if err := backoff.Race.Sleep(ctx, attempt); err != nil {
 			return nil, err
 		}
 		if latest, err = t.Latest(ctx); err != nil {
 			return nil, err
 		}
-	}
-}
-
-// sleepJitter backs off after a lost race: full jitter over an exponentially growing window,
-// capped at 100ms, so colliding committers spread out.
-func sleepJitter(ctx context.Context, attempt int) error {
-	window := time.Millisecond << min(attempt, 7)
-	if window > 100*time.Millisecond {
-		window = 100 * time.Millisecond
-	}
-	d := time.Duration(rand.Int64N(int64(window)) + 1)
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
 	}
 }
 

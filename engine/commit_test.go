@@ -485,59 +485,6 @@ func writeRows(t testing.TB, tbl *Table, ids []int64, later bool) (*Writer, []Fr
 	return w, frags
 }
 
-// TestConflictMatrix commits transactions with an old ReadVersion by hand, the way a slow
-// committer would, and checks each pair of the conflict matrix.
-func TestConflictMatrix(t *testing.T) {
-	forEachStore(t, func(t *testing.T, store objstore.Store) {
-		ctx := t.Context()
-		tbl := createRowsTable(t, store, "cm", nil)
-		other, err := Open(ctx, store, "cm", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		appendIDs(t, tbl, idRange(0, 10), nil) // version 2
-
-		// Append that read version 2, while an Overwrite lands as version 3: conflict.
-		frags := writeFragments(t, tbl, idRange(50, 5))
-		rec := makeRows(idRange(100, 5))
-		defer rec.Release()
-		if _, err := other.Overwrite(ctx, rowsSchema, []arrow.RecordBatch{rec}, nil); err != nil {
-			t.Fatal(err)
-		}
-		_, err = tbl.Commit(ctx, &Transaction{Operation: OpAppend, ReadVersion: 2, Fragments: frags})
-		var ce *ConflictError
-		if !errors.As(err, &ce) || !errors.Is(err, ErrCommitConflict) {
-			t.Fatalf("append racing an overwrite: got %v, want a *ConflictError", err)
-		}
-		if ce.Operation != OpAppend || ce.ReadVersion != 2 || ce.TheirOp != OpOverwrite || ce.TheirVersion != 3 {
-			t.Fatalf("conflict error %+v does not name both sides", ce)
-		}
-		if !CommitDefinitelyFailed(err) {
-			t.Fatalf("CommitDefinitelyFailed(%v) = false", err)
-		}
-		requireDenseVersions(t, tbl, 3)
-		requireSameIDs(t, "after the refused append", scanRows(t, tbl, 0), idRange(100, 5))
-
-		// Append that read version 3 while another Append lands: rebased.
-		frags = writeFragments(t, tbl, idRange(300, 5))
-		appendIDs(t, other, idRange(200, 5), nil) // version 4
-		m, err := tbl.Commit(ctx, &Transaction{Operation: OpAppend, ReadVersion: 3, Fragments: frags})
-		if err != nil || m.Version != 5 {
-			t.Fatalf("append racing an append: version %v, err %v", versionOf(m), err)
-		}
-		requireSameIDs(t, "after the rebased append", scanRows(t, tbl, 0), append(append(idRange(100, 5), idRange(200, 5)...), idRange(300, 5)...))
-
-		// Overwrite that read version 3 while Appends landed: a blind replace, it lands.
-		frags = writeFragments(t, tbl, idRange(400, 5))
-		m, err = tbl.Commit(ctx, &Transaction{Operation: OpOverwrite, ReadVersion: 3, Fragments: frags})
-		if err != nil || m.Version != 6 {
-			t.Fatalf("overwrite racing appends: version %v, err %v", versionOf(m), err)
-		}
-		requireSameIDs(t, "after the late overwrite", scanRows(t, tbl, 0), idRange(400, 5))
-		requireDenseVersions(t, tbl, 6)
-	})
-}
-
 // commitEpoch writes ids and commits them as streaming epoch (q, e).
 func commitEpoch(t testing.TB, tbl *Table, q string, e int64, ids []int64) (*Manifest, error) {
 	t.Helper()

@@ -85,6 +85,22 @@ type CompactionPlan struct {
 	Groups      [][]Fragment
 }
 
+// Report returns what the plan's compaction will do, as far as the plan tells: its groups, the
+// fragments it removes, the live rows it rewrites, the deleted rows it drops and the bytes it
+// reads. A dry run reports this; PrepareCompaction starts from it.
+func (p CompactionPlan) Report() CompactReport {
+	rep := CompactReport{ReadVersion: p.ReadVersion, Groups: len(p.Groups)}
+	for _, g := range p.Groups {
+		rep.FragmentsRemoved += len(g)
+		for _, f := range g {
+			rep.RowsRewritten += f.LiveRows()
+			rep.DeletedRowsDropped += f.DeletedRows
+			rep.BytesRead += f.DataBytes()
+		}
+	}
+	return rep
+}
+
 func (t *Table) compactDefaults(o CompactOptions) CompactOptions {
 	if o.TargetRowsPerFragment <= 0 {
 		o.TargetRowsPerFragment = t.opts.TargetRowsPerFragment
@@ -126,7 +142,7 @@ func (t *Table) PlanCompaction(m *Manifest, o CompactOptions) CompactionPlan {
 		bin, binLive = nil, 0
 	}
 	for _, f := range m.Fragments {
-		live := f.PhysicalRows - f.DeletedRows
+		live := f.LiveRows()
 		if live >= o.TargetRowsPerFragment && !tooDeleted(f) {
 			flush()
 			continue
@@ -144,7 +160,7 @@ func (t *Table) PlanCompaction(m *Manifest, o CompactOptions) CompactionPlan {
 // planIncremental is PlanCompaction with a MergeRatio: within each run of adjacent candidates,
 // groups are formed from the newest fragment backwards (see CompactOptions.MergeRatio).
 func (t *Table) planIncremental(m *Manifest, o CompactOptions, plan CompactionPlan, tooDeleted func(Fragment) bool) CompactionPlan {
-	live := func(f Fragment) int64 { return f.PhysicalRows - f.DeletedRows }
+	live := Fragment.LiveRows
 	planRun := func(run []Fragment) {
 		var groups [][]Fragment // newest first
 		for i := len(run) - 1; i >= 0; {
@@ -196,23 +212,14 @@ func (t *Table) PrepareCompaction(ctx context.Context, base *Manifest, o Compact
 		return nil, CompactReport{}, err
 	}
 	plan := t.PlanCompaction(m, o)
-	rep := CompactReport{ReadVersion: m.Version, Groups: len(plan.Groups)}
+	rep := plan.Report()
 	if len(plan.Groups) == 0 {
 		rep.Duration = time.Since(start)
 		return nil, rep, nil
 	}
 	prog := &compactProgress{fn: o.Progress}
-	for _, g := range plan.Groups {
-		prog.p.FragmentsTotal += len(g)
-		for _, f := range g {
-			prog.p.RowsTotal += f.PhysicalRows - f.DeletedRows
-			rep.DeletedRowsDropped += f.DeletedRows
-			for _, df := range f.Files {
-				rep.BytesRead += df.SizeBytes
-			}
-		}
-	}
-	rep.FragmentsRemoved = prog.p.FragmentsTotal
+	prog.p.FragmentsTotal, prog.p.RowsTotal = rep.FragmentsRemoved, rep.RowsRewritten
+	rep.RowsRewritten = 0 // counted below as written
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -364,7 +371,7 @@ func (t *Table) rewriteGroup(ctx context.Context, m *Manifest, g []Fragment, o C
 	ctx, cancel := context.WithCancel(ctx)
 	reads := make([]*fragmentRead, len(g))
 	for i, f := range g {
-		if f.PhysicalRows-f.DeletedRows <= prefetchMaxRows {
+		if f.LiveRows() <= prefetchMaxRows {
 			reads[i] = &fragmentRead{done: make(chan struct{})}
 		}
 	}

@@ -11,7 +11,7 @@
 //     atomic create is the commit point; whoever creates version N first owns it.
 //  4. On losing the race the committer reads the transactions committed since the version it read,
 //     checks them against the conflict matrix (docs/conflicts.md), rebases and tries the next
-//     version, a bounded number of times with jittered backoff.
+//     version, a bounded number of times with jittered backoff (package backoff, shared with memwal).
 //
 // A crash anywhere before step 3 leaves only files no manifest references; cleanup reclaims them.
 package engine

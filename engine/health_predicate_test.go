@@ -155,10 +155,10 @@ func TestPredicateErrors(t *testing.T) {
 		{"bad date", Eq("d", "01/02/2024"), "date"},
 		{"empty in", In("i"), "at least one value"},
 		{"empty and", And(), "at least one"},
-		{"not arity", &Predicate{Op: OpNot}, "exactly one"},
+		{"not arity", &Predicate{Op: PredNot}, "exactly one"},
 		{"unknown op", &Predicate{Op: "like", Column: "s", Value: "x%"}, "unknown op"},
 		{"missing op", &Predicate{Column: "s"}, "missing"},
-		{"no column", &Predicate{Op: OpEq, Value: 1}, "needs a column"},
+		{"no column", &Predicate{Op: PredEq, Value: 1}, "needs a column"},
 		{"nil arg", And(Eq("i", 1), nil), "missing expression"},
 	}
 	for _, c := range cases {

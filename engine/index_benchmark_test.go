@@ -123,7 +123,7 @@ func BenchmarkPointLookup(b *testing.B) {
 			for b.Loop() {
 				if mode == "index-cold" {
 					b.StopTimer()
-					resetIndexCache()
+					resetIndexCache(tbl)
 					b.StartTimer()
 				}
 				rows, _, err := tbl.lookupKeys(ctx, m, keys[i%len(keys)])

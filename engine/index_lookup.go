@@ -34,11 +34,14 @@ func (t *Table) lookupKeys(ctx context.Context, m *Manifest, keys map[string]str
 		if cov.IsEmpty() {
 			continue
 		}
-		covered.Or(cov)
 		ps, err := t.loadPKSegment(ctx, seg)
 		if err != nil {
 			return nil, nil, err
 		}
+		if !ps.keysCurrent(m, ix.Columns) {
+			continue // proves nothing either: its fragments are scanned below
+		}
+		covered.Or(cov)
 		for k := range keys {
 			ps.lookup(k, func(addr uint64) {
 				// An entry of a fragment outside the segment's coverage is stale (the fragment

@@ -136,7 +136,7 @@ func (t *Table) optimizeIndex(ctx context.Context, m *Manifest, ix *Index, o Opt
 	unindexed := ix.UnindexedFragments(m)
 	var deltaRows int64
 	for _, f := range unindexed {
-		deltaRows += f.PhysicalRows - f.DeletedRows
+		deltaRows += f.LiveRows()
 	}
 	merge := mergePlan(m, ix, len(unindexed) > 0, deltaRows, o.MaxSegments, o.MergeAll)
 	if len(unindexed) == 0 && len(merge) == 0 {
@@ -217,7 +217,7 @@ func mergePlan(m *Manifest, ix *Index, delta bool, deltaRows int64, maxSegments 
 	}
 	live := make(map[uint64]int64, len(m.Fragments))
 	for _, f := range m.Fragments {
-		live[f.ID] = f.PhysicalRows - f.DeletedRows
+		live[f.ID] = f.LiveRows()
 	}
 	stale := func(s IndexSegment) bool {
 		cov, ok := s.coverage()
@@ -280,7 +280,7 @@ func (t *Table) scanKeyEntries(ctx context.Context, m *Manifest, cols []string, 
 	}
 	var n int64
 	for _, f := range frags {
-		n += f.PhysicalRows - f.DeletedRows
+		n += f.LiveRows()
 	}
 	es := make([]pkEntry, 0, n)
 	s, err := t.scanFragments(ctx, m, frags, ScanOptions{Columns: cols, WithRowAddresses: true})
@@ -290,13 +290,13 @@ func (t *Table) scanKeyEntries(ctx context.Context, m *Manifest, cols []string, 
 	defer s.Release()
 	for s.Next() {
 		rec := s.RecordBatch()
-		enc, err := newKeyEncoder(rec, cols)
+		enc, err := NewKeyEncoder(rec, cols)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: index: %w", t.name, err)
 		}
 		addrs := s.RowAddresses()
 		for i := 0; i < int(rec.NumRows()); i++ {
-			k, ok := enc.key(i)
+			k, ok := enc.Key(i)
 			if !ok {
 				continue // a null key is never looked up
 			}
@@ -344,6 +344,9 @@ func (t *Table) mergePKSegments(ctx context.Context, m *Manifest, ix *Index, seg
 		ps, err := t.loadPKSegment(ctx, seg)
 		if err != nil {
 			return IndexSegment{}, err
+		}
+		if !ps.keysCurrent(m, ix.Columns) {
+			continue // keys of an older encoding: its fragments are rescanned
 		}
 		dels := make(map[uint64]*roaring.Bitmap)
 		for j := 0; j < ps.len(); j++ {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
 	"maps"
@@ -75,11 +74,11 @@ func pkKey(t testing.TB, id int64) string {
 	t.Helper()
 	rec := hBatch([]int64{id}, "")
 	defer rec.Release()
-	enc, err := newKeyEncoder(rec, []string{"id"})
+	enc, err := NewKeyEncoder(rec, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := enc.key(0)
+	k, _ := enc.Key(0)
 	return k
 }
 
@@ -398,17 +397,11 @@ func TestIndexCleanupRemovesReplacedSegments(t *testing.T) {
 		if rep.IndexFilesRemoved != 4 || !slices.Equal(keys, want) {
 			t.Fatalf("cleanup removed %d index files, left %v, want %v", rep.IndexFilesRemoved, keys, want)
 		}
-		resetIndexCache() // read the surviving segment from the store again
+		resetIndexCache(tbl) // read the surviving segment from the store again
 		pkUpsert(t, tbl, model, hRange(5, 30), "b")
 		pkCheck(t, tbl, model, fmt.Sprintf("after cleanup (%v)", keys))
 	})
 }
 
-// resetIndexCache empties the process-wide index cache.
-func resetIndexCache() {
-	indexCache.mu.Lock()
-	defer indexCache.mu.Unlock()
-	indexCache.items = make(map[string]*list.Element)
-	indexCache.order.Init()
-	indexCache.bytes = 0
-}
+// resetIndexCache empties tbl's index cache.
+func resetIndexCache(tbl *Table) { tbl.opts.IndexCache.reset() }

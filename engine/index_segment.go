@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,9 +9,9 @@ import (
 	"hash/crc32"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 )
 
@@ -21,12 +20,14 @@ import (
 //	"FSPK" | format uint32 | entries uint64 | entries × (uvarint key length, key, uint64 address) | crc32
 //
 // little-endian, entries sorted by key then address, the CRC (Castagnoli) over everything before
-// it. Keys are the primary-key encoding of keyEncoder (upsert.go); that encoding is part of this
-// format, so changing it needs a new format number.
+// it. Keys are the primary-key encoding of KeyEncoder (key.go); that encoding is part of this
+// format, so changing it needs a new format number. Format 2 encodes every NaN key as one
+// canonical NaN; format 1 wrote a NaN's own bits, so its keys differ from format 2's only for NaN
+// values of float key columns (see keysCurrent).
 
 const (
 	pkSegmentMagic  = "FSPK"
-	pkSegmentFormat = 1
+	pkSegmentFormat = 2
 	pkSegmentFile   = "pk.idx"
 )
 
@@ -71,9 +72,10 @@ func encodePKSegment(es []pkEntry) []byte {
 
 // pkSegment is a decoded primary-key segment, searchable by key. It is immutable.
 type pkSegment struct {
-	keys  []byte   // every key, concatenated in order
-	offs  []uint32 // key i is keys[offs[i]:offs[i+1]]
-	addrs []uint64
+	format uint32
+	keys   []byte   // every key, concatenated in order
+	offs   []uint32 // key i is keys[offs[i]:offs[i+1]]
+	addrs  []uint64
 }
 
 func decodePKSegment(b []byte) (*pkSegment, error) {
@@ -84,14 +86,15 @@ func decodePKSegment(b []byte) (*pkSegment, error) {
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(tail) {
 		return nil, errors.New("checksum mismatch")
 	}
-	if f := binary.LittleEndian.Uint32(body[4:8]); f != pkSegmentFormat {
-		return nil, fmt.Errorf("segment format %d, this build reads %d", f, pkSegmentFormat)
+	format := binary.LittleEndian.Uint32(body[4:8])
+	if format < 1 || format > pkSegmentFormat {
+		return nil, fmt.Errorf("segment format %d, this build reads 1..%d", format, pkSegmentFormat)
 	}
 	n := binary.LittleEndian.Uint64(body[8:16])
 	if n > uint64(len(body)) {
 		return nil, fmt.Errorf("header claims %d entries in %d bytes", n, len(body))
 	}
-	s := &pkSegment{offs: make([]uint32, 0, n+1), addrs: make([]uint64, 0, n)}
+	s := &pkSegment{format: format, offs: make([]uint32, 0, n+1), addrs: make([]uint64, 0, n)}
 	s.keys = make([]byte, 0, len(body)-16-int(n)*9)
 	p := body[16:]
 	for i := uint64(0); i < n; i++ {
@@ -131,6 +134,25 @@ func (s *pkSegment) lookup(key string, fn func(addr uint64)) {
 	}
 }
 
+// keysCurrent reports whether s's keys are in this build's encoding of the key columns cols of
+// m. A format-1 segment is current unless a key column is floating-point: its NaN keys may carry
+// their own bits rather than the canonical NaN, so a lookup could miss them. A segment that is not
+// current proves nothing: callers scan its fragments instead, and a merge rewrites them.
+func (s *pkSegment) keysCurrent(m *Manifest, cols []string) bool {
+	if s.format >= 2 {
+		return true
+	}
+	sc := m.ArrowSchema()
+	for _, c := range cols {
+		for _, i := range sc.FieldIndices(c) {
+			if id := sc.Field(i).Type.ID(); id == arrow.FLOAT32 || id == arrow.FLOAT64 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // sizeBytes estimates the segment's memory.
 func (s *pkSegment) sizeBytes() int64 {
 	return int64(len(s.keys)) + int64(len(s.offs))*4 + int64(len(s.addrs))*8 + 64
@@ -153,7 +175,7 @@ func (t *Table) writePKSegment(ctx context.Context, es []pkEntry, cover *roaring
 		Entries: int64(len(es)), BuiltAt: builtAt}
 	// The writer has the decoded form at hand: cache it for the lookups that follow.
 	if ps, err := decodePKSegment(data); err == nil {
-		indexCache.put(t.cacheKey(id), ps, ps.sizeBytes())
+		t.opts.IndexCache.put(t.cacheKey(id), ps, ps.sizeBytes())
 	}
 	return seg, nil
 }
@@ -172,7 +194,7 @@ func segmentFiles(segs []IndexSegment) []string {
 // loadPKSegment returns the decoded segment, from the cache when it was read before.
 func (t *Table) loadPKSegment(ctx context.Context, seg *IndexSegment) (*pkSegment, error) {
 	ck := t.cacheKey(seg.ID)
-	if v, ok := indexCache.get(ck); ok {
+	if v, ok := t.opts.IndexCache.get(ck); ok {
 		return v.(*pkSegment), nil
 	}
 	if len(seg.Files) != 1 {
@@ -187,7 +209,7 @@ func (t *Table) loadPKSegment(ctx context.Context, seg *IndexSegment) (*pkSegmen
 	if err != nil {
 		return nil, fmt.Errorf("table %s: corrupt index segment %s: %w", t.name, key, err)
 	}
-	indexCache.put(ck, ps, ps.sizeBytes())
+	t.opts.IndexCache.put(ck, ps, ps.sizeBytes())
 	return ps, nil
 }
 
@@ -198,72 +220,19 @@ func (t *Table) cachedDeletions(ctx context.Context, f Fragment) (*roaring.Bitma
 		return roaring.New(), nil
 	}
 	ck := t.cacheKey(f.DeletionFile)
-	if v, ok := indexCache.get(ck); ok {
+	if v, ok := t.opts.IndexCache.get(ck); ok {
 		return v.(*roaring.Bitmap), nil
 	}
 	bm, err := t.readDeletions(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	indexCache.put(ck, bm, int64(bm.GetSizeInBytes())+64)
+	t.opts.IndexCache.put(ck, bm, int64(bm.GetSizeInBytes())+64)
 	return bm, nil
 }
 
-// cacheKey names an immutable object of this table in the process-wide index cache.
+// cacheKey names an immutable object of this table in its index cache, which other tables may
+// share (Options.IndexCache).
 func (t *Table) cacheKey(id string) string {
 	return strings.Join([]string{t.store.String(), t.name, id}, "|")
-}
-
-// IndexCacheBytes bounds the memory of the process-wide cache of decoded index segments and
-// deletion bitmaps that index lookups read. Set it before the first lookup.
-var IndexCacheBytes int64 = 256 << 20
-
-// indexCache is a byte-bounded LRU of immutable decoded objects (index segments, deletion
-// bitmaps), shared by every Table of the process: their keys are unique (UUID file names), so
-// entries never go stale, they only age out.
-var indexCache = &lruCache{items: make(map[string]*list.Element)}
-
-type lruCache struct {
-	mu    sync.Mutex
-	order list.List // front = most recently used
-	items map[string]*list.Element
-	bytes int64
-}
-
-type lruItem struct {
-	key  string
-	val  any
-	size int64
-}
-
-func (c *lruCache) get(k string) (any, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.items[k]
-	if !ok {
-		return nil, false
-	}
-	c.order.MoveToFront(e)
-	return e.Value.(*lruItem).val, true
-}
-
-func (c *lruCache) put(k string, v any, size int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if size > IndexCacheBytes {
-		return
-	}
-	if e, ok := c.items[k]; ok {
-		c.order.MoveToFront(e)
-		return
-	}
-	c.items[k] = c.order.PushFront(&lruItem{key: k, val: v, size: size})
-	c.bytes += size
-	for c.bytes > IndexCacheBytes {
-		e := c.order.Back()
-		it := e.Value.(*lruItem)
-		c.order.Remove(e)
-		delete(c.items, it.key)
-		c.bytes -= it.size
-	}
 }

@@ -167,7 +167,7 @@ func TestMaintainerStrictFailureNamesOperation(t *testing.T) {
 						return err
 					}
 				}
-				resetIndexCache()
+				resetIndexCache(tbl)
 			}
 			return nil
 		}})

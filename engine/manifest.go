@@ -73,6 +73,18 @@ type Fragment struct {
 	DeletedRows  int64      `json:"deleted_rows,omitempty"`
 }
 
+// LiveRows returns the fragment's rows that are not deleted.
+func (f Fragment) LiveRows() int64 { return f.PhysicalRows - f.DeletedRows }
+
+// DataBytes returns the size of the fragment's data files.
+func (f Fragment) DataBytes() int64 {
+	var n int64
+	for _, df := range f.Files {
+		n += df.SizeBytes
+	}
+	return n
+}
+
 // DataFile is one Parquet file of a fragment, relative to the table.
 type DataFile struct {
 	Path      string `json:"path"`
@@ -96,7 +108,17 @@ func (m *Manifest) Timestamp() time.Time { return time.Unix(0, m.TimestampNanos)
 func (m *Manifest) Rows() int64 {
 	var n int64
 	for _, f := range m.Fragments {
-		n += f.PhysicalRows - f.DeletedRows
+		n += f.LiveRows()
+	}
+	return n
+}
+
+// DataBytes returns the size of the data files of every fragment (deleted rows included: they
+// are still stored).
+func (m *Manifest) DataBytes() int64 {
+	var n int64
+	for _, f := range m.Fragments {
+		n += f.DataBytes()
 	}
 	return n
 }

@@ -19,20 +19,21 @@ import (
 // PredicateOp is the operator of one Predicate node.
 type PredicateOp string
 
-// The operators of the predicate model.
+// The operators of the predicate model. They are named Pred*, apart from the Op* Operations
+// that name transactions.
 const (
-	OpEq        PredicateOp = "="
-	OpNe        PredicateOp = "!="
-	OpLt        PredicateOp = "<"
-	OpLe        PredicateOp = "<="
-	OpGt        PredicateOp = ">"
-	OpGe        PredicateOp = ">="
-	OpIn        PredicateOp = "in"
-	OpIsNull    PredicateOp = "is_null"
-	OpIsNotNull PredicateOp = "is_not_null"
-	OpAnd       PredicateOp = "and"
-	OpOr        PredicateOp = "or"
-	OpNot       PredicateOp = "not"
+	PredEq        PredicateOp = "="
+	PredNe        PredicateOp = "!="
+	PredLt        PredicateOp = "<"
+	PredLe        PredicateOp = "<="
+	PredGt        PredicateOp = ">"
+	PredGe        PredicateOp = ">="
+	PredIn        PredicateOp = "in"
+	PredIsNull    PredicateOp = "is_null"
+	PredIsNotNull PredicateOp = "is_not_null"
+	PredAnd       PredicateOp = "and"
+	PredOr        PredicateOp = "or"
+	PredNot       PredicateOp = "not"
 )
 
 // Predicate is a boolean expression over a table's columns: the row filter of Delete and Update.
@@ -70,42 +71,42 @@ type Predicate struct {
 }
 
 // Eq returns column = v.
-func Eq(column string, v any) *Predicate { return &Predicate{Op: OpEq, Column: column, Value: v} }
+func Eq(column string, v any) *Predicate { return &Predicate{Op: PredEq, Column: column, Value: v} }
 
 // Ne returns column != v.
-func Ne(column string, v any) *Predicate { return &Predicate{Op: OpNe, Column: column, Value: v} }
+func Ne(column string, v any) *Predicate { return &Predicate{Op: PredNe, Column: column, Value: v} }
 
 // Lt returns column < v.
-func Lt(column string, v any) *Predicate { return &Predicate{Op: OpLt, Column: column, Value: v} }
+func Lt(column string, v any) *Predicate { return &Predicate{Op: PredLt, Column: column, Value: v} }
 
 // Le returns column <= v.
-func Le(column string, v any) *Predicate { return &Predicate{Op: OpLe, Column: column, Value: v} }
+func Le(column string, v any) *Predicate { return &Predicate{Op: PredLe, Column: column, Value: v} }
 
 // Gt returns column > v.
-func Gt(column string, v any) *Predicate { return &Predicate{Op: OpGt, Column: column, Value: v} }
+func Gt(column string, v any) *Predicate { return &Predicate{Op: PredGt, Column: column, Value: v} }
 
 // Ge returns column >= v.
-func Ge(column string, v any) *Predicate { return &Predicate{Op: OpGe, Column: column, Value: v} }
+func Ge(column string, v any) *Predicate { return &Predicate{Op: PredGe, Column: column, Value: v} }
 
 // In returns column IN (vs...).
 func In(column string, vs ...any) *Predicate {
-	return &Predicate{Op: OpIn, Column: column, Values: vs}
+	return &Predicate{Op: PredIn, Column: column, Values: vs}
 }
 
 // IsNull returns column IS NULL.
-func IsNull(column string) *Predicate { return &Predicate{Op: OpIsNull, Column: column} }
+func IsNull(column string) *Predicate { return &Predicate{Op: PredIsNull, Column: column} }
 
 // IsNotNull returns column IS NOT NULL.
-func IsNotNull(column string) *Predicate { return &Predicate{Op: OpIsNotNull, Column: column} }
+func IsNotNull(column string) *Predicate { return &Predicate{Op: PredIsNotNull, Column: column} }
 
 // And returns the conjunction of ps.
-func And(ps ...*Predicate) *Predicate { return &Predicate{Op: OpAnd, Args: ps} }
+func And(ps ...*Predicate) *Predicate { return &Predicate{Op: PredAnd, Args: ps} }
 
 // Or returns the disjunction of ps.
-func Or(ps ...*Predicate) *Predicate { return &Predicate{Op: OpOr, Args: ps} }
+func Or(ps ...*Predicate) *Predicate { return &Predicate{Op: PredOr, Args: ps} }
 
 // Not returns the negation of p.
-func Not(p *Predicate) *Predicate { return &Predicate{Op: OpNot, Args: []*Predicate{p}} }
+func Not(p *Predicate) *Predicate { return &Predicate{Op: PredNot, Args: []*Predicate{p}} }
 
 // ParsePredicate decodes a predicate from its JSON encoding. Numbers keep their exact value
 // (an int64 literal beyond 2^53 survives the round trip).
@@ -170,30 +171,30 @@ func (p *Predicate) String() string {
 		return "<nil>"
 	}
 	switch p.Op {
-	case OpAnd, OpOr:
+	case PredAnd, PredOr:
 		parts := make([]string, len(p.Args))
 		for i, a := range p.Args {
 			parts[i] = a.String()
-			if a != nil && (a.Op == OpAnd || a.Op == OpOr) && a.Op != p.Op {
+			if a != nil && (a.Op == PredAnd || a.Op == PredOr) && a.Op != p.Op {
 				parts[i] = "(" + parts[i] + ")"
 			}
 		}
 		return strings.Join(parts, " "+strings.ToUpper(string(p.Op))+" ")
-	case OpNot:
+	case PredNot:
 		if len(p.Args) == 1 {
 			return "NOT (" + p.Args[0].String() + ")"
 		}
-	case OpIsNull:
+	case PredIsNull:
 		return p.Column + " IS NULL"
-	case OpIsNotNull:
+	case PredIsNotNull:
 		return p.Column + " IS NOT NULL"
-	case OpIn:
+	case PredIn:
 		parts := make([]string, len(p.Values))
 		for i, v := range p.Values {
 			parts[i] = literalString(v)
 		}
 		return p.Column + " IN (" + strings.Join(parts, ", ") + ")"
-	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+	case PredEq, PredNe, PredLt, PredLe, PredGt, PredGe:
 		return p.Column + " " + string(p.Op) + " " + literalString(p.Value)
 	}
 	return fmt.Sprintf("<invalid predicate %q>", p.Op)
@@ -254,7 +255,7 @@ func (p *Predicate) bind(schema *arrow.Schema) (evaluator, error) {
 		return nil, fmt.Errorf("predicate: missing expression")
 	}
 	switch p.Op {
-	case OpAnd, OpOr:
+	case PredAnd, PredOr:
 		if len(p.Args) == 0 {
 			return nil, fmt.Errorf("predicate: %q needs at least one argument", p.Op)
 		}
@@ -266,8 +267,8 @@ func (p *Predicate) bind(schema *arrow.Schema) (evaluator, error) {
 			}
 			evs[i] = ev
 		}
-		return &logicalEval{and: p.Op == OpAnd, args: evs}, nil
-	case OpNot:
+		return &logicalEval{and: p.Op == PredAnd, args: evs}, nil
+	case PredNot:
 		if len(p.Args) != 1 {
 			return nil, fmt.Errorf("predicate: \"not\" needs exactly one argument, got %d", len(p.Args))
 		}
@@ -276,13 +277,13 @@ func (p *Predicate) bind(schema *arrow.Schema) (evaluator, error) {
 			return nil, err
 		}
 		return notEval{ev}, nil
-	case OpIsNull, OpIsNotNull:
+	case PredIsNull, PredIsNotNull:
 		col, _, err := bindColumn(schema, p)
 		if err != nil {
 			return nil, err
 		}
-		return nullEval{col: col, wantNull: p.Op == OpIsNull}, nil
-	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+		return nullEval{col: col, wantNull: p.Op == PredIsNull}, nil
+	case PredEq, PredNe, PredLt, PredLe, PredGt, PredGe:
 		col, f, err := bindColumn(schema, p)
 		if err != nil {
 			return nil, err
@@ -299,7 +300,7 @@ func (p *Predicate) bind(schema *arrow.Schema) (evaluator, error) {
 			return nil, fmt.Errorf("predicate %s: %w", p, err)
 		}
 		return &compareEval{col: col, kind: k, op: p.Op, lit: lit}, nil
-	case OpIn:
+	case PredIn:
 		col, f, err := bindColumn(schema, p)
 		if err != nil {
 			return nil, err
@@ -701,17 +702,17 @@ func compareRows[V cmp.Ordered](arr arrow.Array, get func(int) V, lit V, op Pred
 		c := cmp.Compare(get(i), lit)
 		var ok bool
 		switch op {
-		case OpEq:
+		case PredEq:
 			ok = c == 0
-		case OpNe:
+		case PredNe:
 			ok = c != 0
-		case OpLt:
+		case PredLt:
 			ok = c < 0
-		case OpLe:
+		case PredLe:
 			ok = c <= 0
-		case OpGt:
+		case PredGt:
 			ok = c > 0
-		case OpGe:
+		case PredGe:
 			ok = c >= 0
 		}
 		if ok {

@@ -253,7 +253,7 @@ func (rb *rowRebase) carryDeletions(ctx context.Context, base, next *Manifest) (
 				return nil, fmt.Errorf("table %s: fragment %d that this Rewrite replaces is gone: %w", rb.t.name, o.ID, ErrCommitConflict)
 			}
 			kept := am.old[o.ID].kept
-			if bf.PhysicalRows-bf.DeletedRows == int64(kept.GetCardinality()) {
+			if bf.LiveRows() == int64(kept.GetCardinality()) {
 				continue // deletions only grow: same count, same rows
 			}
 			bm, err := rb.deletions(ctx, bf)

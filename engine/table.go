@@ -39,6 +39,11 @@ type Options struct {
 	// it with NewMaintenance and waits for its background runs at shutdown. Default: a new one
 	// per EnsureDefaults, so that a Table opened with options nobody prepared has its own.
 	Maintenance *Maintenance
+	// IndexCache holds the decoded index segments and deletion bitmaps that primary-key lookups
+	// read. Tables share it when they are given the same cache, or the same Options after
+	// EnsureDefaults (a streaming Sink's tables do). Default: a new cache of
+	// DefaultIndexCacheBytes.
+	IndexCache *IndexCache
 	// BeforeManifestWrite, when set, is called after a commit's data and transaction files are
 	// written and before its manifest is created; an error aborts the commit there. It exists for
 	// fault-injection tests of crash safety.
@@ -67,6 +72,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Maintenance == nil {
 		o.Maintenance = NewMaintenance()
+	}
+	if o.IndexCache == nil {
+		o.IndexCache = NewIndexCache(DefaultIndexCacheBytes)
 	}
 	return o
 }

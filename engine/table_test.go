@@ -357,3 +357,63 @@ func TestStaleHandleAfterCleanup(t *testing.T) {
 		}
 	})
 }
+
+// TestManifestDataBytes: a version's DataBytes is the stored size of its fragments' data files,
+// and a fragment's the size of its own.
+func TestManifestDataBytes(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := createRowsTable(t, store, "bytes", nil)
+	if n := mustLatest(t, tbl).DataBytes(); n != 0 {
+		t.Fatalf("an empty table holds %d data bytes", n)
+	}
+	appendIDs(t, tbl, idRange(0, 100), nil)
+	m := appendIDs(t, tbl, idRange(100, 1000), nil)
+	var total int64
+	for _, f := range m.Fragments {
+		var stored int64
+		for _, df := range f.Files {
+			oi, err := store.Stat(t.Context(), tbl.key(df.Path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored += oi.Size
+		}
+		if f.DataBytes() != stored || stored == 0 {
+			t.Errorf("fragment %d: DataBytes %d, stored %d", f.ID, f.DataBytes(), stored)
+		}
+		total += stored
+	}
+	if m.DataBytes() != total {
+		t.Errorf("DataBytes %d, stored %d", m.DataBytes(), total)
+	}
+}
+
+// TestCompactionPlanReportMatchesCompaction: what a plan reports (a dry run) is what the
+// compaction of that version then reports, but for what only running it tells.
+func TestCompactionPlanReportMatchesCompaction(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := createRowsTable(t, store, "plan", nil)
+	for i := range int64(4) {
+		appendIDs(t, tbl, idRange(i*10, 10), nil)
+	}
+	if _, err := tbl.Delete(t.Context(), In("id", 3, 14, 15), nil); err != nil {
+		t.Fatal(err)
+	}
+	m := mustLatest(t, tbl)
+	planned := tbl.PlanCompaction(m, CompactOptions{}).Report()
+	txn, done, err := tbl.PrepareCompaction(t.Context(), m, CompactOptions{})
+	if err != nil || txn == nil {
+		t.Fatalf("prepare compaction: %v, %v", txn, err)
+	}
+	tbl.Discard(t.Context(), txn)
+	done.FragmentsAdded, done.BytesWritten, done.Duration = 0, 0, 0
+	if planned != done || planned.RowsRewritten != 37 || planned.DeletedRowsDropped != 3 || planned.BytesRead != m.DataBytes() {
+		t.Fatalf("plan reports %+v, the compaction %+v", planned, done)
+	}
+}

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -52,13 +50,13 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 			return nil, fmt.Errorf("table %s: upsert: %w: batch schema changed within one upsert", t.name, ErrSchemaMismatch)
 		}
 		conf := conformRecord(m.ArrowSchema(), idx, rec)
-		enc, err := newKeyEncoder(conf, m.PrimaryKey)
+		enc, err := NewKeyEncoder(conf, m.PrimaryKey)
 		if err != nil {
 			conf.Release()
 			return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
 		}
 		for i := 0; i < int(rec.NumRows()); i++ {
-			k, ok := enc.key(i)
+			k, ok := enc.Key(i)
 			if !ok {
 				conf.Release()
 				return nil, fmt.Errorf("table %s: upsert: %w: row %d of batch %d has a null primary key (%v)", t.name, ErrSchemaMismatch, i, bi, m.PrimaryKey)
@@ -87,9 +85,9 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 		var keep []int32
 		dup := false
 		conf := conformRecord(m.ArrowSchema(), idx, rec)
-		enc, _ := newKeyEncoder(conf, m.PrimaryKey)
+		enc, _ := NewKeyEncoder(conf, m.PrimaryKey)
 		for i := 0; i < int(rec.NumRows()); i++ {
-			k, _ := enc.key(i)
+			k, _ := enc.Key(i)
 			if last[k] == (pos{bi, i}) {
 				keep = append(keep, int32(i))
 			} else {
@@ -149,12 +147,12 @@ func (t *Table) upsertKeys(ctx context.Context, txn *Transaction, m *Manifest) (
 	}
 	defer s.Release()
 	for s.Next() {
-		enc, err := newKeyEncoder(s.RecordBatch(), m.PrimaryKey)
+		enc, err := NewKeyEncoder(s.RecordBatch(), m.PrimaryKey)
 		if err != nil {
 			return nil, err
 		}
 		for i := 0; i < int(s.RecordBatch().NumRows()); i++ {
-			if k, ok := enc.key(i); ok {
+			if k, ok := enc.Key(i); ok {
 				keys[k] = struct{}{}
 			}
 		}
@@ -189,13 +187,13 @@ func (t *Table) scanKeys(ctx context.Context, m *Manifest, frags []Fragment, key
 	defer s.Release()
 	for s.Next() {
 		rec := s.RecordBatch()
-		enc, err := newKeyEncoder(rec, m.PrimaryKey)
+		enc, err := NewKeyEncoder(rec, m.PrimaryKey)
 		if err != nil {
 			return fmt.Errorf("table %s: %w", t.name, err)
 		}
 		addrs := s.RowAddresses()
 		for i := 0; i < int(rec.NumRows()); i++ {
-			k, ok := enc.key(i)
+			k, ok := enc.Key(i)
 			if !ok {
 				continue
 			}
@@ -206,75 +204,4 @@ func (t *Table) scanKeys(ctx context.Context, m *Manifest, frags []Fragment, key
 		}
 	}
 	return s.Err()
-}
-
-// keyEncoder turns the primary-key columns of a row into one comparable string: per column a
-// fixed-width or length-prefixed encoding of the value, so distinct keys never collide.
-type keyEncoder struct {
-	parts []func(dst []byte, i int) []byte
-	cols  []arrow.Array
-	buf   []byte
-}
-
-func newKeyEncoder(rec arrow.RecordBatch, key []string) (*keyEncoder, error) {
-	e := &keyEncoder{}
-	for _, name := range key {
-		idx := rec.Schema().FieldIndices(name)
-		if len(idx) == 0 {
-			return nil, fmt.Errorf("%w: primary key column %q is missing", ErrSchemaMismatch, name)
-		}
-		f, arr := rec.Schema().Field(idx[0]), rec.Column(idx[0])
-		e.cols = append(e.cols, arr)
-		k, kerr := kindOf(f)
-		var get func(int) literal
-		if kerr == nil {
-			var err error
-			if get, err = literalGetter(arr, k); err != nil {
-				return nil, err
-			}
-		}
-		switch {
-		case kerr != nil:
-			// Any other type: its canonical string form, length-prefixed.
-			e.parts = append(e.parts, func(dst []byte, i int) []byte {
-				s := arr.ValueStr(i)
-				dst = binary.AppendUvarint(dst, uint64(len(s)))
-				return append(dst, s...)
-			})
-		case k == kindInt:
-			e.parts = append(e.parts, func(dst []byte, i int) []byte { return binary.BigEndian.AppendUint64(dst, uint64(get(i).i)) })
-		case k == kindUint:
-			e.parts = append(e.parts, func(dst []byte, i int) []byte { return binary.BigEndian.AppendUint64(dst, get(i).u) })
-		case k == kindFloat:
-			e.parts = append(e.parts, func(dst []byte, i int) []byte {
-				return binary.BigEndian.AppendUint64(dst, math.Float64bits(get(i).f+0)) // +0 folds -0 into 0
-			})
-		case k == kindString:
-			e.parts = append(e.parts, func(dst []byte, i int) []byte {
-				s := get(i).s
-				dst = binary.AppendUvarint(dst, uint64(len(s)))
-				return append(dst, s...)
-			})
-		case k == kindBool:
-			e.parts = append(e.parts, func(dst []byte, i int) []byte {
-				if get(i).b {
-					return append(dst, 1)
-				}
-				return append(dst, 0)
-			})
-		}
-	}
-	return e, nil
-}
-
-// key returns row i's encoded key; ok is false when a key column is null.
-func (e *keyEncoder) key(i int) (string, bool) {
-	e.buf = e.buf[:0]
-	for j, part := range e.parts {
-		if e.cols[j].IsNull(i) {
-			return "", false
-		}
-		e.buf = part(e.buf, i)
-	}
-	return string(e.buf), true
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/flightsvc/flightbench"
 )
@@ -92,7 +93,7 @@ func putGetEpoch(b *testing.B, srv *testServer, e int64) int64 {
 		rec := flightbench.Batch(memory.DefaultAllocator, first, getBatchRows, benchBatchSeed)
 		defer rec.Release()
 		recs = append(recs, rec)
-		size += flightbench.RecordBytes(rec)
+		size += engine.RecordBytes(rec)
 	}
 	a, err := srv.put(b.Context(), cmdDesc(b, epochCmd(getTable, benchQueryID, e)), flightbench.Schema, recs...)
 	if err != nil {

@@ -173,11 +173,7 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		}
 		st.Version, st.Rows, st.Fragments = m.Version, m.Rows(), len(m.Fragments)
 		st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
-		for _, f := range m.Fragments {
-			for _, df := range f.Files {
-				st.Bytes += df.SizeBytes
-			}
-		}
+		st.Bytes = m.DataBytes()
 		for q, wm := range m.Streams {
 			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version,
 				When: time.Unix(0, wm.TimestampNanos).UTC().Format(time.RFC3339)})

@@ -347,18 +347,12 @@ func (s *Service) flightInfo(t tableVersion, m *engine.Manifest) (*flight.Flight
 	if err != nil {
 		return nil, err
 	}
-	var bytes int64
-	for _, f := range m.Fragments {
-		for _, df := range f.Files {
-			bytes += df.SizeBytes
-		}
-	}
 	return &flight.FlightInfo{
 		Schema:           flight.SerializeSchema(m.ArrowSchema(), s.alloc),
 		FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{t.table}},
 		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tb}}},
 		TotalRecords:     m.Rows(),
-		TotalBytes:       bytes,
+		TotalBytes:       m.DataBytes(),
 		Ordered:          true,
 	}, nil
 }

@@ -121,7 +121,7 @@ func createSpec(primaryKey []string, mw *MemWALSpec) (streaming.CreateSpec, erro
 	spec := streaming.CreateSpec{PrimaryKey: primaryKey}
 	if mw != nil {
 		if mw.Shards == nil {
-			return spec, invalidf("memwal needs \"shards\" (1..%d)", streaming.MaxMemWALShards)
+			return spec, invalidf("memwal needs \"shards\" (1..%d)", memwal.MaxShards)
 		}
 		spec.MemWAL = &struct{ Shards int }{Shards: *mw.Shards}
 	}
@@ -508,14 +508,8 @@ type ShardStats struct {
 }
 
 func tableStatsResult(m *engine.Manifest, table string, shards []memwal.ShardStats) TableStats {
-	var bytes int64
-	for _, f := range m.Fragments {
-		for _, df := range f.Files {
-			bytes += df.SizeBytes
-		}
-	}
 	st := TableStats{Table: table, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments),
-		DataBytes: bytes, PrimaryKey: m.PrimaryKey}
+		DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey}
 	if m.Streams != nil {
 		st.Streams = make(map[string]StreamWatermark, len(m.Streams))
 		for q, w := range m.Streams {

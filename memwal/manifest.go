@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/flight-sink/flight-sink/engine/backoff"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
@@ -329,7 +329,7 @@ func (ms *ManifestStore) ClaimEpoch(ctx context.Context) (*ShardManifest, uint64
 			claimed = next
 			ms.remember(next, time.Now())
 		case errors.Is(err, objstore.ErrExists):
-			if err := backoff(ctx, attempt); err != nil {
+			if err := backoff.Race.Sleep(ctx, attempt); err != nil {
 				return nil, 0, err
 			}
 		default:
@@ -400,7 +400,7 @@ func (ms *ManifestStore) commit(ctx context.Context, op string, check, fn func(m
 		if attempt+1 >= ms.opts.CommitRetries {
 			return nil, fmt.Errorf("memwal shard %s: %s lost the race for a new manifest version %d times", ms.shard, op, attempt+1)
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := backoff.Race.Sleep(ctx, attempt); err != nil {
 			return nil, err
 		}
 	}
@@ -447,19 +447,4 @@ func nextTimestamp(prev *ShardManifest) int64 {
 		now = prev.TimestampNanos + 1
 	}
 	return now
-}
-
-// backoff sleeps after a lost race: full jitter over a window that doubles per attempt up to
-// 100ms, so colliding committers spread out.
-func backoff(ctx context.Context, attempt int) error {
-	window := min(time.Millisecond<<min(attempt, 7), 100*time.Millisecond)
-	d := time.Duration(rand.Int64N(int64(window)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -216,29 +216,34 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 		return r, nil
 	}
 
-	// Newest wins among MemWAL rows: later batches (and later rows of a batch) override.
+	// Newest wins among MemWAL rows: later batches (and later rows of a batch) override. Keys
+	// are compared as the fold's upsert compares them (engine.KeyEncoder), so a read before a
+	// fold and one after it agree on which rows share a key.
 	type ref struct{ batch, row int }
 	win := make(map[string]ref)
 	var kb []byte
 	for bi, b := range mem {
-		enc, err := newKeyEncoder(b, pk)
+		enc, err := engine.NewKeyEncoder(b, pk)
 		if err != nil {
 			return nil, err
 		}
 		for row := 0; row < int(b.NumRows()); row++ {
-			kb = enc.appendKey(kb[:0], row)
-			win[string(kb)] = ref{bi, row}
+			var ok bool
+			if kb, ok = enc.AppendKey(kb[:0], row); ok { // a null key (refused by puts) shadows nothing
+				win[string(kb)] = ref{bi, row}
+			}
 		}
 	}
 	var keep []*array.Boolean
 	if len(win) > 0 {
 		keep = make([]*array.Boolean, len(mem))
 		for bi, b := range mem {
-			enc, _ := newKeyEncoder(b, pk)
+			enc, _ := engine.NewKeyEncoder(b, pk)
 			bb := array.NewBooleanBuilder(memory.DefaultAllocator)
 			for row := 0; row < int(b.NumRows()); row++ {
-				kb = enc.appendKey(kb[:0], row)
-				bb.Append(win[string(kb)] == ref{bi, row})
+				var ok bool
+				kb, ok = enc.AppendKey(kb[:0], row)
+				bb.Append(!ok || win[string(kb)] == ref{bi, row})
 			}
 			keep[bi] = bb.NewBooleanArray()
 			bb.Release()
@@ -259,16 +264,17 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 	var baseKeep func(b arrow.RecordBatch) (*array.Boolean, error)
 	if len(win) > 0 {
 		baseKeep = func(b arrow.RecordBatch) (*array.Boolean, error) {
-			enc, err := newKeyEncoder(b, pk)
+			enc, err := engine.NewKeyEncoder(b, pk)
 			if err != nil {
 				return nil, err
 			}
 			bb := array.NewBooleanBuilder(memory.DefaultAllocator)
 			defer bb.Release()
 			for row := 0; row < int(b.NumRows()); row++ {
-				kb = enc.appendKey(kb[:0], row)
+				var ok bool
+				kb, ok = enc.AppendKey(kb[:0], row)
 				_, shadowed := win[string(kb)]
-				bb.Append(!shadowed)
+				bb.Append(!ok || !shadowed)
 			}
 			return bb.NewBooleanArray(), nil
 		}

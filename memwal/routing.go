@@ -25,6 +25,10 @@ const (
 	ConfigShardIDs = "flight_sink.memwal.shard_ids"
 )
 
+// MaxShards bounds the MemWAL shards of one table: a create asking for more is refused, and a
+// table config naming more is not read.
+const MaxShards = 1024
+
 // shardNamespace roots the derived shard ids.
 var shardNamespace = uuid.MustParse("6f1c3a52-9d0e-4c5b-8a57-2d1f0e6b9c41")
 
@@ -43,6 +47,9 @@ func ShardIDs(n int) []string {
 func TableShardIDs(m *engine.Manifest) ([]string, error) {
 	if ids := strings.TrimSpace(m.Config[ConfigShardIDs]); ids != "" {
 		out := strings.Split(ids, ",")
+		if len(out) > MaxShards {
+			return nil, fmt.Errorf("memwal: table config %s lists %d shards, more than %d", ConfigShardIDs, len(out), MaxShards)
+		}
 		for i, id := range out {
 			out[i] = strings.TrimSpace(id)
 			if _, err := uuid.Parse(out[i]); err != nil {
@@ -56,8 +63,8 @@ func TableShardIDs(m *engine.Manifest) ([]string, error) {
 		return nil, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > 1024 {
-		return nil, fmt.Errorf("memwal: table config %s=%q is not a shard count in 0..1024", ConfigShards, s)
+	if err != nil || n < 0 || n > MaxShards {
+		return nil, fmt.Errorf("memwal: table config %s=%q is not a shard count in 0..%d", ConfigShards, s, MaxShards)
 	}
 	return ShardIDs(n), nil
 }
@@ -82,18 +89,22 @@ func PartitionByKey(ctx context.Context, rec arrow.RecordBatch, pk []string, n i
 		out[0] = rec
 		return out, nil
 	}
-	enc, err := newKeyEncoder(rec, pk)
+	enc, err := engine.NewKeyEncoder(rec, pk)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("memwal: partition by key: %w", err)
 	}
 	shardOf := make([]int, rec.NumRows())
 	counts := make([]int, n)
 	var kb []byte
 	for row := range shardOf {
-		kb = enc.appendKey(kb[:0], row)
-		h := fnv.New64a()
-		h.Write(kb)
-		shardOf[row] = int(h.Sum64() % uint64(n))
+		// Route by the key's engine encoding: keys the fold's upsert holds equal (-0.0 and 0.0,
+		// every NaN) land in one shard. A row with a null key goes to shard 0, whose put refuses it.
+		var ok bool
+		if kb, ok = enc.AppendKey(kb[:0], row); ok {
+			h := fnv.New64a()
+			h.Write(kb)
+			shardOf[row] = int(h.Sum64() % uint64(n))
+		}
 		counts[shardOf[row]]++
 	}
 	for s := 0; s < n; s++ {

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/backoff"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
@@ -269,7 +270,7 @@ type storedView struct {
 func (ss *StoredShard) view(ctx context.Context, schema *arrow.Schema) (*storedView, error) {
 	for attempt := 0; attempt < storedViewAttempts; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := backoff.Race.Sleep(ctx, attempt); err != nil {
 				return nil, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // Errors callers branch on (flightsvc maps them to gRPC codes).
@@ -129,14 +130,11 @@ func (r *EpochRequest) Normalize() error {
 	return nil
 }
 
-// MaxMemWALShards bounds the MemWAL shards of one table.
-const MaxMemWALShards = 1024
-
 // Validate checks a create spec. DoPut's "create" and the create_table action both go through
 // it, so the two accept exactly the same tables.
 func (c *CreateSpec) Validate() error {
-	if c.MemWAL != nil && (c.MemWAL.Shards < 1 || c.MemWAL.Shards > MaxMemWALShards) {
-		return invalid("memwal.shards must be 1..%d, got %d", MaxMemWALShards, c.MemWAL.Shards)
+	if c.MemWAL != nil && (c.MemWAL.Shards < 1 || c.MemWAL.Shards > memwal.MaxShards) {
+		return invalid("memwal.shards must be 1..%d, got %d", memwal.MaxShards, c.MemWAL.Shards)
 	}
 	seen := make(map[string]bool, len(c.PrimaryKey))
 	for _, k := range c.PrimaryKey {

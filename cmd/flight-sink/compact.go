@@ -101,27 +101,20 @@ func (c *CompactCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	return writeCompactReportText(kctx.Stdout, &out)
 }
 
-// describePlan sums up a compaction plan the way CompactReport counts a compaction.
+// describePlan sums up a compaction plan (CompactionPlan.Report) and each of its groups.
 func describePlan(plan engine.CompactionPlan) (engine.CompactReport, []compactGroupJSON) {
-	rep := engine.CompactReport{ReadVersion: plan.ReadVersion, Groups: len(plan.Groups)}
 	groups := make([]compactGroupJSON, 0, len(plan.Groups))
 	for _, frags := range plan.Groups {
 		gj := compactGroupJSON{Fragments: make([]uint64, 0, len(frags))}
 		for _, f := range frags {
 			gj.Fragments = append(gj.Fragments, f.ID)
-			gj.Rows += f.PhysicalRows - f.DeletedRows
+			gj.Rows += f.LiveRows()
 			gj.DeletedRows += f.DeletedRows
-			for _, df := range f.Files {
-				gj.Bytes += df.SizeBytes
-			}
+			gj.Bytes += f.DataBytes()
 		}
-		rep.FragmentsRemoved += len(frags)
-		rep.RowsRewritten += gj.Rows
-		rep.DeletedRowsDropped += gj.DeletedRows
-		rep.BytesRead += gj.Bytes
 		groups = append(groups, gj)
 	}
-	return rep, groups
+	return plan.Report(), groups
 }
 
 func writeCompactPlanText(out io.Writer, d *compactJSON) error {

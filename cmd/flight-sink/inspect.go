@@ -115,12 +115,12 @@ func describe(t *engine.Table, m *engine.Manifest, latest uint64) *inspectJSON {
 		d.Schema = append(d.Schema, fieldJSON{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable})
 	}
 	for _, f := range m.Fragments {
-		fj := fragmentJSON{ID: f.ID, Rows: f.PhysicalRows - f.DeletedRows, PhysicalRows: f.PhysicalRows,
+		fj := fragmentJSON{ID: f.ID, Rows: f.LiveRows(), PhysicalRows: f.PhysicalRows,
 			DeletedRows: f.DeletedRows, DeletionFile: f.DeletionFile, Files: []fileJSON{}}
 		for _, df := range f.Files {
 			fj.Files = append(fj.Files, fileJSON{Path: df.Path, SizeBytes: df.SizeBytes})
-			fj.Bytes += df.SizeBytes
 		}
+		fj.Bytes = f.DataBytes()
 		d.PhysicalRows += f.PhysicalRows
 		d.DeletedRows += f.DeletedRows
 		d.TotalBytes += fj.Bytes

@@ -22,6 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/flight-sink/flight-sink/engine/backoff"
 )
 
 // PathStyleEnv names the environment variable that turns on path-style addressing
@@ -44,6 +46,10 @@ const (
 	// s3ConflictRetries bounds how often PutIfAbsent retries a 409 ConditionalRequestConflict.
 	s3ConflictRetries = 5
 )
+
+// s3ConflictBackoff spaces PutIfAbsent's retries of a 409 ConditionalRequestConflict: a window
+// of 20ms doubling per retry (its mean wait is the fixed 10ms << retry of a jitter-free backoff).
+var s3ConflictBackoff = backoff.Policy{Base: 20 * time.Millisecond, Max: 20 * time.Millisecond << s3ConflictRetries}
 
 // S3Options configures an S3 store. Zero values fall back to the standard AWS environment.
 type S3Options struct {
@@ -295,7 +301,7 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 			if try >= s3ConflictRetries {
 				return fmt.Errorf("put-if-absent %s: concurrent conditional write: %w", key, ErrExists)
 			}
-			if err := sleepCtx(ctx, time.Duration(10<<try)*time.Millisecond); err != nil {
+			if err := s3ConflictBackoff.Sleep(ctx, try); err != nil {
 				return fmt.Errorf("put-if-absent %s: %w", key, err)
 			}
 		default:
@@ -317,17 +323,6 @@ func countAttempts(n *int) func(*s3.Options) {
 					return next.HandleFinalize(ctx, in)
 				}), "Retry", middleware.After)
 		})
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -216,7 +216,7 @@ func runThroughput(ctx context.Context, cfg Config, out io.Writer) error {
 	for i := range recs {
 		recs[i] = Batch(mem, int64(i*cfg.BatchRows), cfg.BatchRows, 1)
 		defer recs[i].Release()
-		bytesPerStream += RecordBytes(recs[i])
+		bytesPerStream += engine.RecordBytes(recs[i]) // the uncompressed payload size of MB/s figures
 	}
 	dAddr, dStop, err := startDiscard()
 	if err != nil {

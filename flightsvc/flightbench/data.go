@@ -11,8 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/flight-sink/flight-sink/engine"
 )
 
 // Schema is the 8-column mixed schema every benchmark writes.
@@ -61,7 +59,3 @@ func Batch(mem memory.Allocator, first int64, rows int, seed uint64) arrow.Recor
 	}
 	return b.NewRecordBatch()
 }
-
-// RecordBytes returns the size of a batch's Arrow buffers (engine.RecordBytes): the
-// uncompressed payload size used for MB/s figures.
-func RecordBytes(rec arrow.RecordBatch) int64 { return engine.RecordBytes(rec) }
