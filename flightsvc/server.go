@@ -115,7 +115,8 @@ type Server struct {
 	grpc        *grpc.Server
 	lis         net.Listener
 	svc         *Service
-	http        *httpServer // nil when HTTPListen is empty
+	sink        *streaming.Sink // the svc's Sink, which the server closes at shutdown
+	http        *httpServer     // nil when HTTPListen is empty
 }
 
 // recoverUnary turns a panic in one call into an Internal error for that call only. It is the
@@ -235,7 +236,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, stopTracing: stopTracing}
+	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, sink: sink, stopTracing: stopTracing}
 	if cfg.HTTPListen != "" {
 		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc); err != nil {
 			lis.Close()
@@ -257,7 +258,7 @@ func (s *Server) HTTPAddr() net.Addr {
 func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 
 // Sink returns the server's sink.
-func (s *Server) Sink() *streaming.Sink { return s.svc.sink }
+func (s *Server) Sink() *streaming.Sink { return s.sink }
 
 // Serve answers calls until ctx is cancelled, then drains: in-flight calls get ShutdownGrace to
 // finish (an epoch either commits and is acknowledged, or fails and commits nothing), after which
@@ -292,7 +293,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
 	}
-	s.svc.sink.Close()
+	s.sink.Close()
 	s.stopTracing(context.Background())
 	s.cfg.Logger.Info("flight-sink stopped")
 	return nil

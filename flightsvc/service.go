@@ -18,13 +18,36 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
-// Service implements the Flight service on a streaming.Sink.
+// Sink is what the Flight service asks of the domain: epochs and appends, reads, the MemWAL and
+// staging operations, and the tables themselves (for the actions that are one table call).
+// *streaming.Sink implements it; the service decodes each request into its wire type, calls one
+// of these, and encodes the answer.
+type Sink interface {
+	WriteEpoch(ctx context.Context, r streaming.EpochRequest, src streaming.BatchSource) (streaming.Ack, error)
+	Append(ctx context.Context, table string, src streaming.BatchSource) (streaming.Ack, error)
+	CommitStaged(ctx context.Context, c streaming.CommitStagedRequest) (streaming.Ack, error)
+	EpochStatus(ctx context.Context, table, queryID string, epochID int64) (streaming.EpochState, error)
+	Scan(ctx context.Context, table string, version uint64, columns []string) (array.RecordReader, error)
+	CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec streaming.CreateSpec) (*engine.Table, error)
+	Table(ctx context.Context, name string) (*engine.Table, error)
+	Cleanup(ctx context.Context, req streaming.CleanupRequest) (streaming.CleanupReport, error)
+	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
+	CompactMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
+	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
+	Store() objstore.Store
+}
+
+var _ Sink = (*streaming.Sink)(nil)
+
+// Service implements the Flight service on a Sink.
 type Service struct {
 	flight.BaseFlightServer
-	sink   *streaming.Sink
+	sink   Sink
 	alloc  memory.Allocator
 	logger *slog.Logger
 	puts   putLimiter // nil: no limit
@@ -37,7 +60,7 @@ type Service struct {
 }
 
 // NewService returns the Flight service for sink.
-func NewService(sink *streaming.Sink, alloc memory.Allocator, logger *slog.Logger) *Service {
+func NewService(sink Sink, alloc memory.Allocator, logger *slog.Logger) *Service {
 	if alloc == nil {
 		alloc = memory.DefaultAllocator
 	}

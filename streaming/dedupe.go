@@ -10,8 +10,8 @@ import (
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
-// epochState is what the table knows of one epoch.
-type epochState struct {
+// EpochState is what the table knows of one epoch.
+type EpochState struct {
 	Committed bool
 	Version   uint64 // the version holding the epoch, when Committed
 	// Route is RouteMemWAL when the epoch is held by the table's MemWAL shards (then Version is
@@ -26,7 +26,7 @@ type epochState struct {
 //
 // scan false skips the history scan when q has no watermark (the MemWAL route: its epochs are
 // never base transactions), so the answer is then O(1) "not committed".
-func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64, lookback int, scan bool) (st epochState, err error) {
+func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64, lookback int, scan bool) (st EpochState, err error) {
 	ctx, span := tracer.Start(ctx, "streaming.Dedupe")
 	defer func() {
 		span.SetAttributes(attribute.Bool("committed", st.Committed))
@@ -37,23 +37,23 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64
 	}()
 	m, err := t.Latest(ctx)
 	if err != nil {
-		return epochState{}, err
+		return EpochState{}, err
 	}
 	wm, hasWM := m.Streams[q]
 	switch {
 	case hasWM && e > wm.Epoch:
-		return epochState{}, nil // above the watermark: new, no scan needed
+		return EpochState{}, nil // above the watermark: new, no scan needed
 	case hasWM && e == wm.Epoch:
-		return epochState{Committed: true, Version: wm.Version}, nil
+		return EpochState{Committed: true, Version: wm.Version}, nil
 	}
 	if !hasWM && !scan {
-		return epochState{}, nil
+		return EpochState{}, nil
 	}
 	// Below the watermark, or no watermark (dropped after idling past retention, or a table
 	// written before watermarks): the history window is the source of truth.
 	hist, err := t.HistoryFrom(ctx, m.Version, lookback)
 	if err != nil {
-		return epochState{}, fmt.Errorf("dedupe scan of table %s: %w", t.Name(), err)
+		return EpochState{}, fmt.Errorf("dedupe scan of table %s: %w", t.Name(), err)
 	}
 	missing := 0
 	for _, h := range hist {
@@ -62,7 +62,7 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64
 			continue
 		}
 		if id, ok := epochOf(h.Properties); ok && id.QueryID == q && id.EpochID == e {
-			return epochState{Committed: true, Version: h.Version}, nil
+			return EpochState{Committed: true, Version: h.Version}, nil
 		}
 	}
 	if hasWM { // e < wm.Epoch and not found in the window
@@ -72,7 +72,7 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64
 		if missing > 0 {
 			hint = fmt.Sprintf(" (%d versions of the window were removed by cleanup, so an old replay cannot be proven either)", missing)
 		}
-		return epochState{}, fmt.Errorf("%w: query %q has committed up to epoch %d (version %d) but epoch %d is not in the last %d versions of table %s%s; use a new query_id for a new checkpoint",
+		return EpochState{}, fmt.Errorf("%w: query %q has committed up to epoch %d (version %d) but epoch %d is not in the last %d versions of table %s%s; use a new query_id for a new checkpoint",
 			ErrQueryReused, q, wm.Epoch, wm.Version, e, lookback, t.Name(), hint)
 	}
 	if missing > 0 {
@@ -82,7 +82,7 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64
 		s.opts.Logger.Warn("dedupe window has versions removed by cleanup; dedupe falls back to bounded at-least-once",
 			"table", t.Name(), "query_id", q, "epoch_id", e, "missing_versions", missing, "lookback", lookback)
 	}
-	return epochState{}, nil
+	return EpochState{}, nil
 }
 
 func epochOf(props map[string]string) (engine.EpochIdentity, bool) {
@@ -94,14 +94,14 @@ func epochOf(props map[string]string) (engine.EpochIdentity, bool) {
 // sending data for an epoch that already landed. Any server answers for any table: on a MemWAL
 // table it reads the shards without claiming them (memwalEpochStatus), so asking never fences
 // the server that writes them.
-func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (epochState, error) {
+func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (EpochState, error) {
 	r := EpochRequest{Table: table, QueryID: q, EpochID: e}
 	if err := s.normalize(&r); err != nil {
-		return epochState{}, err
+		return EpochState{}, err
 	}
 	t, err := s.Table(ctx, table)
 	if err != nil {
-		return epochState{}, err
+		return EpochState{}, err
 	}
 	st, err := s.findEpoch(ctx, t, r.QueryID, e, r.Lookback, true)
 	if err != nil || st.Committed {
@@ -115,14 +115,14 @@ func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (epoch
 // process writes answers from its writer, any other from the read-only view of its manifest and
 // WAL (memwal.EpochCommitted), which sees every epoch any server acknowledged, flushed or not.
 // Claiming here would fence the server that writes the shard.
-func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string, e int64) (epochState, error) {
+func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string, e int64) (EpochState, error) {
 	m, err := t.Latest(ctx)
 	if err != nil {
-		return epochState{}, err
+		return EpochState{}, err
 	}
 	ss, err := s.tableShards(t, m)
 	if err != nil || ss == nil {
-		return epochState{}, err
+		return EpochState{}, err
 	}
 	ids := ss.IDs()
 	shards := []int{memwal.ShardForPartition(q, 0, len(ids))}
@@ -136,11 +136,11 @@ func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string,
 	for _, i := range shards {
 		ok, _, err := memwal.EpochCommitted(ctx, readers[i], q, e)
 		if err != nil {
-			return epochState{}, fmt.Errorf("epoch status in memwal shard %s of table %s: %w", ids[i], t.Name(), err)
+			return EpochState{}, fmt.Errorf("epoch status in memwal shard %s of table %s: %w", ids[i], t.Name(), err)
 		}
 		if !ok {
-			return epochState{}, nil
+			return EpochState{}, nil
 		}
 	}
-	return epochState{Committed: true, Route: RouteMemWAL}, nil
+	return EpochState{Committed: true, Route: RouteMemWAL}, nil
 }

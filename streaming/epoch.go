@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
 )
@@ -68,11 +67,7 @@ func (s *Sink) createWithEpoch(ctx context.Context, r *EpochRequest, src BatchSo
 		if err != nil {
 			return Ack{}, err
 		}
-		defer func() {
-			for _, rec := range recs {
-				rec.Release()
-			}
-		}()
+		defer releaseBatches(recs)
 		t, err := s.createOrOpen(ctx, r.Table, stored, spec)
 		if err != nil {
 			return Ack{}, err
@@ -180,25 +175,12 @@ func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochReque
 // upsertEpoch lands an update-mode epoch on a keyed table as one Upsert: rows whose key the table
 // holds replace it, the rest are inserted.
 func (s *Sink) upsertEpoch(ctx context.Context, t *engine.Table, r *EpochRequest, src BatchSource) (Ack, error) {
-	var recs []arrow.RecordBatch
-	defer func() {
-		for _, rec := range recs {
-			rec.Release()
-		}
-	}()
-	var rows int64
-	for src.Next() {
-		rec := src.RecordBatch()
-		rec.Retain()
-		recs = append(recs, rec)
-		rows += rec.NumRows()
-	}
-	if err := src.Err(); err != nil {
-		return Ack{}, fmt.Errorf("read stream: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
+	recs, err := readBatches(ctx, src)
+	if err != nil {
 		return Ack{}, err
 	}
+	defer releaseBatches(recs)
+	rows := batchRows(recs)
 	if rows == 0 {
 		return s.ackEmpty(r), nil
 	}

@@ -143,28 +143,17 @@ func releasePuts(puts map[int][]arrow.RecordBatch) {
 
 // writeMemWALEpoch lands an epoch in the table's MemWAL shards, exactly once.
 func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *memwal.ShardSet, r *EpochRequest, src BatchSource) (Ack, error) {
-	var recs []arrow.RecordBatch
-	defer func() {
-		for _, rec := range recs {
-			rec.Release()
-		}
-	}()
-	var rows int64
-	for src.Next() {
-		rec := src.RecordBatch()
+	recs, err := readBatches(ctx, src)
+	if err != nil {
+		return Ack{}, err
+	}
+	defer releaseBatches(recs)
+	for _, rec := range recs {
 		if _, err := engine.CheckAppendSchema(m.ArrowSchema(), rec.Schema()); err != nil {
 			return Ack{}, fmt.Errorf("table %s: %w", t.Name(), err)
 		}
-		rec.Retain()
-		recs = append(recs, rec)
-		rows += rec.NumRows()
 	}
-	if err := src.Err(); err != nil {
-		return Ack{}, fmt.Errorf("read stream: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return Ack{}, err
-	}
+	rows := batchRows(recs)
 	if rows == 0 {
 		ack := newAck(StatusEmpty, r) // an empty append/update epoch writes nothing, as on the direct route
 		ack.Route = RouteMemWAL

@@ -265,11 +265,7 @@ func (b *batchesSource) Err() error                     { return nil }
 // A stream that fails, or a ctx that ends, fails the whole read.
 func readBatches(ctx context.Context, src BatchSource) ([]arrow.RecordBatch, error) {
 	var recs []arrow.RecordBatch
-	release := func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}
+	release := func() { releaseBatches(recs) }
 	for src.Next() {
 		rec := src.RecordBatch()
 		rec.Retain()
@@ -284,6 +280,22 @@ func readBatches(ctx context.Context, src BatchSource) ([]arrow.RecordBatch, err
 		return nil, err
 	}
 	return recs, nil
+}
+
+// releaseBatches releases every batch of recs.
+func releaseBatches(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}
+
+// batchRows is the number of rows of recs.
+func batchRows(recs []arrow.RecordBatch) int64 {
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	return n
 }
 
 // drain consumes the rest of src without writing it.
