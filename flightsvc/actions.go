@@ -258,7 +258,9 @@ func parseArrowType(name string) (arrow.DataType, error) {
 func (s *Service) cleanup(ctx context.Context, req *CleanupRequest) (CleanupResult, error) {
 	c := streaming.CleanupRequest{Table: req.Table, DryRun: req.DryRun}
 	if v := req.OlderThanSeconds; v != nil {
-		if *v < 1 || *v > streaming.MaxCleanupAgeSeconds {
+		// 0 means "the default" to the sink; on the wire an explicit 0 is out of range. The upper
+		// bound is the sink's (streaming.MaxCleanupAgeSeconds).
+		if *v < 1 {
 			return CleanupResult{}, invalidf("cleanup older_than_seconds must be 1..%d (leave it out for 7 days), got %d", streaming.MaxCleanupAgeSeconds, *v)
 		}
 		c.OlderThanSeconds = *v

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-
 	"github.com/flight-sink/flight-sink/engine"
 )
 
