@@ -141,9 +141,9 @@ type Scanner struct {
 	openID   uint64        // the open fragment's id
 	runs     []rowGroupRun // row groups of the open fragment still to read
 	rr       pqarrow.RecordReader
-	cur  arrow.RecordBatch
-	err  error
-	done bool
+	cur      arrow.RecordBatch
+	err      error
+	done     bool
 
 	// Deletions: the open fragment's deleted offsets and the offset of its next raw batch.
 	dels      *roaring.Bitmap
