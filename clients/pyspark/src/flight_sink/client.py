@@ -413,29 +413,100 @@ class Client:
         *,
         version: Optional[int] = None,
         columns: Optional[Sequence[str]] = None,
+        filter: Optional[Union[Mapping[str, Any], str]] = None,
+        parallel: int = 1,
     ) -> pa.Table:
         """Read one consistent snapshot of a table (default: the latest version).
 
         Args:
             table: the table name.
-            version: the version to read.
+            version: the version to read (a given version is the base table as it was, without
+                the rows still in MemWAL shards).
             columns: the columns to read, in this order (default: all, in table order).
+            filter: a predicate, the JSON of ``delete``'s ``where`` (a dict or a JSON string),
+                applied on the server: only matching rows are returned, and row groups whose
+                Parquet statistics exclude a match are never read.
+            parallel: with ``parallel > 1`` the table is described with GetFlightInfo and its
+                endpoints (groups of fragments, and the MemWAL rows) are read by ``parallel``
+                threads; the result is the same rows as one DoGet at the moment of the
+                GetFlightInfo, in endpoint order.
         """
-        ticket: Dict[str, Any] = {"table": table}
-        if version is not None:
-            ticket["version"] = int(version)
-        if columns is not None:
-            ticket["columns"] = list(columns)
-        payload = json.dumps(ticket).encode()
-        what = f"DoGet {table}"
+        if parallel > 1:
+            return self._read_parallel(table, version, columns, filter, parallel)
+        ticket = self._read_command(table, version, columns, filter)
+        return self.read_ticket(json.dumps(ticket).encode(), what=f"DoGet {table}")
 
-        def attempt() -> pa.Table:
+    @staticmethod
+    def _read_command(
+        table: str,
+        version: Optional[int],
+        columns: Optional[Sequence[str]],
+        filter: Optional[Union[Mapping[str, Any], str]],
+    ) -> Dict[str, Any]:
+        cmd: Dict[str, Any] = {"table": table}
+        if version is not None:
+            cmd["version"] = int(version)
+        if columns is not None:
+            cmd["columns"] = list(columns)
+        if filter is not None:
+            cmd["filter"] = json.loads(filter) if isinstance(filter, str) else dict(filter)
+        return cmd
+
+    def flight_info(
+        self,
+        table: str,
+        *,
+        version: Optional[int] = None,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[Union[Mapping[str, Any], str]] = None,
+    ) -> fl.FlightInfo:
+        """Describe a table for a parallel read: GetFlightInfo with a descriptor command.
+
+        Each endpoint's ticket reads one part (``read_ticket``); together they are exactly one
+        read of the table now. ``total_records`` counts them (``-1`` with a filter).
+        """
+        cmd = self._read_command(table, version, columns, filter)
+        desc = fl.FlightDescriptor.for_command(json.dumps(cmd).encode())
+        what = f"GetFlightInfo {table}"
+
+        def attempt() -> fl.FlightInfo:
             try:
-                return self._client().do_get(fl.Ticket(payload), self._options()).read_all()
+                return self._client().get_flight_info(desc, self._options())
             except pa.ArrowException as e:
                 raise from_arrow_error(e, what, self._uri) from e
 
         return self.retry.call(what, attempt)
+
+    def read_ticket(self, ticket: Union[bytes, fl.Ticket], *, what: str = "DoGet") -> pa.Table:
+        """Read one DoGet ticket (an endpoint's, from ``flight_info``) to the end."""
+        tk = ticket if isinstance(ticket, fl.Ticket) else fl.Ticket(ticket)
+
+        def attempt() -> pa.Table:
+            try:
+                return self._client().do_get(tk, self._options()).read_all()
+            except pa.ArrowException as e:
+                raise from_arrow_error(e, what, self._uri) from e
+
+        return self.retry.call(what, attempt)
+
+    def _read_parallel(
+        self,
+        table: str,
+        version: Optional[int],
+        columns: Optional[Sequence[str]],
+        filter: Optional[Union[Mapping[str, Any], str]],
+        parallel: int,
+    ) -> pa.Table:
+        from concurrent.futures import ThreadPoolExecutor
+
+        info = self.flight_info(table, version=version, columns=columns, filter=filter)
+        tickets = [ep.ticket for ep in info.endpoints]
+        if not tickets:
+            return info.schema.empty_table()
+        self._client()  # connect once, before the threads share the connection
+        with ThreadPoolExecutor(max_workers=min(parallel, len(tickets))) as pool:
+            parts = list(pool.map(lambda tk: self.read_ticket(tk, what=f"DoGet {table} endpoint"), tickets))
+        return pa.concat_tables(parts)
 
     def schema(self, table: str) -> pa.Schema:
         """The table's schema at its latest version."""
