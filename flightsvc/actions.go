@@ -208,7 +208,11 @@ func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (Table
 	if err != nil {
 		return TableStats{}, err
 	}
-	return tableStatsResult(m, t.Name(), shards), nil
+	state, err := s.sink.TableState(ctx, t, m)
+	if err != nil {
+		return TableStats{}, err
+	}
+	return tableStatsResult(m, t.Name(), state, shards), nil
 }
 
 // parseArrowType reads the Arrow type names users write in create_table: the names arrow's

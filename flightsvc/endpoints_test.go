@@ -198,3 +198,35 @@ func TestEndpointTicketPinnedUntilCleanup(t *testing.T) {
 	_, err = s.get(ctx, info.Endpoint[0].Ticket.Ticket)
 	wantReason(t, err, codes.NotFound, "VERSION_NOT_FOUND")
 }
+
+// A MemWAL table whose 5,000 acknowledged rows are all in a memtable counts them in table_stats
+// (split out, with the query's last epoch from shard state) and in GetFlightInfo's
+// total_records, which equals what its endpoints return and what DoGet returns.
+func TestMemWALRowsInEveryView(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{})
+	c := epochCmd("mw", "q-mw", 4)
+	c["create"] = cmd{"memwal": cmd{"shards": 2}}
+	if a := s.mustPut(t, c, idRange(0, 2500)); a.Route != "memwal" {
+		t.Fatalf("epoch took route %q", a.Route)
+	}
+	s.mustPut(t, epochCmd("mw", "q-mw", 5), idRange(2500, 2500))
+
+	var st flightsvc.TableStats
+	s.mustAction(t, "table_stats", cmd{"table": "mw"}, &st)
+	if st.Rows != 5000 || st.BaseRows != 0 || st.MemWALRows != 5000 {
+		t.Errorf("table_stats rows %d (base %d, MemWAL %d), want 5000 (0, 5000)", st.Rows, st.BaseRows, st.MemWALRows)
+	}
+	if w, ok := st.Streams["q-mw"]; !ok || w.Epoch != 5 || !w.InMemWAL || w.Version != 0 {
+		t.Errorf("table_stats streams %+v, want q-mw at epoch 5 in MemWAL", st.Streams)
+	}
+	ctx := testCtx(t)
+	info, err := s.Client.GetFlightInfo(ctx, pathDesc("mw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.readEndpoints(t, info)
+	if info.TotalRecords != 5000 || !slices.Equal(got, idRange(0, 5000)) || !slices.Equal(got, s.readIDs(t, "mw")) {
+		t.Fatalf("total_records %d, endpoints returned %d rows, want 5000 = DoGet", info.TotalRecords, len(got))
+	}
+}

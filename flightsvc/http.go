@@ -93,10 +93,11 @@ type statusQuery struct {
 }
 
 type statusTable struct {
-	Name      string
-	Version   uint64
-	Rows      int64
-	Fragments int
+	Name    string
+	Version uint64
+	// Rows is BaseRows + MemWALRows (memwal.TableState).
+	Rows, BaseRows, MemWALRows int64
+	Fragments                  int
 	Bytes     int64
 	Committed string
 	Queries   []statusQuery
@@ -138,10 +139,10 @@ th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
 {{range .Tables}}
 <h2 id="table-{{.Name}}">Table {{.Name}}</h2>
 {{if .Err}}<p class="err">{{.Err}}</p>{{else}}
-<table><tr><th>version</th><th>rows</th><th>fragments</th><th>data bytes</th><th>last commit</th></tr>
-<tr><td class="num">{{.Version}}</td><td class="num">{{.Rows}}</td><td class="num">{{.Fragments}}</td><td class="num">{{.Bytes}}</td><td>{{.Committed}}</td></tr></table>
+<table><tr><th>version</th><th>rows</th><th>base rows</th><th>MemWAL rows</th><th>fragments</th><th>data bytes</th><th>last commit</th></tr>
+<tr><td class="num">{{.Version}}</td><td class="num">{{.Rows}}</td><td class="num">{{.BaseRows}}</td><td class="num">{{.MemWALRows}}</td><td class="num">{{.Fragments}}</td><td class="num">{{.Bytes}}</td><td>{{.Committed}}</td></tr></table>
 {{if .Queries}}<table><tr><th>streaming query</th><th>last epoch</th><th>at version</th><th>committed</th></tr>
-{{range .Queries}}<tr><td>{{.QueryID}}</td><td class="num">{{.Epoch}}</td><td class="num">{{.Version}}</td><td>{{.When}}</td></tr>
+{{range .Queries}}<tr><td>{{.QueryID}}</td><td class="num">{{.Epoch}}</td><td class="num">{{if .Version}}{{.Version}}{{else}}MemWAL{{end}}</td><td>{{.When}}</td></tr>
 {{end}}</table>{{else}}<p>No streaming queries have written this table.</p>{{end}}
 {{if .Shards}}<table><tr><th>MemWAL shard</th><th>memtable rows</th><th>unflushed bytes</th><th>generations</th><th>generation rows</th></tr>
 {{range .Shards}}<tr><td>{{.Shard}}</td><td class="num">{{.MemtableRows}}</td><td class="num">{{.UnflushedBytes}}</td><td class="num">{{.Generations}}</td><td class="num">{{.GenerationRows}}</td></tr>
@@ -171,15 +172,29 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 			tables = append(tables, st)
 			continue
 		}
-		st.Version, st.Rows, st.Fragments = m.Version, m.Rows(), len(m.Fragments)
+		st.Version, st.Rows, st.BaseRows, st.Fragments = m.Version, m.Rows(), m.Rows(), len(m.Fragments)
 		st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
 		st.Bytes = m.DataBytes()
+		streams := make(map[string]memwal.StreamState, len(m.Streams))
 		for q, wm := range m.Streams {
-			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version,
-				When: time.Unix(0, wm.TimestampNanos).UTC().Format(time.RFC3339)})
+			streams[q] = memwal.StreamState{Epoch: wm.Epoch, Version: wm.Version, TimestampNanos: wm.TimestampNanos}
+		}
+		tbl, tblErr := h.svc.sink.Table(ctx, n)
+		if tblErr == nil {
+			// Unreadable shard state leaves the base table's figures, as the shards table below.
+			if state, err := h.svc.sink.TableState(ctx, tbl, m); err == nil {
+				st.Rows, st.BaseRows, st.MemWALRows, streams = state.Rows(), state.BaseRows, state.MemWALRows, state.Streams
+			}
+		}
+		for q, wm := range streams {
+			when := "in MemWAL (not flushed yet)"
+			if wm.TimestampNanos != 0 {
+				when = time.Unix(0, wm.TimestampNanos).UTC().Format(time.RFC3339)
+			}
+			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, When: when})
 		}
 		sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
-		if tbl, err := h.svc.sink.Table(ctx, n); err == nil {
+		if tblErr == nil {
 			if shards, err := h.svc.sink.MemWALStats(ctx, tbl, m); err == nil {
 				for _, sh := range shards {
 					st.Shards = append(st.Shards, statusShard{Shard: sh.Shard, MemtableRows: sh.MemtableRows,

@@ -41,6 +41,7 @@ type Sink interface {
 	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	CompactMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
+	TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error)
 	Store() objstore.Store
 }
 

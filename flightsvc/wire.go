@@ -470,13 +470,20 @@ type TableStatsRequest struct {
 
 // TableStats is the result of table_stats.
 type TableStats struct {
-	Table      string   `json:"table"`
-	Version    uint64   `json:"version"`
-	Rows       int64    `json:"rows"`
+	Table   string `json:"table"`
+	Version uint64 `json:"version"`
+	// Rows is BaseRows + MemWALRows: every acknowledged row of the table.
+	Rows int64 `json:"rows"`
+	// BaseRows are the version's live rows; MemWALRows the acknowledged rows its MemWAL shards
+	// hold that it does not (not folded yet). With a primary key a MemWAL row that updates a key
+	// counts here and its base row in BaseRows until the fold.
+	BaseRows   int64    `json:"base_rows"`
+	MemWALRows int64    `json:"memwal_rows"`
 	Fragments  int      `json:"fragments"`
 	DataBytes  int64    `json:"data_bytes"`
 	PrimaryKey []string `json:"primary_key"`
-	// Streams maps each streaming query to its watermark: its last committed epoch.
+	// Streams maps each streaming query to its watermark: its last committed epoch, from the
+	// base version or from MemWAL shard state, whichever is newer.
 	Streams map[string]StreamWatermark `json:"streams"`
 	// Indices is present for a table with indices.
 	Indices []IndexStats `json:"indices,omitempty"`
@@ -486,9 +493,13 @@ type TableStats struct {
 
 // StreamWatermark is a streaming query's last committed epoch, in table_stats.
 type StreamWatermark struct {
-	Epoch          int64  `json:"epoch"`
-	Version        uint64 `json:"version"`
-	TimestampNanos int64  `json:"timestamp_nanos"`
+	Epoch int64 `json:"epoch"`
+	// Version is the base version that committed it (0 while it is only in MemWAL shards).
+	Version uint64 `json:"version"`
+	// TimestampNanos is its commit (or MemWAL flush) time; 0 while it is only in a WAL.
+	TimestampNanos int64 `json:"timestamp_nanos"`
+	// InMemWAL: the epoch is held by MemWAL shards, not folded into a base version yet.
+	InMemWAL bool `json:"in_memwal,omitempty"`
 }
 
 // IndexStats describes one index in table_stats.
@@ -524,13 +535,13 @@ type ShardStats struct {
 	Failed                      string `json:"failed,omitempty"`
 }
 
-func tableStatsResult(m *engine.Manifest, table string, shards []memwal.ShardStats) TableStats {
-	st := TableStats{Table: table, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments),
-		DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey}
-	if m.Streams != nil {
-		st.Streams = make(map[string]StreamWatermark, len(m.Streams))
-		for q, w := range m.Streams {
-			st.Streams[q] = StreamWatermark{Epoch: w.Epoch, Version: w.Version, TimestampNanos: w.TimestampNanos}
+func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState, shards []memwal.ShardStats) TableStats {
+	st := TableStats{Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
+		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey}
+	if m.Streams != nil || len(state.Streams) > 0 {
+		st.Streams = make(map[string]StreamWatermark, len(state.Streams))
+		for q, w := range state.Streams {
+			st.Streams[q] = StreamWatermark{Epoch: w.Epoch, Version: w.Version, TimestampNanos: w.TimestampNanos, InMemWAL: w.InMemWAL}
 		}
 	}
 	for _, ix := range m.Indices {

@@ -425,3 +425,18 @@ func (p *pinnedReads) unrefLocked(e *pinnedEntry) {
 		e.pin.Release()
 	}
 }
+
+// TableState describes version m of table t as every view reports it: base rows, the MemWAL rows
+// not folded into m yet, and each streaming query's last epoch from m's watermarks or shard
+// state (memwal.ReadTableState). It claims no shard.
+func (s *Sink) TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error) {
+	ss, err := s.tableShards(t, m)
+	if err != nil {
+		return memwal.TableState{}, err
+	}
+	var readers []memwal.ShardReader
+	if ss != nil {
+		readers = ss.Readers()
+	}
+	return memwal.ReadTableState(ctx, t, m, readers)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // InspectCmd describes one version of a table from its manifest.
@@ -37,13 +38,16 @@ type inspectJSON struct {
 	Schema          []fieldJSON       `json:"schema"`
 	PrimaryKey      []string          `json:"primary_key"`
 	Config          map[string]string `json:"config"`
-	Rows            int64             `json:"rows"`
-	PhysicalRows    int64             `json:"physical_rows"`
-	DeletedRows     int64             `json:"deleted_rows"`
-	TotalBytes      int64             `json:"total_bytes"`
-	NextFragmentID  uint64            `json:"next_fragment_id"`
-	Fragments       []fragmentJSON    `json:"fragments"`
-	Streams         []streamJSON      `json:"streams"`
+	// Rows is BaseRows + MemWALRows; MemWAL rows are counted only at the latest version.
+	Rows           int64          `json:"rows"`
+	BaseRows       int64          `json:"base_rows"`
+	MemWALRows     int64          `json:"memwal_rows"`
+	PhysicalRows   int64          `json:"physical_rows"`
+	DeletedRows    int64          `json:"deleted_rows"`
+	TotalBytes     int64          `json:"total_bytes"`
+	NextFragmentID uint64         `json:"next_fragment_id"`
+	Fragments      []fragmentJSON `json:"fragments"`
+	Streams        []streamJSON   `json:"streams"`
 }
 
 type fieldJSON struct {
@@ -67,12 +71,15 @@ type fileJSON struct {
 	SizeBytes int64  `json:"size_bytes"`
 }
 
-// streamJSON is one streaming query's watermark: its last committed epoch.
+// streamJSON is one streaming query's watermark: its last committed epoch, from the version's
+// manifest or (latest version only) from MemWAL shard state.
 type streamJSON struct {
-	QueryID   string `json:"query_id"`
-	Epoch     int64  `json:"epoch"`
+	QueryID string `json:"query_id"`
+	Epoch   int64  `json:"epoch"`
+	// Version is 0 while the epoch is only in MemWAL shards (InMemWAL).
 	Version   uint64 `json:"version"`
 	Timestamp string `json:"timestamp"`
+	InMemWAL  bool   `json:"in_memwal,omitempty"`
 }
 
 // Run prints the description.
@@ -87,7 +94,17 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 			return err
 		}
 	}
-	d := describe(t, m, latest.Version)
+	var shards []memwal.ShardReader
+	if m.Version == latest.Version { // the shards hold today's rows, not an older version's
+		if shards, err = memwal.StoredShards(t, m); err != nil {
+			return err
+		}
+	}
+	state, err := memwal.ReadTableState(ctx, t, m, shards)
+	if err != nil {
+		return err
+	}
+	d := describe(t, m, latest.Version, state)
 	if c.JSON {
 		enc := json.NewEncoder(kctx.Stdout)
 		enc.SetIndent("", "  ")
@@ -96,14 +113,15 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	return writeInspectText(kctx.Stdout, d)
 }
 
-// describe gathers what inspect reports about manifest m.
-func describe(t *engine.Table, m *engine.Manifest, latest uint64) *inspectJSON {
+// describe gathers what inspect reports about manifest m and the table's state with it.
+func describe(t *engine.Table, m *engine.Manifest, latest uint64, state memwal.TableState) *inspectJSON {
 	d := &inspectJSON{
 		Table: t.Name(), URI: t.URI(), Version: m.Version, LatestVersion: latest, FormatVersion: m.FormatVersion,
 		Timestamp: timeJSON(m.Timestamp()), Operation: m.Transaction.Operation, ReadVersion: m.Transaction.ReadVersion,
 		Properties: m.Transaction.Properties, TransactionFile: m.Transaction.File,
-		PrimaryKey: m.PrimaryKey, Config: m.Config, Rows: m.Rows(), NextFragmentID: m.NextFragmentID,
-		Schema: []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: []streamJSON{},
+		PrimaryKey: m.PrimaryKey, Config: m.Config, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
+		NextFragmentID: m.NextFragmentID,
+		Schema:         []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: []streamJSON{},
 	}
 	if d.PrimaryKey == nil {
 		d.PrimaryKey = []string{}
@@ -126,9 +144,12 @@ func describe(t *engine.Table, m *engine.Manifest, latest uint64) *inspectJSON {
 		d.TotalBytes += fj.Bytes
 		d.Fragments = append(d.Fragments, fj)
 	}
-	for q, wm := range m.Streams {
-		d.Streams = append(d.Streams, streamJSON{QueryID: q, Epoch: wm.Epoch, Version: wm.Version,
-			Timestamp: timeJSON(time.Unix(0, wm.TimestampNanos))})
+	for q, wm := range state.Streams {
+		ts := ""
+		if wm.TimestampNanos != 0 {
+			ts = timeJSON(time.Unix(0, wm.TimestampNanos))
+		}
+		d.Streams = append(d.Streams, streamJSON{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, Timestamp: ts, InMemWAL: wm.InMemWAL})
 	}
 	sort.Slice(d.Streams, func(i, j int) bool { return d.Streams[i].QueryID < d.Streams[j].QueryID })
 	return d
@@ -146,6 +167,9 @@ func writeInspectText(out io.Writer, d *inspectJSON) error {
 	fmt.Fprintf(w, "version:\t%d (%s), committed %s\n", d.Version, latest, timeText(ts))
 	fmt.Fprintf(w, "operation:\t%s (read version %d) %s\n", d.Operation, d.ReadVersion, propertiesText(d.Properties))
 	fmt.Fprintf(w, "rows:\t%d", d.Rows)
+	if d.MemWALRows > 0 {
+		fmt.Fprintf(w, " (%d base, %d in MemWAL shards)", d.BaseRows, d.MemWALRows)
+	}
 	if d.DeletedRows > 0 {
 		fmt.Fprintf(w, " (%d physical, %d deleted)", d.PhysicalRows, d.DeletedRows)
 	}
@@ -208,8 +232,14 @@ func writeInspectText(out io.Writer, d *inspectJSON) error {
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "  QUERY ID\tEPOCH\tVERSION\tCOMMITTED\n")
 	for _, s := range d.Streams {
-		ts, _ := time.Parse(time.RFC3339Nano, s.Timestamp)
-		fmt.Fprintf(w, "  %s\t%d\t%d\t%s\n", s.QueryID, s.Epoch, s.Version, timeText(ts))
+		version, when := fmt.Sprint(s.Version), "in MemWAL (not flushed yet)"
+		if s.InMemWAL {
+			version = "MemWAL"
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, s.Timestamp); err == nil {
+			when = timeText(ts)
+		}
+		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\n", s.QueryID, s.Epoch, version, when)
 	}
 	return w.Flush()
 }

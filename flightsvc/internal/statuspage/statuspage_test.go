@@ -33,6 +33,9 @@ const chromiumInstall = "apt-get update && apt-get install -y chromium"
 const (
 	table = "browser_tbl"
 	query = "q-browser"
+	// memwalTable is a MemWAL table whose rows are only in a memtable, written by memwalQuery.
+	memwalTable = "browser_memwal"
+	memwalQuery = "q-memwal"
 	// The window, and so the screenshot, is this size.
 	width, height = 1200, 900
 )
@@ -83,6 +86,13 @@ func startServer(t *testing.T) (grpcAddr, httpAddr string) {
 // putEpoch writes one epoch of rows ids through DoPut and requires the server to commit it.
 func putEpoch(t *testing.T, c flight.Client, epoch int64, ids ...int64) {
 	t.Helper()
+	putCmd(t, c, map[string]any{"table": table, "query_id": query, "epoch_id": epoch, "create": true}, ids...)
+}
+
+// putCmd writes rows ids with DoPut command command and requires the server to commit them.
+func putCmd(t *testing.T, c flight.Client, command map[string]any, ids ...int64) {
+	t.Helper()
+	epoch := command["epoch_id"]
 	b := array.NewInt64Builder(memory.DefaultAllocator)
 	defer b.Release()
 	b.AppendValues(ids, nil)
@@ -91,7 +101,7 @@ func putEpoch(t *testing.T, c flight.Client, epoch int64, ids ...int64) {
 	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(ids)))
 	defer rec.Release()
 
-	cmd, err := json.Marshal(map[string]any{"table": table, "query_id": query, "epoch_id": epoch, "create": true})
+	cmd, err := json.Marshal(command)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +216,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 	defer c.Close()
 	putEpoch(t, c, 0, 1, 2, 3)
 	putEpoch(t, c, 1, 4, 5)
+	// A MemWAL table whose 5,000 rows are all still in a memtable: its rows and its query's
+	// last epoch come from shard state.
+	mwIDs := make([]int64, 5000)
+	for i := range mwIDs {
+		mwIDs[i] = int64(i)
+	}
+	mwCreate := map[string]any{"memwal": map[string]any{"shards": 1}}
+	putCmd(t, c, map[string]any{"table": memwalTable, "query_id": memwalQuery, "epoch_id": 6, "create": mwCreate}, mwIDs[:2500]...)
+	putCmd(t, c, map[string]any{"table": memwalTable, "query_id": memwalQuery, "epoch_id": 7}, mwIDs[2500:]...)
 	url := "http://" + httpAddr + "/status"
 
 	t.Run("dom", func(t *testing.T) {
@@ -223,6 +242,23 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 		if rows, ok := cellOf(tables, "rows", "3"); !ok || rows != "5" {
 			t.Errorf("table %s shows %q rows at version 3 (found: %v), want 5; tables: %q", table, rows, ok, tables)
+		}
+
+		// The MemWAL table (version 1: its create): 5,000 rows, all of them MemWAL rows, and
+		// its query's last epoch from the shard.
+		for col, want := range map[string]string{"rows": "5000", "base rows": "0", "MemWAL rows": "5000"} {
+			if got, ok := cellOf(tables, col, "1"); !ok || got != want {
+				t.Errorf("table %s shows %s %q (found: %v), want %s; tables: %q", memwalTable, col, got, ok, want, tables)
+			}
+		}
+		if epoch, ok := cellOf(tables, "last epoch", memwalQuery); !ok || epoch != "7" {
+			t.Errorf("query %s's row shows last epoch %q (found: %v), want 7; tables: %q", memwalQuery, epoch, ok, tables)
+		}
+		if v, _ := cellOf(tables, "at version", memwalQuery); v != "MemWAL" {
+			t.Errorf("query %s's row shows version %q, want MemWAL", memwalQuery, v)
+		}
+		if strings.Contains(dom, "No streaming queries have written this table") {
+			t.Errorf("the page says a table has no streaming queries; both have one:\n%s", dom)
 		}
 	})
 

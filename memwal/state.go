@@ -1,0 +1,107 @@
+package memwal
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flight-sink/flight-sink/engine"
+)
+
+// TableState is a MemWAL table as every view of it (table_stats, GetFlightInfo, inspect, the
+// status page) reports it: the base version's rows, the acknowledged rows its shards hold that
+// the version does not (flushed generations above its merged watermarks, and memtables, which are
+// the WAL entries not yet flushed), and each streaming query's last epoch, from the base
+// manifest's watermarks or from shard state, whichever is newer.
+type TableState struct {
+	BaseRows int64
+	// MemWALRows are acknowledged rows not yet folded into the base version: GenerationRows in
+	// flushed generations above the merged watermarks plus MemtableRows not flushed yet. On a
+	// table with a primary key a row that updates a key is counted here and its base row in
+	// BaseRows until the fold (GetFlightInfo's total_records resolves keys exactly).
+	MemWALRows, GenerationRows, MemtableRows int64
+	// Streams holds each streaming query's last epoch.
+	Streams map[string]StreamState
+}
+
+// Rows returns BaseRows + MemWALRows.
+func (s TableState) Rows() int64 { return s.BaseRows + s.MemWALRows }
+
+// StreamState is a streaming query's last epoch the table holds.
+type StreamState struct {
+	Epoch int64
+	// Version is the base version that committed it; 0 when only the MemWAL holds it.
+	Version uint64
+	// TimestampNanos is when it was committed (Version) or flushed to a generation; 0 for an
+	// epoch still only in a shard's WAL, which records no time.
+	TimestampNanos int64
+	// InMemWAL: the epoch is in a MemWAL shard, not folded into a base version yet.
+	InMemWAL bool
+}
+
+// ReadTableState describes version m of tbl with its shards, read through shards (the resident
+// writers of this process, or StoredShards; nil for a table without MemWAL shards). It never
+// claims a shard: it reads each shard's manifest and the headers of its unflushed WAL entries
+// from storage, which hold every acknowledged put whoever writes the shard.
+func ReadTableState(ctx context.Context, tbl *engine.Table, m *engine.Manifest, shards []ShardReader) (TableState, error) {
+	st := TableState{BaseRows: m.Rows(), Streams: make(map[string]StreamState, len(m.Streams))}
+	for q, wm := range m.Streams {
+		st.Streams[q] = StreamState{Epoch: wm.Epoch, Version: wm.Version, TimestampNanos: wm.TimestampNanos}
+	}
+	for _, r := range shards {
+		var ss *StoredShard
+		switch r := r.(type) {
+		case *StoredShard:
+			ss = r
+		case *Shard:
+			ss = r.storedView()
+		default:
+			ss = NewStoredShard(tbl, r.ShardID(), nil)
+		}
+		v, err := ss.view(ctx, nil)
+		if err != nil {
+			return st, fmt.Errorf("memwal shard %s of table %s: %w", r.ShardID(), tbl.Name(), err)
+		}
+		if v.manifest == nil {
+			continue
+		}
+		merged := m.MemWALMerged[r.ShardID()]
+		for _, g := range v.manifest.GenerationsAbove(merged) {
+			st.GenerationRows += g.Rows
+		}
+		epochs := make(map[string]StreamState)
+		for q, wm := range v.manifest.Queries {
+			// At or below the merged watermark the epoch's generation is folded into the base.
+			epochs[q] = StreamState{Epoch: wm.Epoch, TimestampNanos: wm.UpdatedNanos, InMemWAL: wm.Generation > merged}
+		}
+		v.replayed(func(_ uint64, p walPut) {
+			st.MemtableRows += p.Rows
+			if p.Epoch != nil {
+				if e, seen := epochs[p.Epoch.QueryID]; !seen || p.Epoch.EpochID > e.Epoch {
+					epochs[p.Epoch.QueryID] = StreamState{Epoch: p.Epoch.EpochID, InMemWAL: true}
+				}
+			}
+		})
+		v.release()
+		for q, e := range epochs {
+			if cur, seen := st.Streams[q]; !seen || e.Epoch > cur.Epoch {
+				st.Streams[q] = e
+			}
+		}
+	}
+	st.MemWALRows = st.GenerationRows + st.MemtableRows
+	return st, nil
+}
+
+// StoredShards returns the read-only views of m's shards of tbl (none without MemWAL shards), for
+// callers that hold no writers (the admin commands).
+func StoredShards(tbl *engine.Table, m *engine.Manifest) ([]ShardReader, error) {
+	ids, err := TableShardIDs(m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ShardReader, len(ids))
+	for i, id := range ids {
+		out[i] = NewStoredShard(tbl, id, nil)
+	}
+	return out, nil
+}
