@@ -98,12 +98,12 @@ type statusTable struct {
 	// Rows is BaseRows + MemWALRows (memwal.TableState).
 	Rows, BaseRows, MemWALRows int64
 	Fragments                  int
-	Bytes     int64
-	Committed string
-	Queries   []statusQuery
-	Shards    []statusShard
-	Runs      []statusRun
-	Err       string
+	Bytes                      int64
+	Committed                  string
+	Queries                    []statusQuery
+	Shards                     []statusShard
+	Runs                       []statusRun
+	Err                        string
 }
 
 // statusShard is one MemWAL shard's backlog on the status page.
