@@ -13,7 +13,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python bench lint tools browser bench-peers torture fuzz
+.PHONY: build run test test-python bench lint tools browser bench-peers bench-reads torture fuzz
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -68,6 +68,12 @@ BENCH_PYTHON ?= python3
 BENCH_PEERS_ARGS ?=
 bench-peers:
 	GO=$(GO) $(BENCH_PYTHON) bench/peers.py $(BENCH_PEERS_ARGS)
+
+# bench-reads: reading the large-batch table through GetFlightInfo's parallel endpoints against one
+# DoGet, pylance and pyarrow.parquet on the same rows (bench/read_bench.py --help for the knobs).
+BENCH_READS_ARGS ?=
+bench-reads:
+	$(BENCH_PYTHON) bench/read_bench.py --go $(GO) $(BENCH_READS_ARGS)
 
 # Reliability: kill -9 torture, several servers, fault-injected storage, fuzzing.
 # `make test` already runs the short versions (go test ./... includes ./reliability: 10 kill
