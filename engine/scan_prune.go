@@ -33,8 +33,8 @@ import (
 type ScanStats struct {
 	// FragmentsRead counts the fragments whose rows were decoded (at least one row group).
 	FragmentsRead int
-	// FragmentsSkipped counts the fragments the filter's statistics excluded entirely, and
-	// fragments whose every row is deleted or excluded.
+	// FragmentsSkipped counts the fragments the filter's statistics excluded entirely (only
+	// their footer was read).
 	FragmentsSkipped int
 	// RowGroupsRead and RowGroupsSkipped count the row groups decoded and pruned.
 	RowGroupsRead    int

@@ -40,6 +40,9 @@ var errMergedSince = errors.New("memwal: generations were folded into a newer ba
 // Reading never claims a shard: a *Shard reader is this process's writer, a *StoredShard the
 // read-only view of storage (and a writer another process fenced is read through one).
 //
+// With o.Filter only the rows for which it is true are returned; "newest wins" is resolved on
+// every MemWAL row first, so a newer row that does not match still supersedes an older one.
+//
 // The MemWAL rows are read into memory; base rows stream. The caller must Release the reader. For a read of an older version, pass no shards: the MemWAL holds
 // today's rows, not that version's.
 func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o engine.ScanOptions) (array.RecordReader, error) {
