@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 
 	"github.com/flight-sink/flight-sink/flightsvc"
@@ -228,5 +231,53 @@ func TestMemWALRowsInEveryView(t *testing.T) {
 	got, _ := s.readEndpoints(t, info)
 	if info.TotalRecords != 5000 || !slices.Equal(got, idRange(0, 5000)) || !slices.Equal(got, s.readIDs(t, "mw")) {
 		t.Fatalf("total_records %d, endpoints returned %d rows, want 5000 = DoGet", info.TotalRecords, len(got))
+	}
+}
+
+// A filter on a keyed MemWAL table sees each key's newest row: a base row that matches the filter
+// but is superseded by a MemWAL row that does not is returned by no read, endpoints or DoGet.
+func TestFilterSeesNewestRow(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{EndpointBytes: 1})
+	ctx := testCtx(t)
+	withPayload := func(payload string, ids ...int64) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, rowSchema)
+		defer b.Release()
+		for _, id := range ids {
+			b.Field(0).(*array.Int64Builder).Append(id)
+			b.Field(1).(*array.StringBuilder).Append(payload)
+		}
+		return b.NewRecordBatch()
+	}
+	put := func(c cmd, rec arrow.RecordBatch) {
+		t.Helper()
+		defer rec.Release()
+		if _, err := s.put(ctx, cmdDesc(t, c), rowSchema, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := epochCmd("k", "base", 0)
+	base["create"], base["route"] = cmd{"primary_key": []string{"id"}, "memwal": cmd{"shards": 1}}, "direct"
+	put(base, withPayload("old", idRange(0, 10)...))
+	upd := epochCmd("k", "mw", 0)
+	upd["mode"] = "update"
+	put(upd, withPayload("new", 3, 4, 5)) // ids 3..5 now read "new"
+
+	filter := cmd{"op": "=", "column": "payload", "value": "old"}
+	want := []int64{0, 1, 2, 6, 7, 8, 9}
+	r, err := s.get(ctx, cmd{"table": "k", "filter": filter})
+	if err != nil || !slices.Equal(r.IDs, want) {
+		t.Fatalf("filtered DoGet: %v, %v; want %v", r.IDs, err, want)
+	}
+	info, err := s.Client.GetFlightInfo(ctx, cmdDesc(t, cmd{"table": "k", "filter": filter}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.readEndpoints(t, info); !slices.Equal(got, want) {
+		t.Fatalf("filtered endpoints %v, want %v", got, want)
+	}
+	r, err = s.get(ctx, cmd{"table": "k", "filter": cmd{"op": "=", "column": "payload", "value": "new"}})
+	if err != nil || !slices.Equal(r.IDs, []int64{3, 4, 5}) {
+		t.Fatalf("DoGet of the new rows: %v, %v", r.IDs, err)
 	}
 }
