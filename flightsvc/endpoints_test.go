@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/streaming"
 )
 
 // readEndpoints reads every endpoint of info concurrently and returns the ids of all of them,
@@ -279,5 +280,41 @@ func TestFilterSeesNewestRow(t *testing.T) {
 	r, err = s.get(ctx, cmd{"table": "k", "filter": cmd{"op": "=", "column": "payload", "value": "new"}})
 	if err != nil || !slices.Equal(r.IDs, []int64{3, 4, 5}) {
 		t.Fatalf("DoGet of the new rows: %v, %v", r.IDs, err)
+	}
+}
+
+// The MemWAL endpoint's capture lives for --read-snapshot-ttl and within a memory budget (the
+// oldest evicted first); a ticket naming one that is gone is NotFound, READ_SNAPSHOT_NOT_FOUND.
+func TestReadSnapshotExpiry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  flightsvc.Config
+		// expire makes the first capture go away.
+		expire func(t *testing.T, s *testServer)
+	}{
+		{"ttl", flightsvc.Config{Sink: streaming.Options{ReadSnapshotTTL: 50 * time.Millisecond}},
+			func(t *testing.T, s *testServer) { time.Sleep(100 * time.Millisecond) }},
+		{"evicted by a newer capture", flightsvc.Config{Sink: streaming.Options{ReadSnapshotMaxBytes: 1}},
+			func(t *testing.T, s *testServer) {
+				if _, err := s.Client.GetFlightInfo(testCtx(t), pathDesc("mw")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, tc.cfg)
+			c := epochCmd("mw", "q", 0)
+			c["create"] = cmd{"memwal": cmd{"shards": 1}}
+			s.mustPut(t, c, idRange(0, 10))
+			info, err := s.Client.GetFlightInfo(testCtx(t), pathDesc("mw"))
+			if err != nil || len(info.Endpoint) != 1 {
+				t.Fatalf("flight info: %v, %v", info, err)
+			}
+			tc.expire(t, s)
+			_, err = s.get(testCtx(t), info.Endpoint[0].Ticket.Ticket)
+			wantReason(t, err, codes.NotFound, "READ_SNAPSHOT_NOT_FOUND")
+		})
 	}
 }
