@@ -450,7 +450,7 @@ func (s *Service) GetFlightInfo(ctx context.Context, desc *flight.FlightDescript
 	return info, toStatus(err)
 }
 
-// GetSchema returns a table's schema.
+// GetSchema returns a table's schema (of the descriptor command's columns, when given).
 func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) (*flight.SchemaResult, error) {
 	t, err := tableFromDescriptor(desc)
 	if err != nil {
@@ -460,7 +460,11 @@ func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &flight.SchemaResult{Schema: flight.SerializeSchema(m.ArrowSchema(), s.alloc)}, nil
+	schema, err := projectSchema(t.table, m.ArrowSchema(), t.columns) // the schema its DoGets return
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &flight.SchemaResult{Schema: flight.SerializeSchema(schema, s.alloc)}, nil
 }
 
 // ListFlights lists every table under the root with its latest version.
