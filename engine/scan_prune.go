@@ -476,3 +476,21 @@ func FilterBatch(ctx context.Context, pred *Predicate, rec arrow.RecordBatch) (a
 	defer mask.Release()
 	return compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
 }
+
+// ProjectSchema returns the schema of columns of full, in that order, with full's metadata
+// (full itself when columns is empty); an unknown column is ErrSchemaMismatch naming it.
+func ProjectSchema(full *arrow.Schema, columns []string) (*arrow.Schema, error) {
+	if len(columns) == 0 {
+		return full, nil
+	}
+	fields := make([]arrow.Field, len(columns))
+	for i, c := range columns {
+		js := full.FieldIndices(c)
+		if len(js) == 0 {
+			return nil, fmt.Errorf("%w: no column %q in %s", ErrSchemaMismatch, c, fieldList(full))
+		}
+		fields[i] = full.Field(js[0])
+	}
+	md := full.Metadata()
+	return arrow.NewSchema(fields, &md), nil
+}

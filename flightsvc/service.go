@@ -397,9 +397,9 @@ func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.Fligh
 			return nil, fmt.Errorf("table %s: descriptor command \"filter\": %w", t.table, err)
 		}
 	}
-	schema, err := projectSchema(t.table, m.ArrowSchema(), t.columns)
+	schema, err := engine.ProjectSchema(m.ArrowSchema(), t.columns)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("table %s: %w", t.table, err)
 	}
 	info := &flight.FlightInfo{
 		Schema:           flight.SerializeSchema(schema, s.alloc),
@@ -420,23 +420,6 @@ func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.Fligh
 		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: tb}})
 	}
 	return info, nil
-}
-
-// projectSchema returns the schema of columns of full (every column when nil).
-func projectSchema(table string, full *arrow.Schema, columns []string) (*arrow.Schema, error) {
-	if columns == nil {
-		return full, nil
-	}
-	fields := make([]arrow.Field, len(columns))
-	for i, c := range columns {
-		js := full.FieldIndices(c)
-		if len(js) == 0 {
-			return nil, fmt.Errorf("table %s: %w: no column %q", table, engine.ErrSchemaMismatch, c)
-		}
-		fields[i] = full.Field(js[0])
-	}
-	md := full.Metadata()
-	return arrow.NewSchema(fields, &md), nil
 }
 
 // GetFlightInfo describes a table at its latest (or a given) version as parallel endpoints
@@ -460,9 +443,9 @@ func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	schema, err := projectSchema(t.table, m.ArrowSchema(), t.columns) // the schema its DoGets return
+	schema, err := engine.ProjectSchema(m.ArrowSchema(), t.columns) // the schema its DoGets return
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, toStatus(fmt.Errorf("table %s: %w", t.table, err))
 	}
 	return &flight.SchemaResult{Schema: flight.SerializeSchema(schema, s.alloc)}, nil
 }

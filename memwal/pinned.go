@@ -90,9 +90,9 @@ func (p *PinnedRead) Scan(ctx context.Context, columns []string, filter *engine.
 			return nil, fmt.Errorf("table %s: %w", p.table.Name(), err)
 		}
 	}
-	out, err := projectedSchema(p.table, full, columns)
+	out, err := engine.ProjectSchema(full, columns)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("table %s: %w", p.table.Name(), err)
 	}
 	for _, b := range p.mem {
 		b.Retain()
@@ -203,21 +203,4 @@ func memSource(ctx context.Context, mem []arrow.RecordBatch, keep []*array.Boole
 		}
 		return nil, nil
 	}
-}
-
-// projectedSchema returns the schema of columns of full (every column when empty).
-func projectedSchema(tbl *engine.Table, full *arrow.Schema, columns []string) (*arrow.Schema, error) {
-	if len(columns) == 0 {
-		return full, nil
-	}
-	fields := make([]arrow.Field, len(columns))
-	for i, n := range columns {
-		js := full.FieldIndices(n)
-		if len(js) == 0 {
-			return nil, fmt.Errorf("table %s: %w: no column %q", tbl.Name(), engine.ErrSchemaMismatch, n)
-		}
-		fields[i] = full.Field(js[0])
-	}
-	md := full.Metadata()
-	return arrow.NewSchema(fields, &md), nil
 }

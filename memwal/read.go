@@ -151,9 +151,9 @@ func (s *Shard) storedIfFenced(ctx context.Context) (*StoredShard, error) {
 
 func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest, mem []arrow.RecordBatch, o engine.ScanOptions) (*mergedReader, error) {
 	full := m.ArrowSchema()
-	out, err := projectedSchema(tbl, full, o.Columns)
+	out, err := engine.ProjectSchema(full, o.Columns)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("table %s: %w", tbl.Name(), err)
 	}
 	outNames := make([]string, out.NumFields())
 	for i, f := range out.Fields() {
