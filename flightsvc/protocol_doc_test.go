@@ -176,6 +176,19 @@ func TestProtocolDocExamples(t *testing.T) {
 			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
 			return nil, err
 		}},
+		{"doget endpoint", func(body []byte) ([]byte, error) {
+			// The documented shape, with the fragment ids GetFlightInfo gives for version 2.
+			info, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"table": "events", "version": 2}`)})
+			if err != nil {
+				return nil, err
+			}
+			var tk flightsvc.Ticket
+			if err := json.Unmarshal(info.Endpoint[0].Ticket.Ticket, &tk); err != nil || tk.Fragments == nil {
+				t.Fatalf("endpoint ticket %s: %v", info.Endpoint[0].Ticket.Ticket, err)
+			}
+			_, err = s.get(ctx, set(body, "fragments", *tk.Fragments))
+			return nil, err
+		}},
 		{"flightinfo filter", func(body []byte) ([]byte, error) {
 			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
 			return nil, err
