@@ -279,6 +279,8 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("inspect-memwal", func(t *testing.T) { testInspectCountsMemWALRows(t, bin) })
+
 	t.Run("inspect-old-version", func(t *testing.T) {
 		var d inspectJSON
 		out := runCLI(t, bin, nil, "inspect", "--json", "--version", "2", uri).mustSucceed(t).stdout

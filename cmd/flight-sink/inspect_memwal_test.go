@@ -13,10 +13,10 @@ import (
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
-// inspect counts a MemWAL table's acknowledged rows that are only in a memtable, and shows its
-// query's last epoch from shard state (issue 19, item 6).
-func TestInspectCountsMemWALRows(t *testing.T) {
-	bin := buildCLI(t)
+// testInspectCountsMemWALRows (a subtest of TestCLI, which builds bin): inspect counts a MemWAL
+// table's acknowledged rows that are only in a memtable, and shows its query's last epoch from
+// shard state (issue 19, item 6).
+func testInspectCountsMemWALRows(t *testing.T, bin string) {
 	ctx := t.Context()
 	root := t.TempDir()
 	store, err := objstore.NewLocal(root)
