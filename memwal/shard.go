@@ -95,7 +95,7 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 	s := &Shard{
 		table: tbl, id: shardID, schema: base.ArrowSchema(), pk: base.PrimaryKey, opts: o, paths: paths,
 		ms:          NewManifestStore(tbl.Store(), tbl.Name(), shardID, &o),
-		wal:         &walLog{store: tbl.Store(), shard: shardID, paths: paths},
+		wal:         &walLog{store: tbl.Store(), shard: shardID, paths: paths, segmentBytes: o.WALSegmentBytes},
 		qsignal:     make(chan struct{}, 1),
 		active:      &memtable{},
 		identities:  make(map[EpochKey]uint64),
@@ -103,13 +103,17 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 		flushSignal: make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 	}
-	m, fence, err := s.ms.ClaimEpoch(ctx)
+	m, fence, err := s.ms.claimEpoch(ctx, s.wal)
 	if err != nil {
+		s.wal.close()
 		return nil, fmt.Errorf("memwal shard %s: claim: %w", shardID, err)
 	}
 	s.manifest, s.epoch = m, m.WriterEpoch
 	s.nextPos, s.nextGen, s.replayAfter = fence+1, m.NextGeneration, m.ReplayAfterWALEntryPosition
-	if err := s.replay(ctx, fence); err != nil {
+	err = s.replay(ctx, fence)
+	s.wal.forget()
+	if err != nil {
+		s.wal.close()
 		s.releaseMemtables()
 		return nil, err
 	}
@@ -469,6 +473,15 @@ func (s *Shard) writeEntry(pos uint64, in []*putRequest) error {
 	for i, r := range in {
 		puts[i] = r.put
 	}
+	if s.wal.seg != nil {
+		// A local disk: one record appended to this writer's own segment, one fdatasync. No one
+		// else writes there, so there is no taken position to find; a failed append leaves the
+		// outcome unknown.
+		if err := s.wal.appendEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator); err != nil {
+			return s.fail(fmt.Errorf("%w, reopen the shard", err))
+		}
+		return s.confirmOwner(ctx, pos)
+	}
 	data, err := encodeWALEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator)
 	if err != nil {
 		return fmt.Errorf("memwal shard %s: %w", s.id, err)
@@ -489,9 +502,16 @@ func (s *Shard) writeEntry(pos uint64, in []*putRequest) error {
 		}
 		return s.fail(fmt.Errorf("memwal shard %s: wal entry %d outcome unknown, reopen the shard: %w", s.id, pos, err))
 	}
+	return s.confirmOwner(ctx, pos)
+}
+
+// confirmOwner checks, after the entry at pos is durable, that this writer still owns the shard.
+func (s *Shard) confirmOwner(ctx context.Context, pos uint64) error {
 	// The entry is durable, but a writer that was fenced while it slept may have written into a
-	// position below the new owner's replay_after (one that a flush already deleted), where no
-	// replay will ever read it. Only the current owner may acknowledge: confirm before we do.
+	// position below the new owner's replay_after (one that a flush already deleted), or, on a
+	// local disk, at or above the new owner's fence, where no replay will ever read it. Only the
+	// current owner may acknowledge: confirm before we do. On a local disk this probe, after the
+	// fdatasync, is what makes the fence rule safe (segment.go).
 	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
 		if errors.Is(err, ErrFenced) {
 			return s.fail(err)
@@ -762,6 +782,7 @@ func (s *Shard) Close() error {
 	close(s.stop)
 	s.wg.Wait()
 	s.failQueued(fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed))
+	s.wal.close()
 	s.releaseMemtables()
 	s.signalProgress()
 	return nil
