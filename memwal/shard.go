@@ -35,6 +35,9 @@ type Shard struct {
 	queue   []*putRequest
 	qclosed bool          // the committer is gone: nothing may be queued
 	qsignal chan struct{} // capacity 1: the queue is not empty
+	// commitMu is held by whoever writes groups: the committer goroutine, or a put that found
+	// the WAL idle and writes its group itself (Put), saving two goroutine hand-offs per put.
+	commitMu sync.Mutex
 
 	mu          sync.Mutex
 	manifest    *ShardManifest // newest manifest this writer committed or claimed
@@ -220,15 +223,34 @@ func (s *Shard) Put(ctx context.Context, epoch *engine.EpochIdentity, batches ..
 	}
 	s.queue = append(s.queue, req)
 	s.qmu.Unlock()
-	select {
-	case s.qsignal <- struct{}{}:
-	default:
+	if s.opts.WALFlushInterval > 0 || !s.commitMu.TryLock() {
+		s.signalQueued() // the committer waits for the group to fill, or is writing one now
+	} else {
+		// The WAL is idle: write the group here. Puts that queue meanwhile join the next group,
+		// which this loop writes too; one that queued after the last take signalled the
+		// committer, since TryLock failed for it.
+		for {
+			group := s.takeGroup()
+			if len(group) == 0 {
+				break
+			}
+			s.commitGroup(group)
+		}
+		s.commitMu.Unlock()
 	}
 	select {
 	case <-req.done:
 		return PutResult{Position: req.pos, Rows: put.Rows}, req.err
 	case <-ctx.Done():
 		return PutResult{}, fmt.Errorf("memwal shard %s: put abandoned, outcome unknown: %w", s.id, ctx.Err())
+	}
+}
+
+// signalQueued wakes the committer: the queue is not empty.
+func (s *Shard) signalQueued() {
+	select {
+	case s.qsignal <- struct{}{}:
+	default:
 	}
 }
 
@@ -315,6 +337,7 @@ func (s *Shard) runCommitter() {
 			return
 		case <-s.qsignal:
 		}
+		s.commitMu.Lock()
 		for {
 			group := s.takeGroup()
 			if len(group) == 0 {
@@ -322,6 +345,7 @@ func (s *Shard) runCommitter() {
 			}
 			s.commitGroup(group)
 		}
+		s.commitMu.Unlock()
 	}
 }
 
@@ -781,6 +805,8 @@ func (s *Shard) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
+	s.commitMu.Lock() // a put writing its group finishes it
+	defer s.commitMu.Unlock()
 	s.failQueued(fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed))
 	s.wal.close()
 	s.releaseMemtables()
