@@ -1,10 +1,12 @@
 package memwal
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -71,12 +73,26 @@ func (p shardPaths) makeSegmentKey(n uint64) string {
 // parseSegmentKey is the inverse of makeSegmentKey.
 func parseSegmentKey(key string) (uint64, bool) { return parseNumberedName(key, walDir, segmentExt) }
 
+// recordCRC is a record's checksum: CRC-32C of its payload (payloadCRC), continued over the
+// header's length and log number. The payload comes first so a record can be checksummed while
+// it is streamed out, before its length is known.
+func recordCRC(payloadCRC uint32, header []byte) uint32 {
+	return crc32.Update(payloadCRC, castagnoli, header[4:segmentHeaderSize])
+}
+
+// putRecordHeader fills header (segmentHeaderSize bytes) for a payload of n bytes with CRC-32C
+// payloadCRC, in segment logNum.
+func putRecordHeader(header []byte, n int64, payloadCRC uint32, logNum uint64) {
+	binary.LittleEndian.PutUint32(header[4:], uint32(n))
+	binary.LittleEndian.PutUint64(header[8:], logNum)
+	binary.LittleEndian.PutUint32(header[0:], recordCRC(payloadCRC, header))
+}
+
 // frameRecord fills the header room at the start of buf (segmentHeaderSize bytes, followed by the
 // payload) for a record of segment logNum.
 func frameRecord(buf []byte, logNum uint64) {
-	binary.LittleEndian.PutUint32(buf[4:], uint32(len(buf)-segmentHeaderSize))
-	binary.LittleEndian.PutUint64(buf[8:], logNum)
-	binary.LittleEndian.PutUint32(buf[0:], crc32.Checksum(buf[4:], castagnoli))
+	payload := buf[segmentHeaderSize:]
+	putRecordHeader(buf, int64(len(payload)), crc32.Checksum(payload, castagnoli), logNum)
 }
 
 // segmentRecords returns the payloads of the records of segment logNum in b, in order, up to the
@@ -90,14 +106,29 @@ func segmentRecords(b []byte, logNum uint64) (payloads [][]byte, end int64) {
 		if n == 0 || binary.LittleEndian.Uint64(h[8:]) != logNum || n > len(b)-off-segmentHeaderSize {
 			break
 		}
-		rec := b[off : off+segmentHeaderSize+n]
-		if crc32.Checksum(rec[4:], castagnoli) != binary.LittleEndian.Uint32(h[0:]) {
+		payload := b[off+segmentHeaderSize : off+segmentHeaderSize+n]
+		if recordCRC(crc32.Checksum(payload, castagnoli), h) != binary.LittleEndian.Uint32(h[0:]) {
 			break
 		}
-		payloads = append(payloads, rec[segmentHeaderSize:])
+		payloads = append(payloads, payload)
 		off += segmentHeaderSize + n
 	}
 	return payloads, int64(off)
+}
+
+// recordWriter writes a record's payload into a segment from off on, checksumming it.
+type recordWriter struct {
+	f   *os.File
+	off int64
+	n   int64
+	crc uint32
+}
+
+func (r *recordWriter) Write(p []byte) (int, error) {
+	n, err := r.f.WriteAt(p, r.off+r.n)
+	r.crc = crc32.Update(r.crc, castagnoli, p[:n])
+	r.n += int64(n)
+	return n, err
 }
 
 // segmentFile is one segment the writer wrote or adopted, with the highest position it holds.
@@ -123,7 +154,8 @@ type segmentWriter struct {
 	free []segmentFile // flushed segments to recycle, oldest first
 	old  []segmentFile // older writers' segments, deleted once flushed
 
-	spare     chan string // a preallocated temporary file, when one is ready
+	bw        *bufio.Writer // reused by appendWith
+	spare     chan string   // a preallocated temporary file, when one is ready
 	preparing bool
 	wg        sync.WaitGroup // the goroutine preparing a spare
 }
@@ -161,12 +193,59 @@ func (w *segmentWriter) append(rec []byte, pos uint64) error {
 	}
 	w.off += int64(len(rec))
 	w.own[len(w.own)-1].maxPos = pos
+	w.prepareLocked()
+	return nil
+}
+
+// appendWith writes the record whose payload write produces (about estimate bytes) as the next
+// record, streamed into the segment as it is encoded (no copy of the entry in memory), and makes
+// it durable with one fdatasync. pos is the entry's position.
+func (w *segmentWriter) appendWith(pos uint64, estimate int64, write func(io.Writer) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == nil || (w.off > 0 && w.off+segmentHeaderSize+estimate > w.size) {
+		if err := w.nextSegmentLocked(); err != nil {
+			return err
+		}
+	}
+	rw := &recordWriter{f: w.cur, off: w.off + segmentHeaderSize}
+	if w.bw == nil {
+		w.bw = bufio.NewWriterSize(rw, 1<<20)
+	}
+	w.bw.Reset(rw)
+	if err := write(w.bw); err != nil {
+		return err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	}
+	var header [segmentHeaderSize]byte
+	putRecordHeader(header[:], rw.n, rw.crc, w.curN)
+	// The header goes in after the payload; both are covered by the one fdatasync below, before
+	// which nothing is acknowledged, and a crash in between leaves a record whose CRC fails: the
+	// end of the log.
+	if _, err := w.cur.WriteAt(header[:], w.off); err != nil {
+		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	}
+	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
+		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
+	}
+	w.off += segmentHeaderSize + rw.n
+	w.own[len(w.own)-1].maxPos = pos
+	w.prepareLocked()
+	return nil
+}
+
+// prepareLocked starts preparing a spare segment once the current one is half full and no free
+// or spare segment is at hand.
+//
+// REQUIRES: w.mu held.
+func (w *segmentWriter) prepareLocked() {
 	if !w.preparing && len(w.free) == 0 && len(w.spare) == 0 && w.off > w.size/2 {
 		w.preparing = true
 		w.wg.Add(1)
 		go w.prepareSpare()
 	}
-	return nil
 }
 
 // nextSegmentLocked closes the current segment and opens the next: a recycled free segment, the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -71,6 +72,17 @@ func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, allo
 // encodeWALRecord is encodeWALEntry with room bytes left free before the entry (a segment
 // record's header), so the record needs no second copy.
 func encodeWALRecord(room int, pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(room + int(min(batchBytes(puts), 256<<20)) + 16<<10) // the batches, their padding and the messages: one allocation
+	buf.Write(make([]byte, room))
+	if err := writeWALEntry(&buf, pos, epoch, schema, puts, alloc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeWALEntry encodes one entry into out; schema is the table schema (nil for a fence).
+func writeWALEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) error {
 	kind := kindData
 	if schema == nil {
 		kind, schema = kindFence, arrow.NewSchema(nil, nil)
@@ -85,7 +97,7 @@ func encodeWALRecord(room int, pos, epoch uint64, schema *arrow.Schema, puts []w
 	}
 	mj, err := json.Marshal(metas)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	md := schema.Metadata()
 	// Concat, not append: the schema's metadata slices are shared with every other encode.
@@ -94,10 +106,7 @@ func encodeWALRecord(room int, pos, epoch uint64, schema *arrow.Schema, puts []w
 	meta := arrow.NewMetadata(keys, vals)
 	entrySchema := arrow.NewSchema(schema.Fields(), &meta)
 
-	var buf bytes.Buffer
-	buf.Grow(room + int(min(batchBytes(puts), 256<<20)) + 16<<10) // the batches, their padding and the messages: one allocation
-	buf.Write(make([]byte, room))
-	w := ipc.NewWriter(&buf, ipc.WithSchema(entrySchema), ipc.WithAllocator(alloc))
+	w := ipc.NewWriter(out, ipc.WithSchema(entrySchema), ipc.WithAllocator(alloc))
 	for _, p := range puts {
 		for _, b := range p.Batches {
 			rb := array.NewRecordBatch(entrySchema, b.Columns(), b.NumRows())
@@ -105,14 +114,14 @@ func encodeWALRecord(room int, pos, epoch uint64, schema *arrow.Schema, puts []w
 			rb.Release()
 			if err != nil {
 				w.Close()
-				return nil, fmt.Errorf("encode wal entry %d: %w", pos, err)
+				return fmt.Errorf("encode wal entry %d: %w", pos, err)
 			}
 		}
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode wal entry %d: %w", pos, err)
+		return fmt.Errorf("encode wal entry %d: %w", pos, err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
 // decodeWALEntry parses an entry. Its batches are returned in tableSchema (the WAL metadata

@@ -3,6 +3,7 @@ package memwal
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -149,14 +150,11 @@ func (w *walLog) placeSegmentFence(dir string, epoch, replayAfter uint64, positi
 	return pos, nil
 }
 
-// appendEntry makes the entry of puts at pos durable in the writer's current segment: one write
-// and one fdatasync.
+// appendEntry makes the entry of puts at pos durable in the writer's current segment, encoded
+// straight into it, with one fdatasync.
 func (w *walLog) appendEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) error {
-	rec, err := encodeWALRecord(segmentHeaderSize, pos, epoch, schema, puts, alloc)
-	if err != nil {
-		return fmt.Errorf("memwal shard %s: %w", w.shard, err)
-	}
-	if err := w.seg.append(rec, pos); err != nil {
+	write := func(out io.Writer) error { return writeWALEntry(out, pos, epoch, schema, puts, alloc) }
+	if err := w.seg.appendWith(pos, batchBytes(puts)+16<<10, write); err != nil {
 		return fmt.Errorf("memwal shard %s: write wal entry %d: %w", w.shard, pos, err)
 	}
 	return nil
