@@ -58,6 +58,7 @@ const (
 	segmentSeqBits    = 20
 	segmentTmpPrefix  = ".tmp-segment-" // objstore.Local's temporary prefix: List skips these
 	maxFreeSegments   = 4
+	firstSegmentBytes = 1 << 20 // preallocated on the spot when no spare segment is ready
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -149,6 +150,7 @@ type segmentWriter struct {
 	seq  uint64
 	cur  *os.File
 	curN uint64 // log number of cur
+	cap  int64  // preallocated bytes of cur: a segment started with no spare at hand is smaller
 	off  int64
 	own  []segmentFile // written segments, oldest first; the last is cur
 	free []segmentFile // flushed segments to recycle, oldest first
@@ -178,7 +180,7 @@ func (w *segmentWriter) adopt(segs []segmentFile) {
 func (w *segmentWriter) append(rec []byte, pos uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cur == nil || (w.off > 0 && w.off+int64(len(rec)) > w.size) {
+	if w.cur == nil || (w.off > 0 && w.off+int64(len(rec)) > w.cap) {
 		if err := w.nextSegmentLocked(); err != nil {
 			return err
 		}
@@ -203,7 +205,7 @@ func (w *segmentWriter) append(rec []byte, pos uint64) error {
 func (w *segmentWriter) appendWith(pos uint64, estimate int64, write func(io.Writer) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cur == nil || (w.off > 0 && w.off+segmentHeaderSize+estimate > w.size) {
+	if w.cur == nil || (w.off > 0 && w.off+segmentHeaderSize+estimate > w.cap) {
 		if err := w.nextSegmentLocked(); err != nil {
 			return err
 		}
@@ -241,7 +243,7 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, write func(io.Wri
 //
 // REQUIRES: w.mu held.
 func (w *segmentWriter) prepareLocked() {
-	if !w.preparing && len(w.free) == 0 && len(w.spare) == 0 && w.off > w.size/2 {
+	if !w.preparing && len(w.free) == 0 && len(w.spare) == 0 && (w.off > w.cap/2 || w.cap < w.size) {
 		w.preparing = true
 		w.wg.Add(1)
 		go w.prepareSpare()
@@ -275,12 +277,24 @@ func (w *segmentWriter) nextSegmentLocked() error {
 		default:
 		}
 	}
-	if from != "" {
-		if err := os.Rename(from, path); err != nil {
-			return fmt.Errorf("recycle wal segment: %w", err)
+	capacity := w.size
+	if fi, err := os.Stat(from); from != "" && err == nil {
+		capacity = fi.Size() // a recycled segment keeps its blocks, whatever size it grew to
+	}
+	if from == "" {
+		// Nothing preallocated at hand (the writer's first segment, or appends outran the
+		// preparation): preallocate a small segment now, so appends still overwrite allocated
+		// blocks, and have a full-size spare prepared at once.
+		capacity = min(w.size, firstSegmentBytes)
+		var err error
+		if from, err = preallocate(w.dir, capacity); err != nil {
+			return fmt.Errorf("preallocate wal segment: %w", err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err := os.Rename(from, path); err != nil {
+		return fmt.Errorf("recycle wal segment: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("open wal segment: %w", err)
 	}
@@ -291,7 +305,7 @@ func (w *segmentWriter) nextSegmentLocked() error {
 		return fmt.Errorf("open wal segment: sync dir: %w", err)
 	}
 	w.seq++
-	w.cur, w.curN, w.off = f, n, 0
+	w.cur, w.curN, w.cap, w.off = f, n, capacity, 0
 	w.own = append(w.own, segmentFile{logNum: n, path: path})
 	return nil
 }
