@@ -238,12 +238,12 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, write func(io.Wri
 	return nil
 }
 
-// prepareLocked starts preparing a spare segment once the current one is half full and no free
-// or spare segment is at hand.
+// prepareLocked starts preparing a full-size spare segment once the current one is half full and
+// no free or spare segment is at hand.
 //
 // REQUIRES: w.mu held.
 func (w *segmentWriter) prepareLocked() {
-	if !w.preparing && len(w.free) == 0 && len(w.spare) == 0 && (w.off > w.cap/2 || w.cap < w.size) {
+	if !w.preparing && len(w.free) == 0 && len(w.spare) == 0 && w.off > w.cap/2 {
 		w.preparing = true
 		w.wg.Add(1)
 		go w.prepareSpare()
@@ -284,7 +284,8 @@ func (w *segmentWriter) nextSegmentLocked() error {
 	if from == "" {
 		// Nothing preallocated at hand (the writer's first segment, or appends outran the
 		// preparation): preallocate a small segment now, so appends still overwrite allocated
-		// blocks, and have a full-size spare prepared at once.
+		// blocks; a full-size spare is prepared once it is half full (a shard that hardly writes
+		// never costs a full segment).
 		capacity = min(w.size, firstSegmentBytes)
 		var err error
 		if from, err = preallocate(w.dir, capacity); err != nil {
