@@ -360,16 +360,16 @@ func (w *walLog) readHeader(ctx context.Context, pos uint64) (*walEntry, error) 
 
 // list returns the positions of the entries after position after, ascending.
 func (w *walLog) list(ctx context.Context, after uint64) ([]uint64, error) {
-	if _, ok := w.localDir(); ok {
-		return w.listLocal(ctx, after)
-	}
-	startAfter := ""
-	if after > 0 {
-		startAfter = w.paths.makeWALKey(after)
-	}
-	objs, err := w.store.List(ctx, w.paths.walPrefix(), startAfter)
+	// The whole prefix: segment names (log numbers) do not sort with entry positions.
+	objs, err := w.store.List(ctx, w.paths.walPrefix(), "")
 	if err != nil {
 		return nil, fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
+	}
+	_, local := w.localDir()
+	if local || slices.ContainsFunc(objs, func(o objstore.ObjectInfo) bool { _, ok := parseSegmentKey(o.Key); return ok }) {
+		// Segments are read through the store whoever wrote them, so a shard a local-disk writer
+		// left is replayed by any reader of the same directory, a wrapped store's too.
+		return w.listAll(ctx, objs, after)
 	}
 	out := make([]uint64, 0, len(objs))
 	for _, o := range objs {

@@ -2,6 +2,7 @@ package memwal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
 // The WAL on a local disk: segments (segment.go) plus the entry objects an older version wrote.
@@ -26,16 +29,12 @@ type listedEntry struct {
 	segment    int // index into the segments found, -1 for an object
 }
 
-// listLocal lists every entry of the shard's WAL on a local disk, objects and segment records,
-// keeps those the fence rule lets count (an entry of epoch e at position p counts unless a fence
-// of a later epoch sits at a position <= p) and returns the positions after after, ascending. The
+// listAll reads every entry of the shard's WAL listed in objs, objects and segment records, keeps
+// those the fence rule lets count (an entry of epoch e at position p counts unless a fence of a
+// later epoch sits at a position <= p) and returns the positions after after, ascending. The
 // entries' bytes stay in w.listed for read and readHeader until the next list or forget.
-func (w *walLog) listLocal(ctx context.Context, after uint64) ([]uint64, error) {
+func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uint64) ([]uint64, error) {
 	w.listed, w.objects, w.segments = nil, nil, nil
-	objs, err := w.store.List(ctx, w.paths.walPrefix(), "")
-	if err != nil {
-		return nil, fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
-	}
 	var all []listedEntry
 	var segs []segmentFile
 	add := func(key string, data []byte, seg int) error {
@@ -53,8 +52,11 @@ func (w *walLog) listLocal(ctx context.Context, after uint64) ([]uint64, error) 
 				continue
 			}
 			b, err := w.store.Get(ctx, o.Key)
-			if err != nil {
+			if errors.Is(err, objstore.ErrNotFound) {
 				continue // deleted by a flush since the listing
+			}
+			if err != nil {
+				return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
 			}
 			if err := add(o.Key, b, -1); err != nil {
 				return nil, err
@@ -67,10 +69,13 @@ func (w *walLog) listLocal(ctx context.Context, after uint64) ([]uint64, error) 
 			continue
 		}
 		b, err := w.store.Get(ctx, o.Key)
-		if err != nil {
-			continue // recycled or deleted since the listing
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue // recycled or deleted since the listing (after a flush that covers it)
 		}
-		dir, _ := w.localDir()
+		if err != nil {
+			return nil, fmt.Errorf("memwal shard %s: read wal segment %s: %w", w.shard, o.Key, err)
+		}
+		dir, _ := w.localDir() // the path matters only to a local-disk writer adopting the segment
 		segs = append(segs, segmentFile{logNum: n, path: filepath.Join(dir, path.Base(o.Key))})
 		payloads, _ := segmentRecords(b, n)
 		var off int
@@ -129,8 +134,14 @@ func (w *walLog) placeSegmentFence(dir string, epoch, replayAfter uint64, positi
 		tip = positions[n-1]
 	}
 	pos := tip + 1
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, fmt.Errorf("memwal shard %s: wal directory: %w", w.shard, err)
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return 0, fmt.Errorf("memwal shard %s: wal directory: %w", w.shard, err)
+		}
+		// The directory's own entry must survive a crash with the segments in it.
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return 0, fmt.Errorf("memwal shard %s: wal directory: %w", w.shard, err)
+		}
 	}
 	size := w.segmentBytes
 	if size <= 0 {
