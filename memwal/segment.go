@@ -26,31 +26,35 @@ import (
 //
 //   - A segment is named wal/<log number>.log. The log number is the writer epoch << 20 | a
 //     sequence number, so no two writers ever share a segment and names sort by epoch.
-//   - A record is a 16-byte header — CRC-32C (Castagnoli) of the rest, payload length, the
-//     segment's log number — and the payload, one WAL entry exactly as it would be stored as an
-//     object (an Arrow IPC stream carrying position, writer epoch, kind and puts, self-describing).
+//   - A record is a 16-byte header — CRC-32C (Castagnoli) of the payload continued over the
+//     length and log number, the payload length, the segment's log number — and the payload, one
+//     WAL entry exactly as it would be stored as an object (an Arrow IPC stream carrying
+//     position, writer epoch, kind and puts, self-describing), encoded straight into the file.
 //   - A reader takes a segment's records in order up to the first that does not check out: zeros
 //     of a preallocated tail, a torn write (its CRC fails) or a stale record of the segment's
 //     previous life (a recycled file keeps its old bytes; they carry the old log number). A
 //     writer appends a record only after the one before it is durable, so only the last can be
 //     torn, and nothing past the end was acknowledged.
-//   - Segments are preallocated (zero-filled and synced in the background before they are
-//     needed) and recycled: a segment whose entries are all flushed (at or below the manifest's
+//   - Segments are preallocated (zero-filled and synced: a full-size spare in the background
+//     once the current segment is half full, a 1 MiB one on the spot when none is at hand) and
+//     recycled: a segment whose entries are all flushed (at or below the manifest's
 //     replay_after) goes on a free list and is renamed to the writer's next log number when the
 //     current one is full, so steady-state appends overwrite allocated blocks and fdatasync writes
 //     no metadata. Pebble's log recycling and RocksDB's recycle_log_file_num are the model.
 //
-// Fencing (docs/storage.md "MemWAL fencing on a local disk"). Positions are not arbitrated by
+// Fencing (docs/storage.md, "Fencing on a local disk"). Positions are not arbitrated by
 // the file system any more, so the fence rule decides which entries count: an entry of writer
 // epoch e at position p counts unless a fence entry of a later epoch sits at a position <= p.
 // A claim (ManifestStore.claimEpoch) commits the bumped epoch to the shard manifest first, then
-// scans the WAL and writes its fence record at the tip of the counting entries plus one. An old
+// scans the WAL and writes its fence record, the first of its first segment, at the tip of the
+// counting entries plus one. An old
 // writer acknowledges a put only after the put's record is durable and a probe of the manifest
 // shows its epoch is still current (Shard.writeEntry). So either the probe ran before the claim's
 // manifest commit — then the record was written before the claim's scan, the scan sees it and the
 // fence lands above it: it counts, and the new writer replayed it — or the probe sees the claim
 // and the put is not acknowledged. A record the scan did not see lies at or above the fence and
-// never counts.
+// never counts. Segments are freed oldest log number first, so a fence outlives the records it
+// hides (segmentWriter.release).
 
 const (
 	segmentExt        = ".log"
