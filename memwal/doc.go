@@ -5,14 +5,16 @@
 // <table>/_mem_wal/<shard>/:
 //
 //	manifest/<version>.json       the shard manifest, one immutable file per version (put-if-absent)
-//	wal/<position>.arrow          WAL entries (Arrow IPC), one per group commit (put-if-absent)
+//	wal/<position>.arrow          WAL entries (Arrow IPC), one per group commit (put-if-absent), on an object store
+//	wal/<log number>.log          WAL segments on a local disk: the same entries as records (segment.go)
 //	gen/<generation>/<uuid>.parquet  flushed generations
 //
 // Lifecycle of a row:
 //
 //  1. Put hands a batch to the shard's writer. Concurrent puts are grouped into one WAL entry,
-//     written put-if-absent at the next position; the put returns once that entry is durable
-//     and the writer has confirmed it still owns the shard.
+//     written put-if-absent at the next position (appended to the writer's segment, one
+//     fdatasync, on a local disk); the put returns once that entry is durable and the writer has
+//     confirmed it still owns the shard.
 //  2. The rows go into the memtable, readable at once (Shard.Snapshot).
 //  3. When the memtable passes a row, byte or age threshold it is sealed and flushed to the next
 //     generation (Parquet). The shard manifest records the generation, advances
@@ -27,7 +29,8 @@
 // the epoch in a new manifest version and leaves a data-less fence entry at the WAL tip, then
 // replays the entries after replay_after into a fresh memtable. Every later manifest commit of
 // an older epoch fails with ErrFenced, and so does its next WAL put, which collides with the
-// fence (or a newer entry). Compaction needs no ownership: its drain removes only generations the
+// fence (or a newer entry) on an object store, or whose ownership probe sees the newer epoch on a
+// local disk, where the fence hides every entry of an older epoch at or above it (segment.go). Compaction needs no ownership: its drain removes only generations the
 // base manifest proves merged, which is safe whoever writes the shard, so it never fences a
 // resident writer and needs no claim/close ordering.
 //

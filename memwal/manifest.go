@@ -308,6 +308,14 @@ func (ms *ManifestStore) put(ctx context.Context, m *ShardManifest) error {
 // writer's first entry goes right after it. Racing claimants retry up to Options.ClaimRetries
 // times; the last to claim wins and the others are fenced.
 func (ms *ManifestStore) ClaimEpoch(ctx context.Context) (*ShardManifest, uint64, error) {
+	w := &walLog{store: ms.store, shard: ms.shard, paths: ms.paths}
+	defer w.close()
+	return ms.claimEpoch(ctx, w)
+}
+
+// claimEpoch is ClaimEpoch placing the fence through w, the claiming writer's WAL (on a local
+// disk the fence starts the writer's first segment, which it then appends to).
+func (ms *ManifestStore) claimEpoch(ctx context.Context, w *walLog) (*ShardManifest, uint64, error) {
 	var claimed *ShardManifest
 	for attempt := 0; claimed == nil; attempt++ {
 		if attempt >= ms.opts.ClaimRetries {
@@ -336,7 +344,6 @@ func (ms *ManifestStore) ClaimEpoch(ctx context.Context) (*ShardManifest, uint64
 			return nil, 0, err
 		}
 	}
-	w := &walLog{store: ms.store, shard: ms.shard, paths: ms.paths}
 	fence, err := w.placeFence(ctx, claimed.WriterEpoch, claimed.ReplayAfterWALEntryPosition, ms.opts.ClaimRetries)
 	if err != nil {
 		return nil, 0, err

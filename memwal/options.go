@@ -16,6 +16,9 @@ type Options struct {
 	WALFlushInterval time.Duration
 	// WALMaxEntryBytes closes a group early once it holds this many bytes. Default 10 MiB.
 	WALMaxEntryBytes int64
+	// WALSegmentBytes is the preallocated size of a WAL segment on a local disk (segment.go);
+	// an entry larger than a segment gets a segment of its own. Default 16 MiB.
+	WALSegmentBytes int64
 
 	// MemtableMaxRows, MemtableMaxBytes and MemtableMaxAge seal the memtable and flush it to a
 	// generation once any is passed. Defaults 100,000 rows, 256 MiB, 5 minutes; a negative age
@@ -72,6 +75,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.WALMaxEntryBytes <= 0 {
 		o.WALMaxEntryBytes = 10 << 20
+	}
+	if o.WALSegmentBytes <= 0 {
+		o.WALSegmentBytes = defaultSegmentBytes
 	}
 	if o.MemtableMaxRows <= 0 {
 		o.MemtableMaxRows = 100_000

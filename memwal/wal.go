@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -64,6 +66,23 @@ func (e *walEntry) release() {
 
 // encodeWALEntry writes one entry; schema is the table schema (nil for a fence).
 func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) ([]byte, error) {
+	return encodeWALRecord(0, pos, epoch, schema, puts, alloc)
+}
+
+// encodeWALRecord is encodeWALEntry with room bytes left free before the entry (a segment
+// record's header), so the record needs no second copy.
+func encodeWALRecord(room int, pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(room + int(min(batchBytes(puts), 256<<20)) + 16<<10) // the batches, their padding and the messages: one allocation
+	buf.Write(make([]byte, room))
+	if err := writeWALEntry(&buf, pos, epoch, schema, puts, alloc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeWALEntry encodes one entry into out; schema is the table schema (nil for a fence).
+func writeWALEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) error {
 	kind := kindData
 	if schema == nil {
 		kind, schema = kindFence, arrow.NewSchema(nil, nil)
@@ -78,7 +97,7 @@ func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, allo
 	}
 	mj, err := json.Marshal(metas)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	md := schema.Metadata()
 	// Concat, not append: the schema's metadata slices are shared with every other encode.
@@ -87,9 +106,7 @@ func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, allo
 	meta := arrow.NewMetadata(keys, vals)
 	entrySchema := arrow.NewSchema(schema.Fields(), &meta)
 
-	var buf bytes.Buffer
-	buf.Grow(int(min(batchBytes(puts), 256<<20)) + 16<<10) // the batches, their padding and the messages: one allocation
-	w := ipc.NewWriter(&buf, ipc.WithSchema(entrySchema), ipc.WithAllocator(alloc))
+	w := ipc.NewWriter(out, ipc.WithSchema(entrySchema), ipc.WithAllocator(alloc))
 	for _, p := range puts {
 		for _, b := range p.Batches {
 			rb := array.NewRecordBatch(entrySchema, b.Columns(), b.NumRows())
@@ -97,14 +114,14 @@ func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, allo
 			rb.Release()
 			if err != nil {
 				w.Close()
-				return nil, fmt.Errorf("encode wal entry %d: %w", pos, err)
+				return fmt.Errorf("encode wal entry %d: %w", pos, err)
 			}
 		}
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode wal entry %d: %w", pos, err)
+		return fmt.Errorf("encode wal entry %d: %w", pos, err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
 // decodeWALEntry parses an entry. Its batches are returned in tableSchema (the WAL metadata
@@ -257,11 +274,47 @@ func stripWALMetadata(s *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(s.Fields(), &meta)
 }
 
-// walLog reads and writes one shard's WAL entries.
+// walLog reads and writes one shard's WAL entries: objects created put-if-absent on an object
+// store, records in segment files on a local disk (segment.go). Readers of either see both, so a
+// shard written as objects (the only format before segments) replays on a local disk.
 type walLog struct {
 	store objstore.Store
 	shard string
 	paths shardPaths
+
+	segmentBytes int64          // preallocated size of a segment (Options.WALSegmentBytes)
+	seg          *segmentWriter // this writer's segments, from its fence on (local disk only)
+
+	// From the last list on a local disk: where each counting entry's bytes are, the positions
+	// stored as objects, and the segments with the highest position each holds.
+	listed   map[uint64]walRef
+	objects  []uint64
+	segments []segmentFile
+}
+
+// walRef is a listed entry: its key (for messages) and its bytes.
+type walRef struct {
+	key  string
+	data []byte
+}
+
+// localDir returns the shard's wal directory when the store is a local disk.
+func (w *walLog) localDir() (string, bool) {
+	l, ok := w.store.(*objstore.Local)
+	if !ok {
+		return "", false
+	}
+	return filepath.Join(l.Root(), filepath.FromSlash(w.paths.walPrefix())), true
+}
+
+// forget drops the entry bytes the last list read.
+func (w *walLog) forget() { w.listed = nil }
+
+// close closes the writer's segment, if it has one.
+func (w *walLog) close() {
+	if w.seg != nil {
+		w.seg.close()
+	}
 }
 
 // create writes the entry at pos put-if-absent. An error wrapping objstore.ErrExists means the
@@ -281,6 +334,9 @@ func (w *walLog) create(ctx context.Context, pos uint64, data []byte) error {
 
 // read decodes the entry at pos.
 func (w *walLog) read(ctx context.Context, pos uint64, schema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
+	if r, ok := w.listed[pos]; ok {
+		return decodeWALEntry(r.key, r.data, schema, alloc)
+	}
 	key := w.paths.makeWALKey(pos)
 	b, err := w.store.Get(ctx, key)
 	if err != nil {
@@ -291,6 +347,9 @@ func (w *walLog) read(ctx context.Context, pos uint64, schema *arrow.Schema, all
 
 // readHeader decodes the header of the entry at pos (decodeWALHeader): no batch is read.
 func (w *walLog) readHeader(ctx context.Context, pos uint64) (*walEntry, error) {
+	if r, ok := w.listed[pos]; ok {
+		return decodeWALHeader(r.key, r.data)
+	}
 	key := w.paths.makeWALKey(pos)
 	b, err := w.store.Get(ctx, key)
 	if err != nil {
@@ -301,13 +360,16 @@ func (w *walLog) readHeader(ctx context.Context, pos uint64) (*walEntry, error) 
 
 // list returns the positions of the entries after position after, ascending.
 func (w *walLog) list(ctx context.Context, after uint64) ([]uint64, error) {
-	startAfter := ""
-	if after > 0 {
-		startAfter = w.paths.makeWALKey(after)
-	}
-	objs, err := w.store.List(ctx, w.paths.walPrefix(), startAfter)
+	// The whole prefix: segment names (log numbers) do not sort with entry positions.
+	objs, err := w.store.List(ctx, w.paths.walPrefix(), "")
 	if err != nil {
 		return nil, fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
+	}
+	_, local := w.localDir()
+	if local || slices.ContainsFunc(objs, func(o objstore.ObjectInfo) bool { _, ok := parseSegmentKey(o.Key); return ok }) {
+		// Segments are read through the store whoever wrote them, so a shard a local-disk writer
+		// left is replayed by any reader of the same directory, a wrapped store's too.
+		return w.listAll(ctx, objs, after)
 	}
 	out := make([]uint64, 0, len(objs))
 	for _, o := range objs {
@@ -327,6 +389,9 @@ func (w *walLog) placeFence(ctx context.Context, epoch, replayAfter uint64, retr
 	positions, err := w.list(ctx, replayAfter)
 	if err != nil {
 		return 0, err
+	}
+	if dir, ok := w.localDir(); ok {
+		return w.placeSegmentFence(dir, epoch, replayAfter, positions)
 	}
 	tip := replayAfter
 	if n := len(positions); n > 0 {
@@ -361,6 +426,10 @@ func (w *walLog) placeFence(ctx context.Context, epoch, replayAfter uint64, retr
 // deleteEntries removes the entries at positions first..last, best effort: an entry left behind
 // is at or below replay_after and never replayed.
 func (w *walLog) deleteEntries(ctx context.Context, first, last uint64, warn func(msg string, args ...any)) {
+	if w.seg != nil {
+		w.deleteLocal(ctx, last, warn)
+		return
+	}
 	for p := first; p <= last && p != 0; p++ {
 		if err := w.store.Delete(ctx, w.paths.makeWALKey(p)); err != nil {
 			warn("memwal: could not delete flushed wal entry", "shard", w.shard, "position", p, "err", err)

@@ -10,7 +10,7 @@ import (
 // BenchCmd measures flight-sink over a real Flight connection on this machine.
 type BenchCmd struct {
 	Root         string `env:"FLIGHT_SINK_BENCH_ROOT" help:"Table root for the benchmark server (default: a temporary directory, removed afterwards)."`
-	Only         string `env:"FLIGHT_SINK_BENCH_ONLY" enum:",throughput,epochs,history,memwal" default:"" help:"Run one workload: throughput, epochs, history or memwal (default: all)."`
+	Only         string `env:"FLIGHT_SINK_BENCH_ONLY" enum:",throughput,epochs,history,memwal,memwal-floor" default:"" help:"Run one workload: throughput, epochs, history, memwal, or memwal-floor (MemWAL against a discarding server and an fdatasync probe; only when asked for) (default: all but memwal-floor)."`
 	Batches      int    `env:"FLIGHT_SINK_BENCH_BATCHES" default:"16" help:"Batches of 65,536 rows per stream in the throughput workload."`
 	Epochs       int    `env:"FLIGHT_SINK_BENCH_EPOCHS" default:"1000" help:"Epochs in the small-epoch workload."`
 	EpochRows    int    `name:"epoch-rows" env:"FLIGHT_SINK_BENCH_EPOCH_ROWS" default:"1000" help:"Rows per epoch in the small-epoch and history workloads."`

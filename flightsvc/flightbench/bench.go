@@ -36,7 +36,7 @@ type Config struct {
 	LatencyEpochs   int    // epochs timed per table in the latency run (200)
 	RouteEpochs     int    // epochs per route in the direct-vs-MemWAL run (3,600)
 	RouteStreams    []int  // concurrent streaming queries in the direct-vs-MemWAL run (1 and 8)
-	Only            string // run only "throughput", "epochs", "history" or "memwal"
+	Only            string // run only "throughput", "epochs", "history", "memwal" or "memwal-floor" (only on request)
 	Maintenance     string // the server's default maintenance: background (the default), inline or off
 }
 
@@ -204,6 +204,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.Only == "" || cfg.Only == "memwal" {
 		if err := runRoutes(ctx, cfg, out); err != nil {
 			return fmt.Errorf("memwal: %w", err)
+		}
+	}
+	if cfg.Only == "memwal-floor" { // not part of the default run: it measures the machine, not only flight-sink
+		if err := runFloor(ctx, cfg, out); err != nil {
+			return fmt.Errorf("memwal-floor: %w", err)
 		}
 	}
 	return nil

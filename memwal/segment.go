@@ -1,0 +1,412 @@
+package memwal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+)
+
+// WAL segments: the WAL of a shard on a local disk.
+//
+// On an object store every WAL entry is its own object, created put-if-absent (walLog.create):
+// the store arbitrates who owns a position. On a local disk that costs a file create, an fsync, a
+// link and a directory fsync per entry. There the shard writer instead appends its entries to
+// segment files it alone writes, one fdatasync per group:
+//
+//   - A segment is named wal/<log number>.log. The log number is the writer epoch << 20 | a
+//     sequence number, so no two writers ever share a segment and names sort by epoch.
+//   - A record is a 16-byte header — CRC-32C (Castagnoli) of the payload continued over the
+//     length and log number, the payload length, the segment's log number — and the payload, one
+//     WAL entry exactly as it would be stored as an object (an Arrow IPC stream carrying
+//     position, writer epoch, kind and puts, self-describing), encoded straight into the file.
+//   - A reader takes a segment's records in order up to the first that does not check out: zeros
+//     of a preallocated tail, a torn write (its CRC fails) or a stale record of the segment's
+//     previous life (a recycled file keeps its old bytes; they carry the old log number). A
+//     writer appends a record only after the one before it is durable, so only the last can be
+//     torn, and nothing past the end was acknowledged.
+//   - Segments are preallocated (zero-filled and synced: a full-size spare in the background
+//     once the current segment is half full, a 1 MiB one on the spot when none is at hand) and
+//     recycled: a segment whose entries are all flushed (at or below the manifest's
+//     replay_after) goes on a free list and is renamed to the writer's next log number when the
+//     current one is full, so steady-state appends overwrite allocated blocks and fdatasync writes
+//     no metadata. Pebble's log recycling and RocksDB's recycle_log_file_num are the model.
+//
+// Fencing (docs/storage.md, "Fencing on a local disk"). Positions are not arbitrated by
+// the file system any more, so the fence rule decides which entries count: an entry of writer
+// epoch e at position p counts unless a fence entry of a later epoch sits at a position <= p.
+// A claim (ManifestStore.claimEpoch) commits the bumped epoch to the shard manifest first, then
+// scans the WAL and writes its fence record, the first of its first segment, at the tip of the
+// counting entries plus one. An old
+// writer acknowledges a put only after the put's record is durable and a probe of the manifest
+// shows its epoch is still current (Shard.writeEntry). So either the probe ran before the claim's
+// manifest commit — then the record was written before the claim's scan, the scan sees it and the
+// fence lands above it: it counts, and the new writer replayed it — or the probe sees the claim
+// and the put is not acknowledged. A record the scan did not see lies at or above the fence and
+// never counts. Segments are freed oldest log number first, so a fence outlives the records it
+// hides (segmentWriter.release).
+
+const (
+	segmentExt        = ".log"
+	segmentHeaderSize = 16
+	segmentSeqBits    = 20
+	segmentTmpPrefix  = ".tmp-segment-" // objstore.Local's temporary prefix: List skips these
+	maxFreeSegments   = 4
+	firstSegmentBytes = 1 << 20 // preallocated on the spot when no spare segment is ready
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// segmentLogNumber is the log number of sequence seq of writer epoch's segments.
+func segmentLogNumber(epoch, seq uint64) uint64 { return epoch<<segmentSeqBits | seq }
+
+// makeSegmentKey returns the key of the segment with log number n.
+func (p shardPaths) makeSegmentKey(n uint64) string {
+	return fmt.Sprintf("%s%020d%s", p.walPrefix(), n, segmentExt)
+}
+
+// parseSegmentKey is the inverse of makeSegmentKey.
+func parseSegmentKey(key string) (uint64, bool) { return parseNumberedName(key, walDir, segmentExt) }
+
+// recordCRC is a record's checksum: CRC-32C of its payload (payloadCRC), continued over the
+// header's length and log number. The payload comes first so a record can be checksummed while
+// it is streamed out, before its length is known.
+func recordCRC(payloadCRC uint32, header []byte) uint32 {
+	return crc32.Update(payloadCRC, castagnoli, header[4:segmentHeaderSize])
+}
+
+// putRecordHeader fills header (segmentHeaderSize bytes) for a payload of n bytes with CRC-32C
+// payloadCRC, in segment logNum.
+func putRecordHeader(header []byte, n int64, payloadCRC uint32, logNum uint64) {
+	binary.LittleEndian.PutUint32(header[4:], uint32(n))
+	binary.LittleEndian.PutUint64(header[8:], logNum)
+	binary.LittleEndian.PutUint32(header[0:], recordCRC(payloadCRC, header))
+}
+
+// frameRecord fills the header room at the start of buf (segmentHeaderSize bytes, followed by the
+// payload) for a record of segment logNum.
+func frameRecord(buf []byte, logNum uint64) {
+	payload := buf[segmentHeaderSize:]
+	putRecordHeader(buf, int64(len(payload)), crc32.Checksum(payload, castagnoli), logNum)
+}
+
+// segmentRecords returns the payloads of the records of segment logNum in b, in order, up to the
+// first that does not check out (the end of the log: zeros, a torn tail, a stale record), and the
+// offset where that end is. The payloads alias b.
+func segmentRecords(b []byte, logNum uint64) (payloads [][]byte, end int64) {
+	off := 0
+	for len(b)-off >= segmentHeaderSize {
+		h := b[off : off+segmentHeaderSize]
+		n := int(binary.LittleEndian.Uint32(h[4:]))
+		if n == 0 || binary.LittleEndian.Uint64(h[8:]) != logNum || n > len(b)-off-segmentHeaderSize {
+			break
+		}
+		payload := b[off+segmentHeaderSize : off+segmentHeaderSize+n]
+		if recordCRC(crc32.Checksum(payload, castagnoli), h) != binary.LittleEndian.Uint32(h[0:]) {
+			break
+		}
+		payloads = append(payloads, payload)
+		off += segmentHeaderSize + n
+	}
+	return payloads, int64(off)
+}
+
+// recordWriter writes a record's payload into a segment from off on, checksumming it.
+type recordWriter struct {
+	f   *os.File
+	off int64
+	n   int64
+	crc uint32
+}
+
+func (r *recordWriter) Write(p []byte) (int, error) {
+	n, err := r.f.WriteAt(p, r.off+r.n)
+	r.crc = crc32.Update(r.crc, castagnoli, p[:n])
+	r.n += int64(n)
+	return n, err
+}
+
+// segmentFile is one segment the writer wrote or adopted, with the highest position it holds.
+type segmentFile struct {
+	logNum uint64
+	path   string
+	maxPos uint64
+}
+
+// segmentWriter appends one writer epoch's records to its segments. It is used by the shard's
+// committer goroutine only, except release (the flusher), which takes mu.
+type segmentWriter struct {
+	dir   string // the shard's wal directory on disk
+	epoch uint64
+	size  int64 // preallocated bytes per segment
+
+	mu   sync.Mutex
+	seq  uint64
+	cur  *os.File
+	curN uint64 // log number of cur
+	cap  int64  // preallocated bytes of cur: a segment started with no spare at hand is smaller
+	off  int64
+	own  []segmentFile // written segments, oldest first; the last is cur
+	free []segmentFile // flushed segments to recycle, oldest first
+	old  []segmentFile // older writers' segments, deleted once flushed
+
+	bw        *bufio.Writer // reused by appendWith
+	spare     chan string   // a preallocated temporary file, when one is ready
+	preparing bool
+	wg        sync.WaitGroup // the goroutine preparing a spare
+}
+
+func newSegmentWriter(dir string, epoch uint64, size int64) *segmentWriter {
+	return &segmentWriter{dir: dir, epoch: epoch, size: size, spare: make(chan string, 1)}
+}
+
+// adopt takes over older writers' segments found by the claim's scan: they are deleted (or
+// recycled) once everything they hold is flushed.
+func (w *segmentWriter) adopt(segs []segmentFile) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.old = append(w.old, segs...)
+	sort.Slice(w.old, func(i, j int) bool { return w.old[i].logNum < w.old[j].logNum })
+}
+
+// append writes rec (header room + payload, framed here) as the next record and makes it
+// durable with one fdatasync. pos is the entry's position.
+func (w *segmentWriter) append(rec []byte, pos uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == nil || (w.off > 0 && w.off+int64(len(rec)) > w.cap) {
+		if err := w.nextSegmentLocked(); err != nil {
+			return err
+		}
+	}
+	frameRecord(rec, w.curN)
+	if _, err := w.cur.WriteAt(rec, w.off); err != nil {
+		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	}
+	// The record is durable once this returns; the ack waits for it (and for the ownership probe).
+	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
+		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
+	}
+	w.off += int64(len(rec))
+	w.own[len(w.own)-1].maxPos = pos
+	w.prepareLocked()
+	return nil
+}
+
+// appendWith writes the record whose payload write produces (about estimate bytes) as the next
+// record, streamed into the segment as it is encoded (no copy of the entry in memory), and makes
+// it durable with one fdatasync. pos is the entry's position.
+func (w *segmentWriter) appendWith(pos uint64, estimate int64, write func(io.Writer) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur == nil || (w.off > 0 && w.off+segmentHeaderSize+estimate > w.cap) {
+		if err := w.nextSegmentLocked(); err != nil {
+			return err
+		}
+	}
+	rw := &recordWriter{f: w.cur, off: w.off + segmentHeaderSize}
+	if w.bw == nil {
+		w.bw = bufio.NewWriterSize(rw, 1<<20)
+	}
+	w.bw.Reset(rw)
+	if err := write(w.bw); err != nil {
+		return err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	}
+	var header [segmentHeaderSize]byte
+	putRecordHeader(header[:], rw.n, rw.crc, w.curN)
+	// The header goes in after the payload; both are covered by the one fdatasync below, before
+	// which nothing is acknowledged, and a crash in between leaves a record whose CRC fails: the
+	// end of the log.
+	if _, err := w.cur.WriteAt(header[:], w.off); err != nil {
+		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	}
+	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
+		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
+	}
+	w.off += segmentHeaderSize + rw.n
+	w.own[len(w.own)-1].maxPos = pos
+	w.prepareLocked()
+	return nil
+}
+
+// prepareLocked starts preparing a full-size spare segment once the current one is half full and
+// no free or spare segment is at hand.
+//
+// REQUIRES: w.mu held.
+func (w *segmentWriter) prepareLocked() {
+	if !w.preparing && len(w.free) == 0 && len(w.spare) == 0 && w.off > w.cap/2 {
+		w.preparing = true
+		w.wg.Add(1)
+		go w.prepareSpare()
+	}
+}
+
+// nextSegmentLocked closes the current segment and opens the next: a recycled free segment, the
+// prepared spare, or (when neither is there) a new empty file. The new name is made durable (a
+// directory fsync) before any record goes in.
+//
+// REQUIRES: w.mu held.
+func (w *segmentWriter) nextSegmentLocked() error {
+	if w.seq+1 >= 1<<segmentSeqBits {
+		return fmt.Errorf("wal segments of writer epoch %d exhausted", w.epoch)
+	}
+	if w.cur != nil {
+		w.cur.Close()
+		w.cur = nil
+	}
+	n := segmentLogNumber(w.epoch, w.seq+1)
+	path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", n, segmentExt))
+	var from string
+	switch {
+	case len(w.free) > 0:
+		// Oldest first: a fence segment is recycled only after the older segments whose stale
+		// records its fence hides (those are older still, so they went before it).
+		from, w.free = w.free[0].path, w.free[1:]
+	default:
+		select {
+		case from = <-w.spare:
+		default:
+		}
+	}
+	capacity := w.size
+	if fi, err := os.Stat(from); from != "" && err == nil {
+		capacity = fi.Size() // a recycled segment keeps its blocks, whatever size it grew to
+	}
+	if from == "" {
+		// Nothing preallocated at hand (the writer's first segment, or appends outran the
+		// preparation): preallocate a small segment now, so appends still overwrite allocated
+		// blocks; a full-size spare is prepared once it is half full (a shard that hardly writes
+		// never costs a full segment).
+		capacity = min(w.size, firstSegmentBytes)
+		var err error
+		if from, err = preallocate(w.dir, capacity); err != nil {
+			return fmt.Errorf("preallocate wal segment: %w", err)
+		}
+	}
+	if err := os.Rename(from, path); err != nil {
+		return fmt.Errorf("recycle wal segment: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("open wal segment: %w", err)
+	}
+	// The segment's name must survive a crash before a record in it is acknowledged; this is the
+	// one directory fsync per segment (not per entry).
+	if err := syncDir(w.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("open wal segment: sync dir: %w", err)
+	}
+	w.seq++
+	w.cur, w.curN, w.cap, w.off = f, n, capacity, 0
+	w.own = append(w.own, segmentFile{logNum: n, path: path})
+	return nil
+}
+
+// prepareSpare zero-fills and syncs a temporary file of the segment size and offers it as the
+// next segment.
+func (w *segmentWriter) prepareSpare() {
+	defer w.wg.Done()
+	path, err := preallocate(w.dir, w.size)
+	w.mu.Lock()
+	w.preparing = false
+	w.mu.Unlock()
+	if err != nil {
+		return // the next segment starts empty instead
+	}
+	select {
+	case w.spare <- path:
+	default:
+		os.Remove(path)
+	}
+}
+
+func preallocate(dir string, size int64) (string, error) {
+	path := filepath.Join(dir, segmentTmpPrefix+uuid.NewString())
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	zero := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zero)) {
+		if _, err := f.Write(zero[:min(int64(len(zero)), size-off)]); err != nil {
+			os.Remove(path)
+			return "", err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return path, nil
+}
+
+// release frees the segments whose entries are all at or below replayAfter (flushed): older
+// writers' segments are deleted, the writer's own go on the free list (up to maxFreeSegments,
+// the rest deleted). The current segment stays.
+func (w *segmentWriter) release(replayAfter uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	deleted := false
+	// Older writers' segments first, oldest first: their stale records are hidden by fences in
+	// later segments, which must outlive them.
+	for len(w.old) > 0 && w.old[0].maxPos <= replayAfter {
+		if err := os.Remove(w.old[0].path); err == nil || errors.Is(err, fs.ErrNotExist) {
+			deleted = true
+		}
+		w.old = w.old[1:]
+	}
+	if len(w.old) > 0 {
+		return // the writer's own segments (fences among them) wait for the older ones
+	}
+	if deleted {
+		syncDir(w.dir) // the deletions are durable before a fence segment is recycled
+	}
+	for len(w.own) > 1 && w.own[0].maxPos <= replayAfter {
+		s := w.own[0]
+		w.own = w.own[1:]
+		if len(w.free) < maxFreeSegments {
+			w.free = append(w.free, s)
+		} else {
+			os.Remove(s.path)
+		}
+	}
+}
+
+// close closes the current segment and drops a prepared spare.
+func (w *segmentWriter) close() {
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur != nil {
+		w.cur.Close()
+		w.cur = nil
+	}
+	select {
+	case p := <-w.spare:
+		os.Remove(p)
+	default:
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

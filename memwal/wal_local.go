@@ -1,0 +1,189 @@
+package memwal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// The WAL on a local disk: segments (segment.go) plus the entry objects an older version wrote.
+
+// defaultSegmentBytes is the preallocated size of a WAL segment.
+const defaultSegmentBytes = 16 << 20
+
+// listedEntry is one entry found by listLocal, before the fence rule.
+type listedEntry struct {
+	pos, epoch uint64
+	fence      bool
+	ref        walRef
+	segment    int // index into the segments found, -1 for an object
+}
+
+// listAll reads every entry of the shard's WAL listed in objs, objects and segment records, keeps
+// those the fence rule lets count (an entry of epoch e at position p counts unless a fence of a
+// later epoch sits at a position <= p) and returns the positions after after, ascending. The
+// entries' bytes stay in w.listed for read and readHeader until the next list or forget.
+func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uint64) ([]uint64, error) {
+	w.listed, w.objects, w.segments = nil, nil, nil
+	var all []listedEntry
+	var segs []segmentFile
+	add := func(key string, data []byte, seg int) error {
+		h, err := decodeWALHeader(key, data)
+		if err != nil {
+			return fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
+		}
+		all = append(all, listedEntry{pos: h.Position, epoch: h.WriterEpoch, fence: h.Fence, ref: walRef{key: key, data: data}, segment: seg})
+		return nil
+	}
+	for _, o := range objs {
+		if pos, ok := parseWALKey(o.Key); ok {
+			if pos <= after {
+				w.objects = append(w.objects, pos) // flushed; still to delete
+				continue
+			}
+			b, err := w.store.Get(ctx, o.Key)
+			if errors.Is(err, objstore.ErrNotFound) {
+				continue // deleted by a flush since the listing
+			}
+			if err != nil {
+				return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
+			}
+			if err := add(o.Key, b, -1); err != nil {
+				return nil, err
+			}
+			w.objects = append(w.objects, pos)
+			continue
+		}
+		n, ok := parseSegmentKey(o.Key)
+		if !ok {
+			continue
+		}
+		b, err := w.store.Get(ctx, o.Key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue // recycled or deleted since the listing (after a flush that covers it)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memwal shard %s: read wal segment %s: %w", w.shard, o.Key, err)
+		}
+		dir, _ := w.localDir() // the path matters only to a local-disk writer adopting the segment
+		segs = append(segs, segmentFile{logNum: n, path: filepath.Join(dir, path.Base(o.Key))})
+		payloads, _ := segmentRecords(b, n)
+		var off int
+		for _, p := range payloads {
+			if err := add(fmt.Sprintf("%s@%d", o.Key, off), p, len(segs)-1); err != nil {
+				return nil, err
+			}
+			off += segmentHeaderSize + len(p)
+		}
+	}
+	// The fence rule. A fence of epoch f at position q hides every entry of an older epoch at
+	// positions >= q: records an old writer appended after a newer claim scanned the WAL.
+	var fences []listedEntry
+	for _, e := range all {
+		if e.fence {
+			fences = append(fences, e)
+		}
+	}
+	counts := func(e listedEntry) bool {
+		for _, f := range fences {
+			if f.epoch > e.epoch && f.pos <= e.pos {
+				return false
+			}
+		}
+		return true
+	}
+	w.listed = make(map[uint64]walRef)
+	var out []uint64
+	for _, e := range all {
+		if !counts(e) {
+			continue
+		}
+		if e.segment >= 0 && e.pos > segs[e.segment].maxPos {
+			segs[e.segment].maxPos = e.pos
+		}
+		if e.pos <= after {
+			continue
+		}
+		if prev, dup := w.listed[e.pos]; dup {
+			return nil, fmt.Errorf("%w: memwal shard %s: wal position %d is held by both %s and %s", ErrCorrupt, w.shard, e.pos, prev.key, e.ref.key)
+		}
+		w.listed[e.pos] = e.ref
+		out = append(out, e.pos)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	w.segments = segs
+	return out, nil
+}
+
+// placeSegmentFence starts this writer's segments with a fence entry of epoch at the tip of the
+// counting entries (positions, from the claim's list) plus one, and adopts the older segments
+// found. No one else writes this writer's segments: there is no race for the position.
+func (w *walLog) placeSegmentFence(dir string, epoch, replayAfter uint64, positions []uint64) (uint64, error) {
+	tip := replayAfter
+	if n := len(positions); n > 0 && positions[n-1] > tip {
+		tip = positions[n-1]
+	}
+	pos := tip + 1
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return 0, fmt.Errorf("memwal shard %s: wal directory: %w", w.shard, err)
+		}
+		// The directory's own entry must survive a crash with the segments in it.
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return 0, fmt.Errorf("memwal shard %s: wal directory: %w", w.shard, err)
+		}
+	}
+	size := w.segmentBytes
+	if size <= 0 {
+		size = defaultSegmentBytes
+	}
+	sw := newSegmentWriter(dir, epoch, size)
+	sw.adopt(w.segments)
+	rec, err := encodeWALRecord(segmentHeaderSize, pos, epoch, nil, nil, memory.DefaultAllocator)
+	if err != nil {
+		return 0, err
+	}
+	if err := sw.append(rec, pos); err != nil {
+		sw.close()
+		return 0, fmt.Errorf("memwal shard %s: place fence entry: %w", w.shard, err)
+	}
+	w.seg = sw
+	return pos, nil
+}
+
+// appendEntry makes the entry of puts at pos durable in the writer's current segment, encoded
+// straight into it, with one fdatasync.
+func (w *walLog) appendEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) error {
+	write := func(out io.Writer) error { return writeWALEntry(out, pos, epoch, schema, puts, alloc) }
+	if err := w.seg.appendWith(pos, batchBytes(puts)+16<<10, write); err != nil {
+		return fmt.Errorf("memwal shard %s: write wal entry %d: %w", w.shard, pos, err)
+	}
+	return nil
+}
+
+// deleteLocal frees what a flush up to replayAfter made unneeded: the entry objects at or below
+// it and the segments whose entries all are.
+func (w *walLog) deleteLocal(ctx context.Context, replayAfter uint64, warn func(msg string, args ...any)) {
+	kept := w.objects[:0]
+	for _, p := range w.objects {
+		if p > replayAfter {
+			kept = append(kept, p)
+			continue
+		}
+		if err := w.store.Delete(ctx, w.paths.makeWALKey(p)); err != nil {
+			warn("memwal: could not delete flushed wal entry", "shard", w.shard, "position", p, "err", err)
+		}
+	}
+	w.objects = kept
+	w.seg.release(replayAfter)
+}
