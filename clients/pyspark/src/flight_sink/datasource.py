@@ -173,13 +173,15 @@ class _Options:
         return {"merge_schema": True} if self.merge_schema else {}
 
 
-_clients: Dict[Tuple[str, Optional[str]], Client] = {}
+_clients: Dict[Tuple[str, Optional[str], Optional[RetryPolicy]], Client] = {}
 
 
-def _process_client(uri: str, token: Optional[str]) -> Client:
-    c = _clients.get((uri, token))
+def _process_client(uri: str, token: Optional[str], retry: Optional[RetryPolicy] = None) -> Client:
+    """One Client per process, server and retry policy, reused by the tasks the process runs."""
+    key = (uri, token, retry)
+    c = _clients.get(key)
     if c is None:
-        c = _clients[(uri, token)] = Client(uri, token, retry=RetryPolicy())
+        c = _clients[key] = Client(uri, token, retry=retry)
     return c
 
 
