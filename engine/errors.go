@@ -31,6 +31,9 @@ var (
 	// ErrInvalidPredicate: a predicate is malformed or does not fit the table's schema (an unknown
 	// op, a literal of the wrong type, an empty "in").
 	ErrInvalidPredicate = errors.New("invalid predicate")
+	// ErrFragmentNotFound: a read names a fragment the version it reads does not have (a ticket
+	// of another version, or made up).
+	ErrFragmentNotFound = errors.New("fragment not found")
 	// ErrGenerationAlreadyMerged: a MemWAL fold names a generation at or below the shard's
 	// merged-generation watermark; its rows are already in the table.
 	ErrGenerationAlreadyMerged = errors.New("memwal generation already merged")

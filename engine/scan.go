@@ -24,8 +24,16 @@ type ScanOptions struct {
 	// BatchSize is the number of rows per record batch. Default 65,536.
 	BatchSize int64
 	// WithRowAddresses makes the scanner report each row's address (Scanner.RowAddresses), as
-	// DeleteRows takes them.
+	// DeleteRows takes them. Not with Filter.
 	WithRowAddresses bool
+	// Fragments, when not nil, restricts the scan to these fragments of the version (in the
+	// version's order); an id the version lacks is ErrFragmentNotFound (scan_prune.go).
+	Fragments []uint64
+	// Exclude holds row addresses to leave out as if deleted (base rows a MemWAL read supersedes).
+	Exclude *RowSet
+	// Filter, when set, returns only the rows for which it is true, skipping row groups and
+	// fragments by their Parquet statistics (scan_prune.go).
+	Filter *Predicate
 }
 
 // Scan opens a streaming read of one version. Fragments are read one at a time, batch by batch,
@@ -75,9 +83,29 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 		o.BatchSize = 64 * 1024
 	}
 	md := full.Metadata()
+	out := arrow.NewSchema(fields, &md)
+	if o.Filter != nil && o.WithRowAddresses {
+		return nil, fmt.Errorf("table %s: a scan cannot both filter and report row addresses", t.name)
+	}
+	frags, err := selectFragments(t.name, m, o.Fragments)
+	if err != nil {
+		return nil, err
+	}
+	readIdx, filter, err := planFilter(t.name, full, fieldIdx, out, o.Filter, t.opts.Allocator)
+	if err != nil {
+		return nil, err
+	}
+	schema := out
+	if filter != nil { // the filter's own columns are read too, and dropped by it
+		fields = fields[:0]
+		for _, j := range readIdx {
+			fields = append(fields, full.Field(j))
+		}
+		schema = arrow.NewSchema(fields, &md)
+	}
 	return &Scanner{
-		ctx: ctx, t: t, frags: m.Fragments, fieldIdx: fieldIdx, batchSize: o.BatchSize,
-		schema: arrow.NewSchema(fields, &md), refs: 1, withAddrs: o.WithRowAddresses,
+		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize,
+		schema: schema, out: out, refs: 1, withAddrs: o.WithRowAddresses, filter: filter, exclude: o.Exclude,
 	}, nil
 }
 
@@ -98,16 +126,24 @@ type Scanner struct {
 	frags     []Fragment
 	fieldIdx  []int
 	batchSize int64
-	schema    *arrow.Schema
+	schema    *arrow.Schema // what is read: out plus the columns only the filter needs
+	out       *arrow.Schema // what is returned
 	refs      int64
+	filter    *rowFilter // nil: every row
+	exclude   *RowSet
+	stats     ScanStats
 
-	next int // next fragment to open
-	file objstore.ReadAtSeekCloser
-	pr   *file.Reader
-	rr   pqarrow.RecordReader
-	cur  arrow.RecordBatch
-	err  error
-	done bool
+	next     int // next fragment to open
+	file     objstore.ReadAtSeekCloser
+	pr       *file.Reader
+	fr       *pqarrow.FileReader
+	leafCols []int
+	openID   uint64        // the open fragment's id
+	runs     []rowGroupRun // row groups of the open fragment still to read
+	rr       pqarrow.RecordReader
+	cur      arrow.RecordBatch
+	err      error
+	done     bool
 
 	// Deletions: the open fragment's deleted offsets and the offset of its next raw batch.
 	dels      *roaring.Bitmap
@@ -119,7 +155,7 @@ type Scanner struct {
 var _ array.RecordReader = (*Scanner)(nil)
 
 // Schema returns the projected schema.
-func (s *Scanner) Schema() *arrow.Schema { return s.schema }
+func (s *Scanner) Schema() *arrow.Schema { return s.out }
 
 // Retain increases the reference count.
 func (s *Scanner) Retain() { atomic.AddInt64(&s.refs, 1) }
@@ -171,6 +207,9 @@ func (s *Scanner) Next() bool {
 				return false
 			}
 			s.next++
+			if s.rr == nil {
+				continue // the filter's statistics exclude every row group
+			}
 		}
 		if s.rr.Next() {
 			rec := s.rr.RecordBatch()
@@ -200,15 +239,23 @@ func (s *Scanner) Next() bool {
 					s.err = fmt.Errorf("table %s: apply deletions to fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
 					return false
 				}
-				s.cur = sel
+				if s.emit(sel) {
+					return true
+				}
+				continue
+			}
+			if s.emit(conf) {
 				return true
 			}
-			s.cur = conf
-			return true
+			continue
 		}
 		if err := s.rr.Err(); err != nil {
 			s.err = fmt.Errorf("table %s: read fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
 			return false
+		}
+		if more, err := s.openRun(); err != nil || more {
+			s.err = err
+			continue
 		}
 		s.closeFragment()
 	}
@@ -223,7 +270,7 @@ func (s *Scanner) openFragment(f Fragment) error {
 	if err != nil {
 		return err
 	}
-	s.dels, s.offset = dels, 0
+	s.dels, s.offset = withExclusions(dels, s.exclude, f), 0
 	key := s.t.key(f.Files[0].Path)
 	r, _, err := objstore.OpenReader(s.ctx, s.t.store, key)
 	if err != nil {
@@ -248,13 +295,17 @@ func (s *Scanner) openFragment(f Fragment) error {
 		}
 		cols = appendLeaves(cols, &fr.Manifest.Fields[j])
 	}
-	rr, err := fr.GetRecordReader(s.ctx, cols, nil)
-	if err != nil {
-		pr.Close()
-		return fmt.Errorf("table %s: read data file %s: %w", s.t.name, key, err)
+	s.file, s.pr, s.fr, s.leafCols, s.openID = r, pr, fr, cols, f.ID
+	if s.runs = s.planRuns(pr, fr); len(s.runs) == 0 {
+		s.stats.FragmentsSkipped++
+		s.closeFragment()
+		return nil
 	}
-	s.file, s.pr, s.rr = r, pr, rr
-	return nil
+	s.stats.FragmentsRead++
+	if _, err = s.openRun(); err != nil {
+		s.closeFragment()
+	}
+	return err
 }
 
 // appendLeaves appends the Parquet leaf column indices under f, in schema order.
@@ -277,7 +328,7 @@ func (s *Scanner) closeFragment() {
 		s.pr.Close() // closes the underlying file too
 		s.pr = nil
 	}
-	s.file = nil
+	s.file, s.fr, s.runs = nil, nil, nil
 }
 
 // ReadAll scans o fully into memory; for tests and small tables.

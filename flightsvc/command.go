@@ -1,6 +1,10 @@
 package flightsvc
 
 import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
@@ -54,18 +58,44 @@ func lookbackArg(l *int) (int, error) {
 	return *l, nil
 }
 
-// parseTicket decodes a DoGet ticket (Ticket) strictly into what it reads.
-func parseTicket(body []byte) (tableVersion, []string, error) {
+// parseTicket decodes a DoGet ticket (Ticket) strictly into the read it asks for.
+func parseTicket(body []byte) (streaming.ReadRequest, error) {
 	var t Ticket
 	if err := decodeStrict("ticket", body, &t); err != nil {
-		return tableVersion{}, nil, err
+		return streaming.ReadRequest{}, err
 	}
 	v, err := versionArg(t.Version)
 	if err != nil {
-		return tableVersion{}, nil, err
+		return streaming.ReadRequest{}, err
 	}
-	if t.Columns != nil && len(t.Columns) == 0 {
-		return tableVersion{}, nil, invalidf("ticket \"columns\" must name at least one column (leave it out for every column)")
+	cols, filter, err := columnsAndFilter("ticket", t.Columns, t.Filter)
+	if err != nil {
+		return streaming.ReadRequest{}, err
 	}
-	return tableVersion{table: t.Table, version: v}, t.Columns, nil
+	r := streaming.ReadRequest{Table: t.Table, Version: v, Columns: cols, Filter: filter, Snapshot: t.Snapshot, MemWAL: t.MemWAL}
+	if t.Fragments != nil {
+		r.Fragments = *t.Fragments
+		if r.Fragments == nil {
+			r.Fragments = []uint64{} // "fragments": [] reads no base fragment
+		}
+	}
+	if t.MemWAL && t.Snapshot == "" {
+		return r, invalidf("ticket \"memwal\": true needs the \"snapshot\" of the GetFlightInfo that made it")
+	}
+	return r, nil
+}
+
+// columnsAndFilter checks the "columns" and decodes the "filter" of a ticket or descriptor.
+func columnsAndFilter(what string, columns []string, filter json.RawMessage) ([]string, *engine.Predicate, error) {
+	if columns != nil && len(columns) == 0 {
+		return nil, nil, invalidf("%s \"columns\" must name at least one column (leave it out for every column)", what)
+	}
+	if len(filter) == 0 || string(filter) == "null" {
+		return columns, nil, nil
+	}
+	p, err := engine.ParsePredicate(filter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s \"filter\": %w", what, err)
+	}
+	return columns, p, nil
 }

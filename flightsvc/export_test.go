@@ -16,7 +16,7 @@ func DecodeRequest(name string, body []byte) error {
 		_, err := parsePutCommand(body)
 		return err
 	case "doget":
-		_, _, err := parseTicket(body)
+		_, err := parseTicket(body)
 		return err
 	case "flightinfo":
 		_, err := tableFromDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})

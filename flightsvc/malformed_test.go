@@ -264,14 +264,25 @@ func TestMalformedRequests(t *testing.T) {
 		{"ticket of unknown version", get(cmd{"table": "t", "version": 99}), codes.NotFound, ""},
 		{"ticket with unknown column", get(cmd{"table": "t", "columns": []string{"nope"}}), codes.InvalidArgument, "nope"},
 		{"ticket with bad table name", get(cmd{"table": "../../etc"}), codes.InvalidArgument, ""},
-		{"ticket with an unknown field", get(cmd{"table": "t", "filter": cmd{"op": "=", "column": "id", "value": 1}}), codes.InvalidArgument, `unknown field "filter" in ticket`},
+		{"ticket with an unknown field", get(cmd{"table": "t", "fliter": cmd{"op": "=", "column": "id", "value": 1}}), codes.InvalidArgument, `unknown field "fliter" in ticket`},
+		{"ticket filter on an unknown column", get(cmd{"table": "t", "filter": cmd{"op": "=", "column": "nope", "value": 1}}), codes.InvalidArgument, "nope"},
+		{"ticket filter with a literal of the wrong type", get(cmd{"table": "t", "filter": cmd{"op": "=", "column": "id", "value": "x"}}), codes.InvalidArgument, `column "id"`},
+		{"ticket filter with an unknown field", get(cmd{"table": "t", "filter": cmd{"op": "=", "colum": "id", "value": 1}}), codes.InvalidArgument, "colum"},
+		{"ticket filter is not a predicate", get(cmd{"table": "t", "filter": 3}), codes.InvalidArgument, "filter"},
+		{"ticket with an unknown fragment", get(cmd{"table": "t", "version": 1, "fragments": []int{12345}}), codes.InvalidArgument, "12345"},
+		{"ticket memwal without snapshot", get(cmd{"table": "t", "memwal": true}), codes.InvalidArgument, "snapshot"},
+		{"ticket with an unknown snapshot", get(cmd{"table": "t", "snapshot": "0b7e7c1c-3f39-4a31-9a55-9f5b1b1c0d11"}), codes.NotFound, "GetFlightInfo"},
 		{"ticket with version 0", get(cmd{"table": "t", "version": 0}), codes.InvalidArgument, "version"},
 		{"ticket with no columns", get(cmd{"table": "t", "columns": []string{}}), codes.InvalidArgument, "columns"},
 		{"ticket with a negative version", get(cmd{"table": "t", "version": -1}), codes.InvalidArgument, `ticket field "version" must be a non-negative integer`},
 		{"descriptor command with an unknown field", func(ctx context.Context) error {
-			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"table": "t", "columns": ["id"]}`)})
+			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"table": "t", "colums": ["id"]}`)})
 			return err
-		}, codes.InvalidArgument, `unknown field "columns" in descriptor command`},
+		}, codes.InvalidArgument, `unknown field "colums" in descriptor command`},
+		{"descriptor command with a bad filter", func(ctx context.Context) error {
+			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(`{"table": "t", "filter": {"op": "<", "column": "nope", "value": 1}}`)})
+			return err
+		}, codes.InvalidArgument, "nope"},
 		{"GetFlightInfo of unknown table", func(ctx context.Context) error {
 			_, err := s.Client.GetFlightInfo(ctx, pathDesc("fresh"))
 			return err

@@ -168,7 +168,15 @@ func TestProtocolDocExamples(t *testing.T) {
 			_, err := s.get(ctx, body)
 			return nil, err
 		}},
+		{"doget filter", func(body []byte) ([]byte, error) {
+			_, err := s.get(ctx, body)
+			return nil, err
+		}},
 		{"flightinfo", func(body []byte) ([]byte, error) {
+			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
+			return nil, err
+		}},
+		{"flightinfo filter", func(body []byte) ([]byte, error) {
 			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
 			return nil, err
 		}},

@@ -63,6 +63,10 @@ type Config struct {
 	// AllowUnauthenticatedRemote permits a non-loopback Listen without AuthTokens. Without it
 	// such a configuration is refused, so a server is never open to the network by accident.
 	AllowUnauthenticatedRemote bool
+	// EndpointBytes is the data size of the fragments one GetFlightInfo endpoint reads: a table
+	// is described as one endpoint per group of fragments of about this size, plus one for its
+	// MemWAL rows. Default streaming.DefaultEndpointBytes (128 MiB).
+	EndpointBytes int64
 	// Sink options.
 	Sink streaming.Options
 	// Logger; default slog.Default().
@@ -231,6 +235,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	svc.maxPutBytes = cfg.MaxPutBytes
 	svc.maxDecodedMessageBytes = cfg.MaxDecodedMessageBytes
 	svc.putIdleTimeout = cfg.PutIdleTimeout
+	svc.endpointBytes = cfg.EndpointBytes
 	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()

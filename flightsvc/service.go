@@ -33,6 +33,8 @@ type Sink interface {
 	CommitStaged(ctx context.Context, c streaming.CommitStagedRequest) (streaming.Ack, error)
 	EpochStatus(ctx context.Context, table, queryID string, epochID int64) (streaming.EpochState, error)
 	Scan(ctx context.Context, table string, version uint64, columns []string) (array.RecordReader, error)
+	PlanRead(ctx context.Context, table string, version uint64, targetBytes int64) (streaming.ReadPlan, error)
+	Read(ctx context.Context, r streaming.ReadRequest) (array.RecordReader, error)
 	CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec streaming.CreateSpec) (*engine.Table, error)
 	Table(ctx context.Context, name string) (*engine.Table, error)
 	Cleanup(ctx context.Context, req streaming.CleanupRequest) (streaming.CleanupReport, error)
@@ -57,6 +59,9 @@ type Service struct {
 	maxDecodedMessageBytes int64
 	// putIdleTimeout fails a DoPut stream that sends nothing for this long (<= 0: never).
 	putIdleTimeout time.Duration
+	// endpointBytes is the data size of the fragments of one GetFlightInfo endpoint (<= 0: the
+	// sink's default).
+	endpointBytes int64
 }
 
 // NewService returns the Flight service for sink.
@@ -303,11 +308,11 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 // DoGet streams a consistent snapshot of one version of a table.
 func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	ctx := stream.Context()
-	t, columns, err := parseTicket(tk.GetTicket())
+	req, err := parseTicket(tk.GetTicket())
 	if err != nil {
 		return toStatus(err)
 	}
-	sc, err := s.sink.Scan(ctx, t.table, t.version, columns)
+	sc, err := s.sink.Read(ctx, req)
 	if err != nil {
 		return toStatus(err)
 	}
@@ -323,7 +328,7 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	}
 	if err := ra.Err(); err != nil {
 		if ra.panicStack != nil {
-			requestLogger(ctx, s.logger).Error("panic reading a table for DoGet", "table", t.table, "err", err, "stack", string(ra.panicStack))
+			requestLogger(ctx, s.logger).Error("panic reading a table for DoGet", "table", req.Table, "err", err, "stack", string(ra.panicStack))
 		}
 		w.Close()
 		return toStatus(err)
@@ -346,7 +351,13 @@ func tableFromDescriptor(desc *flight.FlightDescriptor) (tableVersion, error) {
 			return tableVersion{}, err
 		}
 		v, err := versionArg(c.Version)
-		return tableVersion{table: c.Table, version: v}, err
+		if err != nil {
+			return tableVersion{}, err
+		}
+		if _, _, err := columnsAndFilter("descriptor command", c.Columns, c.Filter); err != nil {
+			return tableVersion{}, err
+		}
+		return tableVersion{table: c.Table, version: v, columns: c.Columns, filter: c.Filter}, nil
 	}
 	return tableVersion{}, fmt.Errorf("%w: descriptor type %v is not supported", streaming.ErrInvalidRequest, desc.GetType())
 }
@@ -365,33 +376,76 @@ func (s *Service) manifestFor(ctx context.Context, t tableVersion) (*engine.Tabl
 	return tbl, m, err
 }
 
-func (s *Service) flightInfo(t tableVersion, m *engine.Manifest) (*flight.FlightInfo, error) {
-	tb, err := json.Marshal(Ticket{Table: t.table, Version: &m.Version})
+// flightInfo describes table t: one endpoint per part of a read plan (groups of fragments of
+// about endpointBytes, and the MemWAL rows), every ticket pinned to the version described and to
+// the MemWAL state the plan captured, so the union of the endpoints is exactly one read of the
+// table at the moment of the call. TotalRecords is what the endpoints return together (-1 with a
+// filter: unknown until read).
+func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.FlightInfo, error) {
+	plan, err := s.sink.PlanRead(ctx, t.table, t.version, s.endpointBytes)
 	if err != nil {
 		return nil, err
 	}
-	return &flight.FlightInfo{
-		Schema:           flight.SerializeSchema(m.ArrowSchema(), s.alloc),
+	m := plan.Manifest
+	_, filter, err := columnsAndFilter("descriptor command", t.columns, t.filter)
+	if err != nil {
+		return nil, err
+	}
+	if filter != nil {
+		if err := filter.Validate(m.ArrowSchema()); err != nil {
+			return nil, fmt.Errorf("table %s: descriptor command \"filter\": %w", t.table, err)
+		}
+	}
+	schema, err := projectSchema(t.table, m.ArrowSchema(), t.columns)
+	if err != nil {
+		return nil, err
+	}
+	info := &flight.FlightInfo{
+		Schema:           flight.SerializeSchema(schema, s.alloc),
 		FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{t.table}},
-		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: tb}}},
-		TotalRecords:     m.Rows(),
-		TotalBytes:       m.DataBytes(),
-		Ordered:          true,
-	}, nil
+		TotalRecords:     plan.Rows,
+		TotalBytes:       plan.Bytes,
+	}
+	if filter != nil {
+		info.TotalRecords = -1
+	}
+	for _, p := range plan.Parts {
+		frags := p.Fragments
+		tb, err := json.Marshal(Ticket{Table: t.table, Version: &m.Version, Columns: t.columns, Filter: t.filter,
+			Fragments: &frags, Snapshot: p.Snapshot, MemWAL: p.MemWAL})
+		if err != nil {
+			return nil, err
+		}
+		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: tb}})
+	}
+	return info, nil
 }
 
-// GetFlightInfo describes a table at its latest (or a given) version; the endpoint's ticket pins
-// that version so a later DoGet reads exactly what was described.
+// projectSchema returns the schema of columns of full (every column when nil).
+func projectSchema(table string, full *arrow.Schema, columns []string) (*arrow.Schema, error) {
+	if columns == nil {
+		return full, nil
+	}
+	fields := make([]arrow.Field, len(columns))
+	for i, c := range columns {
+		js := full.FieldIndices(c)
+		if len(js) == 0 {
+			return nil, fmt.Errorf("table %s: %w: no column %q", table, engine.ErrSchemaMismatch, c)
+		}
+		fields[i] = full.Field(js[0])
+	}
+	md := full.Metadata()
+	return arrow.NewSchema(fields, &md), nil
+}
+
+// GetFlightInfo describes a table at its latest (or a given) version as parallel endpoints
+// (flightInfo).
 func (s *Service) GetFlightInfo(ctx context.Context, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	t, err := tableFromDescriptor(desc)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	_, m, err := s.manifestFor(ctx, t)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	info, err := s.flightInfo(t, m)
+	info, err := s.flightInfo(ctx, t)
 	return info, toStatus(err)
 }
 
@@ -416,14 +470,10 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 		return toStatus(err)
 	}
 	for _, name := range names {
-		_, m, err := s.manifestFor(ctx, tableVersion{table: name})
+		info, err := s.flightInfo(ctx, tableVersion{table: name})
 		if err != nil {
 			requestLogger(ctx, s.logger).Warn("ListFlights: skipping unreadable table", "table", name, "err", err)
 			continue
-		}
-		info, err := s.flightInfo(tableVersion{table: name}, m)
-		if err != nil {
-			return toStatus(err)
 		}
 		if err := stream.Send(info); err != nil {
 			return err

@@ -151,13 +151,24 @@ func ackResult(a streaming.Ack) Ack {
 		Version: a.Version, Rows: a.Rows, Stage: a.Stage, Route: string(a.Route)}
 }
 
-// Ticket is the JSON of a DoGet ticket.
+// Ticket is the JSON of a DoGet ticket: a whole table, or one endpoint of a GetFlightInfo.
 type Ticket struct {
 	Table string `json:"table"`
 	// Version is the version to read, >= 1; absent: the latest.
 	Version *uint64 `json:"version,omitempty"`
 	// Columns are the columns to read, in this order, at least one; absent: every column.
 	Columns []string `json:"columns,omitempty"`
+	// Filter is a predicate (the JSON of delete's "where"): only rows for which it is true are
+	// returned; absent: every row.
+	Filter json.RawMessage `json:"filter,omitempty"`
+	// Fragments restricts the base rows to these fragment ids of the version (an endpoint's
+	// group; empty: none); absent: every fragment.
+	Fragments *[]uint64 `json:"fragments,omitempty"`
+	// Snapshot is the MemWAL read snapshot of the GetFlightInfo that made the ticket: base rows
+	// its MemWAL rows supersede are left out.
+	Snapshot string `json:"snapshot,omitempty"`
+	// MemWAL reads the snapshot's MemWAL rows (Snapshot required).
+	MemWAL bool `json:"memwal,omitempty"`
 }
 
 // DescriptorCommand is the JSON command of a CMD descriptor given to GetFlightInfo or GetSchema.
@@ -165,12 +176,18 @@ type DescriptorCommand struct {
 	Table string `json:"table"`
 	// Version is the version to describe, >= 1; absent: the latest.
 	Version *uint64 `json:"version,omitempty"`
+	// Columns and Filter are copied into every endpoint's ticket (see Ticket).
+	Columns []string        `json:"columns,omitempty"`
+	Filter  json.RawMessage `json:"filter,omitempty"`
 }
 
-// tableVersion is what a ticket or a descriptor names: a table and a version (0: the latest).
+// tableVersion is what a ticket or a descriptor names: a table and a version (0: the latest),
+// and for a GetFlightInfo the columns and filter its tickets carry.
 type tableVersion struct {
 	table   string
 	version uint64
+	columns []string
+	filter  json.RawMessage
 }
 
 // versionArg converts an optional version to the domain's (0: the latest).

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
 // mergedReadAttempts bounds how often ScanMerged starts over when a compaction folds and drains
@@ -44,28 +43,9 @@ var errMergedSince = errors.New("memwal: generations were folded into a newer ba
 // The MemWAL rows are read into memory; base rows stream. The caller must Release the reader. For a read of an older version, pass no shards: the MemWAL holds
 // today's rows, not that version's.
 func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o engine.ScanOptions) (array.RecordReader, error) {
-	var m *engine.Manifest
-	var mem []arrow.RecordBatch
-	for attempt := 0; ; attempt++ {
-		var err error
-		if o.Version == 0 {
-			m, err = tbl.Latest(ctx)
-		} else {
-			m, err = tbl.Manifest(ctx, o.Version)
-		}
-		if err != nil {
-			return nil, err
-		}
-		mem, err = readShards(ctx, m, shards)
-		if err == nil {
-			break
-		}
-		// A compaction folded (and drained or deleted) generations after we read the base
-		// version: the newer base version holds their rows, so read again from there.
-		retry := errors.Is(err, objstore.ErrNotFound) || errors.Is(err, errMergedSince)
-		if !retry || o.Version != 0 || attempt+1 >= mergedReadAttempts {
-			return nil, err
-		}
+	m, mem, err := captureMerged(ctx, tbl, shards, o.Version)
+	if err != nil {
+		return nil, err
 	}
 	r, err := newMergedReader(ctx, tbl, m, mem, o)
 	if err != nil {
@@ -168,101 +148,51 @@ func (s *Shard) storedIfFenced(ctx context.Context) (*StoredShard, error) {
 
 func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest, mem []arrow.RecordBatch, o engine.ScanOptions) (*mergedReader, error) {
 	full := m.ArrowSchema()
-	outNames := o.Columns
-	if len(outNames) == 0 {
-		for _, f := range full.Fields() {
-			outNames = append(outNames, f.Name)
+	out, err := projectedSchema(tbl, full, o.Columns)
+	if err != nil {
+		return nil, err
+	}
+	outNames := make([]string, out.NumFields())
+	for i, f := range out.Fields() {
+		outNames[i] = f.Name
+	}
+	if o.Filter != nil {
+		if err := o.Filter.Validate(full); err != nil {
+			return nil, fmt.Errorf("table %s: %w", tbl.Name(), err)
 		}
 	}
-	fields := make([]arrow.Field, len(outNames))
-	for i, n := range outNames {
-		js := full.FieldIndices(n)
-		if len(js) == 0 {
-			return nil, fmt.Errorf("table %s: %w: no column %q", tbl.Name(), engine.ErrSchemaMismatch, n)
-		}
-		fields[i] = full.Field(js[0])
-	}
-	md := full.Metadata()
-	out := arrow.NewSchema(fields, &md)
 	r := &mergedReader{refs: 1, schema: out}
 	pk := m.PrimaryKey
 
-	memSource := func(keep []*array.Boolean) batchSource {
-		i := 0
-		return func() (arrow.RecordBatch, error) {
-			for i < len(mem) {
-				b := mem[i]
-				var mask *array.Boolean
-				if keep != nil {
-					mask = keep[i]
-				}
-				i++
-				rb, err := filterProject(ctx, b, mask, out)
-				if err != nil || rb != nil {
-					return rb, err
-				}
-			}
-			return nil, nil
-		}
-	}
-
 	if len(pk) == 0 {
-		sc, err := tbl.ScanManifest(ctx, m, engine.ScanOptions{Columns: outNames, BatchSize: o.BatchSize})
+		sc, err := tbl.ScanManifest(ctx, m, engine.ScanOptions{Columns: outNames, BatchSize: o.BatchSize, Filter: o.Filter})
 		if err != nil {
 			return nil, err
 		}
 		r.closers = append(r.closers, sc.Release, func() { releaseAll(mem) })
-		r.sources = []batchSource{scannerSource(ctx, sc, nil, out), memSource(nil)}
+		r.sources = []batchSource{scannerSource(ctx, sc, nil, out), memSource(ctx, mem, nil, o.Filter, out)}
 		return r, nil
 	}
 
-	// Newest wins among MemWAL rows: later batches (and later rows of a batch) override. Keys
-	// are compared as the fold's upsert compares them (engine.KeyEncoder), so a read before a
-	// fold and one after it agree on which rows share a key.
-	type ref struct{ batch, row int }
-	win := make(map[string]ref)
-	var kb []byte
-	for bi, b := range mem {
-		enc, err := engine.NewKeyEncoder(b, pk)
-		if err != nil {
-			return nil, err
-		}
-		for row := 0; row < int(b.NumRows()); row++ {
-			var ok bool
-			if kb, ok = enc.AppendKey(kb[:0], row); ok { // a null key (refused by puts) shadows nothing
-				win[string(kb)] = ref{bi, row}
-			}
-		}
+	// Newest wins among MemWAL rows; a base row of a winner's key is shadowed.
+	keep, win, err := winners(mem, pk)
+	if err != nil {
+		return nil, err
 	}
-	var keep []*array.Boolean
-	if len(win) > 0 {
-		keep = make([]*array.Boolean, len(mem))
-		for bi, b := range mem {
-			enc, _ := engine.NewKeyEncoder(b, pk)
-			bb := array.NewBooleanBuilder(memory.DefaultAllocator)
-			for row := 0; row < int(b.NumRows()); row++ {
-				var ok bool
-				kb, ok = enc.AppendKey(kb[:0], row)
-				bb.Append(!ok || win[string(kb)] == ref{bi, row})
-			}
-			keep[bi] = bb.NewBooleanArray()
-			bb.Release()
-		}
-	}
-
 	scanCols := append([]string(nil), outNames...)
 	for _, k := range pk {
 		if !contains(scanCols, k) {
 			scanCols = append(scanCols, k)
 		}
 	}
-	sc, err := tbl.ScanManifest(ctx, m, engine.ScanOptions{Columns: scanCols, BatchSize: o.BatchSize})
+	sc, err := tbl.ScanManifest(ctx, m, engine.ScanOptions{Columns: scanCols, BatchSize: o.BatchSize, Filter: o.Filter})
 	if err != nil {
 		releaseBools(keep)
 		return nil, err
 	}
 	var baseKeep func(b arrow.RecordBatch) (*array.Boolean, error)
 	if len(win) > 0 {
+		var kb []byte
 		baseKeep = func(b arrow.RecordBatch) (*array.Boolean, error) {
 			enc, err := engine.NewKeyEncoder(b, pk)
 			if err != nil {
@@ -280,7 +210,7 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 		}
 	}
 	r.closers = append(r.closers, sc.Release, func() { releaseAll(mem); releaseBools(keep) })
-	r.sources = []batchSource{scannerSource(ctx, sc, baseKeep, out), memSource(keep)}
+	r.sources = []batchSource{scannerSource(ctx, sc, baseKeep, out), memSource(ctx, mem, keep, o.Filter, out)}
 	return r, nil
 }
 
@@ -299,7 +229,7 @@ func scannerSource(ctx context.Context, sc *engine.Scanner, keep func(arrow.Reco
 					return nil, err
 				}
 			}
-			rb, err := filterProject(ctx, b, mask, out)
+			rb, err := filterProject(ctx, b, mask, nil, out)
 			if mask != nil {
 				mask.Release()
 			}
@@ -311,9 +241,9 @@ func scannerSource(ctx context.Context, sc *engine.Scanner, keep func(arrow.Reco
 	}
 }
 
-// filterProject returns the rows of b that mask keeps (all when mask is nil) with the columns of
-// out, or nil when no row is kept. The result is the caller's.
-func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, out *arrow.Schema) (arrow.RecordBatch, error) {
+// filterProject returns the rows of b that mask keeps (all when mask is nil) and filter accepts
+// (all when nil) with the columns of out, or nil when no row is kept. The result is the caller's.
+func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, filter *engine.Predicate, out *arrow.Schema) (arrow.RecordBatch, error) {
 	if mask != nil {
 		n := 0
 		for i := 0; i < mask.Len(); i++ {
@@ -336,6 +266,14 @@ func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean
 		f, err := compute.FilterRecordBatch(ctx, b, mask, compute.DefaultFilterOptions())
 		if err != nil {
 			return nil, fmt.Errorf("memwal: filter batch: %w", err)
+		}
+		defer f.Release()
+		src = f
+	}
+	if filter != nil {
+		f, err := engine.FilterBatch(ctx, filter, src)
+		if err != nil || f == nil {
+			return nil, err
 		}
 		defer f.Release()
 		src = f

@@ -51,6 +51,11 @@ type Options struct {
 	MaxStoredBatchBytes int64
 	// DefaultLookback is the dedupe look-back used when a request sets none. Default 100.
 	DefaultLookback int
+	// ReadSnapshotTTL is how long a read plan's MemWAL capture is kept for its parts to be read
+	// (reads.go); ReadSnapshotMaxBytes bounds the captures kept, the oldest evicted first.
+	// Defaults DefaultReadSnapshotTTL and DefaultReadSnapshotMaxBytes.
+	ReadSnapshotTTL      time.Duration
+	ReadSnapshotMaxBytes int64
 	// Logger for warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -76,6 +81,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MemWALFoldGenerations == 0 {
 		o.MemWALFoldGenerations = memwal.DefaultFoldGenerations
 	}
+	if o.ReadSnapshotTTL <= 0 {
+		o.ReadSnapshotTTL = DefaultReadSnapshotTTL
+	}
+	if o.ReadSnapshotMaxBytes <= 0 {
+		o.ReadSnapshotMaxBytes = DefaultReadSnapshotMaxBytes
+	}
 	return o
 }
 
@@ -88,6 +99,7 @@ type Sink struct {
 	mu     sync.Mutex
 	tables map[string]*engine.Table
 	memwal map[string]*memwal.ShardSet // MemWAL shard sets by table, made on first use
+	pins   pinnedReads                 // read snapshots of read plans (reads.go)
 
 	// bg is the context of background maintenance (folds included), cancelled by Close after a
 	// grace period. Its state is opts.Engine.Maintenance, shared by every table of the sink.

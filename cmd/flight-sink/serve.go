@@ -25,6 +25,8 @@ type ServeCmd struct {
 	Maintenance     string        `name:"maintenance" enum:"background,inline,off" default:"background" env:"FLIGHT_SINK_MAINTENANCE" help:"Maintenance after commits (optimize indices, compact, clean up) for tables that configure none: background, inline or off."`
 	DedupeLookback  int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
 	ShutdownGrace   time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
+	EndpointBytes   int64         `name:"endpoint-bytes" default:"134217728" env:"FLIGHT_SINK_ENDPOINT_BYTES" help:"GetFlightInfo describes a table as one endpoint per group of fragments of about this many data bytes (plus one for its MemWAL rows), for parallel readers."`
+	ReadSnapshotTTL time.Duration `name:"read-snapshot-ttl" default:"10m" env:"FLIGHT_SINK_READ_SNAPSHOT_TTL" help:"How long the MemWAL rows a GetFlightInfo captured stay readable through its endpoints' tickets."`
 	StageTTL        time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
 	AuthToken       []string      `name:"auth-token" sep:"," env:"FLIGHT_SINK_AUTH_TOKEN" placeholder:"TOKEN" help:"Bearer token clients must send (authorization: Bearer <token>); repeat the flag or comma-separate for several. Without one, only loopback addresses are served."`
 	TLSCert         string        `name:"tls-cert" env:"FLIGHT_SINK_TLS_CERT" type:"existingfile" help:"TLS certificate file (PEM); with --tls-key enables TLS."`
@@ -55,6 +57,9 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	if c.PutIdleTimeout < 0 {
 		return fmt.Errorf("--put-idle-timeout must be positive, or 0 for no timeout; got %v", c.PutIdleTimeout)
 	}
+	if c.EndpointBytes <= 0 {
+		return fmt.Errorf("--endpoint-bytes must be positive, got %d", c.EndpointBytes)
+	}
 	if c.MaxDecodedMsg <= 0 {
 		return fmt.Errorf("--max-decoded-message-bytes must be positive, got %d", c.MaxDecodedMsg)
 	}
@@ -69,6 +74,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		AllowUnauthenticatedRemote: c.AllowRemote, MaxDecodedMessageBytes: c.MaxDecodedMsg, PutIdleTimeout: idle,
 	}
 	cfg.Sink.StageTTL = c.StageTTL
+	cfg.EndpointBytes, cfg.Sink.ReadSnapshotTTL = c.EndpointBytes, c.ReadSnapshotTTL
 	cfg.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceMode(c.Maintenance)}
 	cfg.Sink.DefaultLookback = c.DedupeLookback
 	if cfg.HTTPListen == "off" {
