@@ -172,7 +172,8 @@ def test_batch_write_append_and_overwrite(dspark, server, table_name):
 
 
 @pytest.mark.matrix
-def test_batch_read_equals_doget_with_pushed_filter(dspark, server, table_name):
+def test_batch_read_equals_doget_with_pushed_filter(dspark, server_factory, table_name):
+    server = server_factory(extra_args=["--endpoint-bytes", "1"])  # an endpoint per fragment
     client = fs.Client(server.uri)
     for i in range(4):  # four commits, four fragments
         client.put_epoch(table_name, pa.table({"id": list(range(i * 50, i * 50 + 50)),
@@ -198,6 +199,7 @@ def test_batch_read_equals_doget_with_pushed_filter(dspark, server, table_name):
         import json
 
         tickets = [json.loads(p.ticket) for p in r.partitions()]
+        assert len(tickets) == 4
         assert all(t["filter"] == {"op": "and", "args": [
             {"op": ">=", "column": "id", "value": 120}, {"op": "=", "column": "k", "value": "k1"}]}
             for t in tickets)
@@ -206,7 +208,7 @@ def test_batch_read_equals_doget_with_pushed_filter(dspark, server, table_name):
     assert sorted(r["id"] for r in ids_only.collect()) == sorted(full["id"].to_pylist())
     v2 = reader.option("version", "2").load()
     assert sorted(r["id"] for r in v2.collect()) == list(range(50))
-    assert nparts >= 2, f"expected one Spark partition per endpoint, got {nparts}"
+    assert nparts == 4, f"expected one Spark partition per endpoint (fragment), got {nparts}"
 
 
 @pytest.mark.matrix

@@ -436,12 +436,26 @@ else:
 # -- reads --------------------------------------------------------------------------------------
 
 
-def _flight_info(client: Client, table: str, version: Optional[int]) -> fl.FlightInfo:
-    """GetFlightInfo of ``table`` at ``version`` (None: the latest), through the client."""
-    if version is None:
+def _flight_info(
+    client: Client, table: str, version: Optional[int] = None,
+    columns: Optional[List[str]] = None, predicate: Optional[Dict[str, Any]] = None,
+) -> fl.FlightInfo:
+    """GetFlightInfo of ``table`` at ``version`` (None: the latest), through the client.
+
+    ``columns`` and ``predicate`` go into the descriptor command, and the server copies them
+    into every endpoint's ticket (``docs/protocol.md``, *Metadata*): tickets stay opaque.
+    """
+    cmd: Dict[str, Any] = {"table": table}
+    if version is not None:
+        cmd["version"] = int(version)
+    if columns is not None:
+        cmd["columns"] = list(columns)
+    if predicate is not None:
+        cmd["filter"] = predicate
+    if len(cmd) == 1:
         desc = fl.FlightDescriptor.for_path(table)
     else:
-        desc = fl.FlightDescriptor.for_command(json.dumps({"table": table, "version": int(version)}))
+        desc = fl.FlightDescriptor.for_command(json.dumps(cmd))
     what = f"GetFlightInfo {table}"
 
     def attempt() -> fl.FlightInfo:
@@ -459,7 +473,7 @@ def _read_ticket(client: Client, ticket: bytes) -> Iterator[pa.RecordBatch]:
     try:
         reader = client._client().do_get(fl.Ticket(ticket), client._options())
         for chunk in reader:
-            if chunk.data is not None:
+            if chunk.data is not None and chunk.data.num_rows:
                 yield chunk.data
     except pa.ArrowException as e:
         raise from_arrow_error(e, what, client.uri) from e
@@ -516,54 +530,19 @@ def filter_to_predicate(f: Any) -> Optional[Dict[str, Any]]:
 
 
 class FlightSinkPartition(InputPartition):
-    """One DoGet ticket of a read (a GetFlightInfo endpoint), plus what to keep of its rows.
+    """One Spark partition of a read: one DoGet ticket (a GetFlightInfo endpoint)."""
 
-    ``skip`` rows are dropped from the front and at most ``take`` (None: all) are kept: streaming
-    reads use it to keep only the rows that a run of Appends added (:class:`FlightSinkStreamReader`).
-    """
-
-    def __init__(self, ticket: bytes, skip: int = 0, take: Optional[int] = None) -> None:
+    def __init__(self, ticket: bytes) -> None:
         super().__init__(ticket)
         self.ticket = ticket
-        self.skip = skip
-        self.take = take
-
-
-def _ticket_with(ticket: bytes, columns: Optional[List[str]], predicate: Optional[Dict[str, Any]]) -> bytes:
-    """An endpoint's ticket with ``columns`` and ``filter`` added (the ticket is protocol JSON)."""
-    t = json.loads(ticket)
-    if columns is not None:
-        t["columns"] = columns
-    if predicate is not None:
-        t["filter"] = predicate
-    return json.dumps(t).encode()
 
 
 def _read_partition(opts: _Options, part: FlightSinkPartition) -> Iterator[pa.RecordBatch]:
-    skip, left = part.skip, part.take
-    for b in _read_ticket(opts.client(), part.ticket):
-        if skip:
-            if b.num_rows <= skip:
-                skip -= b.num_rows
-                continue
-            b = b.slice(skip)
-            skip = 0
-        if left is not None:
-            if left <= 0:
-                return
-            if b.num_rows > left:
-                b = b.slice(0, left)
-            left -= b.num_rows
-        if b.num_rows:
-            yield b
+    return _read_ticket(opts.client(), part.ticket)
 
 
-def _version_partitions(
-    opts: _Options, version: Optional[int], columns: Optional[List[str]],
-    predicate: Optional[Dict[str, Any]] = None,
-) -> List[FlightSinkPartition]:
-    info = _flight_info(opts.client(), opts.table, version)
-    return [FlightSinkPartition(_ticket_with(ep.ticket.ticket, columns, predicate)) for ep in info.endpoints]
+def _endpoint_partitions(info: fl.FlightInfo) -> List[FlightSinkPartition]:
+    return [FlightSinkPartition(ep.ticket.ticket) for ep in info.endpoints]
 
 
 class _BatchReader:
@@ -578,7 +557,8 @@ class _BatchReader:
             pred = self.predicates[0]
         elif self.predicates:
             pred = {"op": "and", "args": list(self.predicates)}
-        return _version_partitions(self.opts, self.opts.version, self.columns, pred)
+        info = _flight_info(self.opts.client(), self.opts.table, self.opts.version, self.columns, pred)
+        return _endpoint_partitions(info)
 
     def read(self, partition: FlightSinkPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(self.opts, partition)
@@ -592,8 +572,8 @@ class FlightSinkFilteringReader(FlightSinkReader):
     """Batch reads that push filters into the tickets (PySpark 4.1+).
 
     Every pushed filter is also returned to Spark, which evaluates it again after the scan: the
-    server's filter prunes what is sent, Spark's keeps the result exact whatever the server's
-    version prunes.
+    server's filter cuts what is read and sent, Spark's keeps the result exact for literals
+    whose translation could differ in a corner (time zones of naive timestamps, say).
     """
 
     def pushFilters(self, filters: List[Any]) -> Iterator[Any]:
@@ -612,13 +592,28 @@ class _VersionRun:
     last: int
 
 
+def _base_fragments(info: fl.FlightInfo) -> Optional[List[List[int]]]:
+    """The fragment ids of each base endpoint of ``info`` (the tickets' ``fragments``), or None
+    when a ticket does not list them (a server without parallel endpoints)."""
+    groups: List[List[int]] = []
+    for ep in info.endpoints:
+        t = json.loads(ep.ticket.ticket)
+        if t.get("memwal"):
+            continue
+        if "fragments" not in t:
+            return None
+        groups.append([int(x) for x in t["fragments"]])
+    return groups
+
+
 class FlightSinkStreamReader(DataSourceStreamReader):
     """``spark.readStream.format("flight-sink")``: a streaming source whose offsets are versions.
 
     The offset is ``{"version": v}``. The first micro-batch of a new query reads the whole table
-    at the latest version (as Delta does); each later one reads the rows the versions in
-    ``(start, end]`` appended, each once across restarts (the versions are pinned, so a replayed
-    batch reads the same rows). Versions are classified by the ``history`` action:
+    at the latest version (as Delta does), in one Spark partition per endpoint; each later one
+    reads the rows the versions in ``(start, end]`` appended, each once across restarts (the
+    versions are pinned, so a replayed batch reads the same rows). Versions are classified by
+    the ``history`` action:
 
     - ``Append`` (epochs, plain appends, MemWAL folds): its rows are read. MemWAL rows are read
       once a fold appended them to the table, not while they sit in the shards.
@@ -627,11 +622,12 @@ class FlightSinkStreamReader(DataSourceStreamReader):
       naming the version unless ``skipChangeCommits`` is true, which skips the whole version
       (its new rows included), as Delta does.
 
-    How the appended rows are found without a server-side "changes" read: an Append adds its
-    fragments after the existing ones and a DoGet of a version streams fragments in table
-    order, so the rows a run of Appends ``a..b`` added are the DoGet of ``b`` minus the first
-    ``rows(a - 1)`` rows (``rows`` from GetFlightInfo). That costs one read of the table at
-    ``b`` per run (compaction between appends splits runs).
+    The rows a run of Appends ``a..b`` added are read, without a server-side "changes" read, as
+    the fragments of version ``b`` that version ``a - 1`` does not have: an Append only adds
+    fragments (with new ids), so those are exactly its rows. The fragment ids come from the
+    ``fragments`` of the GetFlightInfo endpoint tickets of both versions, and the rows from
+    DoGet tickets ``{"table", "version": b, "fragments": [...], "columns"}``, one Spark
+    partition per endpoint group of ``b``.
     """
 
     def __init__(self, opts: _Options, schema: StructType) -> None:
@@ -648,13 +644,9 @@ class FlightSinkStreamReader(DataSourceStreamReader):
             return {"version": 0}
         return {"version": int(stats.get("version") or 0)}
 
-    def _rows(self, version: int) -> int:
-        return int(_flight_info(self.opts.client(), self.opts.table, version).total_records)
-
     def _runs(self, start: int, end: int) -> List[_VersionRun]:
         client = self.opts.client()
-        latest = self.latestOffset()["version"]
-        limit = latest - start
+        limit = self.latestOffset()["version"] - start
         if limit > 10000:
             raise FlightSinkError(
                 f"flight-sink stream of {self.opts.table}: {limit} versions behind (more than "
@@ -694,20 +686,34 @@ class FlightSinkStreamReader(DataSourceStreamReader):
                 )
         return runs
 
+    def _run_partitions(self, run: _VersionRun) -> List[FlightSinkPartition]:
+        client = self.opts.client()
+        before = _base_fragments(_flight_info(client, self.opts.table, run.first - 1))
+        after = _base_fragments(_flight_info(client, self.opts.table, run.last))
+        if before is None or after is None:
+            raise FlightSinkError(
+                "flight-sink streaming reads need a server whose GetFlightInfo tickets list "
+                "their fragments (docs/protocol.md, Endpoint tickets)"
+            )
+        old = {f for g in before for f in g}
+        out = []
+        for group in after:
+            new = [f for f in group if f not in old]
+            if new:
+                ticket = {"table": self.opts.table, "version": run.last, "fragments": new,
+                          "columns": self.columns}
+                out.append(FlightSinkPartition(json.dumps(ticket).encode()))
+        return out
+
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         s, e = int(start["version"]), int(end["version"])
         if e <= s:
             return []
         if s == 0:
-            return _version_partitions(self.opts, e, self.columns)
+            return _endpoint_partitions(_flight_info(self.opts.client(), self.opts.table, e, self.columns))
         out: List[InputPartition] = []
         for run in self._runs(s, e):
-            # A rewrite in a run's base (first - 1) may reorder fragments, but no version of the
-            # run does, so the first rows(first - 1) rows of the DoGet of `last` are the base's.
-            # One whole-table ticket, not the endpoints: only one stream keeps that order.
-            base, total = self._rows(run.first - 1), self._rows(run.last)
-            ticket = json.dumps({"table": self.opts.table, "version": run.last, "columns": self.columns})
-            out.append(FlightSinkPartition(ticket.encode(), skip=base, take=total - base))
+            out.extend(self._run_partitions(run))
         return out
 
     def read(self, partition: FlightSinkPartition) -> Iterator[pa.RecordBatch]:
