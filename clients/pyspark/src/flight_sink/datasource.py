@@ -312,9 +312,12 @@ def _commit(
             **opts.merge_kwargs(),
         )
     except TableNotFoundError:
-        if stages or mode != "complete" or not opts.create:
-            if not stages and mode != "complete":
-                return Ack(status="empty", table=opts.table, query_id=query_id, epoch_id=epoch_id)
+        if stages:
+            raise
+        if mode != "complete":
+            # Every partition was empty and no table exists yet: nothing to commit.
+            return Ack(status="empty", table=opts.table, query_id=query_id, epoch_id=epoch_id)
+        if not opts.create:
             raise
         # An empty complete batch before the table exists: create it with the batch's schema
         # and commit the empty overwrite in one DoPut.
