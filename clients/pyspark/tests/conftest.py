@@ -110,8 +110,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.driver.memory", "1g")
         .config("spark.sql.streaming.schemaInference", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        # A loaded CI machine may start a Python worker slower than the default 15 s.
-        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
