@@ -54,3 +54,12 @@ def assert_exactly_once(client: fs.Client, table: str, expected: Set[int]) -> No
     assert not missing and not extra, f"missing {sorted(missing)[:10]}, extra {sorted(extra)[:10]}"
     commits = epoch_commits(client, table)
     assert len(commits) == len(set(commits)), f"an epoch was committed twice: {commits}"
+
+
+def fail_first_close_of_partition_1(pid: int, epoch: int, ack: "fs.Ack") -> None:
+    """Foreach close hook: fail attempt 0 of partition 1 right after its epoch was acknowledged."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if pid == 1 and ctx is not None and ctx.attemptNumber() == 0:
+        raise RuntimeError(f"injected failure after landing epoch {epoch} of partition 1 ({ack.status})")

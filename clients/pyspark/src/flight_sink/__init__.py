@@ -9,6 +9,11 @@
       df.writeStream.foreachBatch(FlightSink("grpc://127.0.0.1:8815", table="events")) \\
           .option("checkpointLocation", ckpt).start()
 
+- ``flight_sink.spark.register(spark)`` registers the Spark data source ``flight-sink``
+  (:mod:`flight_sink.datasource`: streaming and batch writes and reads), and
+  :class:`flight_sink.foreach.FlightSinkForeachWriter` is the ``foreach`` writer for Real-Time
+  Mode.
+
 ``flight_sink.spark`` imports PySpark only when used, so the plain client needs only pyarrow.
 """
 

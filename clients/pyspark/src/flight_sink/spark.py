@@ -45,7 +45,7 @@ from .client import MODES, Ack, Client, CreateSpec
 from .errors import EpochNotCommittedError, TableNotFoundError
 from .retry import RetryPolicy
 
-__all__ = ["FlightSink", "SinkMetrics", "spark_query_id", "spark_output_mode"]
+__all__ = ["FlightSink", "SinkMetrics", "register", "spark_query_id", "spark_output_mode"]
 
 log = logging.getLogger("flight_sink")
 T = TypeVar("T")
@@ -72,6 +72,27 @@ _RESULT_DDL = (
 #: A hook run in each executor task after its DoPut was acknowledged:
 #: ``hook(partition_id, attempt, ack)``. Raising fails the task attempt (used by tests).
 TaskHook = Callable[[int, int, Ack], None]
+
+
+_FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: Any) -> None:
+    """Register the Spark data source ``flight-sink`` in ``spark`` (PySpark 4.0+).
+
+    After this, ``format("flight-sink")`` works for ``read``, ``readStream``, ``write`` and
+    ``writeStream`` (:mod:`flight_sink.datasource` describes each). On PySpark 4.1+ it also sets
+    ``spark.sql.python.filterPushdown.enabled`` to true (Spark refuses a Python reader that
+    pushes filters while it is off); a session that turns it off again must read with
+    ``.option("pushFilters", "false")``.
+    """
+    from .datasource import FlightSinkDataSource
+
+    spark.dataSource.register(FlightSinkDataSource)
+    from pyspark.sql import datasource as _ds
+
+    if hasattr(_ds, "Filter"):
+        spark.conf.set(_FILTER_PUSHDOWN_CONF, "true")
 
 
 # -- Spark introspection ------------------------------------------------------------------------

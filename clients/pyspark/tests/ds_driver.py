@@ -1,0 +1,66 @@
+"""A Spark driver for test_datasource's driver-kill test: a rate-micro-batch query writing with
+format("flight-sink") until it has committed ``--until`` epochs (or is killed).
+
+    python ds_driver.py URI TABLE CHECKPOINT ROWS_PER_BATCH UNTIL_EPOCHS
+
+Run as its own process (the test SIGKILLs its whole process group, JVM included, and restarts
+it from the same checkpoint). Prints "started <query id>" once the query runs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+import flight_sink as fs
+from flight_sink.spark import register
+
+from sparkutil import epoch_commits
+
+
+def main() -> None:
+    uri, table, ckpt, rows_per_batch, until = sys.argv[1:6]
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("flight-sink-driver-kill")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    q = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", int(rows_per_batch))
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr("value AS id", "timestamp AS ts")
+        .writeStream.format("flight-sink")
+        .option("uri", uri)
+        .option("table", table)
+        .option("checkpointLocation", ckpt)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    print(f"started {q.id}", flush=True)
+    client = fs.Client(uri)
+    while q.isActive:
+        try:
+            done = len(epoch_commits(client, table))
+        except fs.TableNotFoundError:
+            done = 0
+        if done >= int(until):
+            break
+        time.sleep(0.2)
+    if q.exception() is not None:
+        raise SystemExit(f"query failed: {q.exception()}")
+    q.stop()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
