@@ -162,7 +162,7 @@ func TestMergeSchemaMemWAL(t *testing.T) {
 	s := startServer(t, flightsvc.Config{})
 	create := cmd{"table": "mw", "query_id": "q", "epoch_id": 1, "create": cmd{"memwal": cmd{"shards": 1}}}
 	wantAck(t, s.mustPut(t, create, idRange(0, 3)), "committed", 0)
-	s.mustAction(t, "flush_memwal", cmd{"table": "mw"}, nil)                      // a generation of the old schema
+	s.mustAction(t, "flush_memwal", cmd{"table": "mw"}, nil)                        // a generation of the old schema
 	s.mustPut(t, cmd{"table": "mw", "query_id": "q", "epoch_id": 2}, idRange(3, 2)) // a memtable of the old schema
 	a, err := s.putExt(t, cmd{"table": "mw", "query_id": "q", "epoch_id": 3, "merge_schema": true}, 5, 6)
 	if err != nil {
