@@ -38,8 +38,14 @@ import (
 )
 
 // ErrSchemaChangeRefused: a write's schema differs from the table's in a way no schema merge
-// allows (a drop, a narrowing, a primary-key change, ...). It wraps ErrSchemaMismatch.
-var ErrSchemaChangeRefused = fmt.Errorf("%w: schema change refused", ErrSchemaMismatch)
+// allows (a drop, a narrowing, a primary-key change, ...). It wraps ErrSchemaMismatch and reads
+// as it does ("schema mismatch: column ..."); the error's identity tells the two apart.
+var ErrSchemaChangeRefused error = refusedChange{}
+
+type refusedChange struct{}
+
+func (refusedChange) Error() string { return ErrSchemaMismatch.Error() }
+func (refusedChange) Unwrap() error { return ErrSchemaMismatch }
 
 // MergeSchema returns the table schema a write of schema in needs: table itself (changed false)
 // when in fits it as it is, or table with in's new columns appended and its promoted types
@@ -70,7 +76,17 @@ func CheckWriteSchema(table, in *arrow.Schema, primaryKey []string) error {
 	if err != nil || !changed {
 		return err
 	}
-	return fmt.Errorf("%w: %s; send the epoch with \"merge_schema\": true to change the table schema", ErrSchemaMismatch, describeChange(table, merged))
+	var omitted []string
+	for _, f := range table.Fields() {
+		if len(in.FieldIndices(f.Name)) == 0 {
+			omitted = append(omitted, fmt.Sprintf("%q (%s)", f.Name, f.Type))
+		}
+	}
+	also := ""
+	if len(omitted) > 0 {
+		also = fmt.Sprintf(" (and the table's %s missing from it: a renamed column?)", strings.Join(omitted, ", "))
+	}
+	return fmt.Errorf("%w: %s%s; send the epoch with \"merge_schema\": true to change the table schema", ErrSchemaMismatch, describeChange(table, merged), also)
 }
 
 // describeChange names the first difference between table and merged (a MergeSchema result).
@@ -402,4 +418,23 @@ func ConformColumnsOrByName(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.
 		return ConformColumns(schema, rec.Columns(), rec.NumRows())
 	}
 	return conformByName(nil, schema, rec)
+}
+
+// schemaDiff names the first column in which b differs from a (for messages).
+func schemaDiff(a, b *arrow.Schema) string {
+	for _, f := range a.Fields() {
+		js := b.FieldIndices(f.Name)
+		switch {
+		case len(js) == 0:
+			return fmt.Sprintf("column %q (%s) is missing from the later batch", f.Name, f.Type)
+		case !SameType(f.Type, b.Field(js[0]).Type) || f.Nullable != b.Field(js[0]).Nullable:
+			return fmt.Sprintf("column %q is %s in the first batch, %s in a later one", f.Name, f.Type, b.Field(js[0]).Type)
+		}
+	}
+	for _, f := range b.Fields() {
+		if len(a.FieldIndices(f.Name)) == 0 {
+			return fmt.Sprintf("column %q (%s) appears in a later batch", f.Name, f.Type)
+		}
+	}
+	return fmt.Sprintf("%s after %s", fieldList(b), fieldList(a))
 }

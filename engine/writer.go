@@ -77,7 +77,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		if err := CheckWriteSchema(w.schema, rec.Schema(), nil); err != nil {
 			return fmt.Errorf("table %s: %w", w.t.name, err)
 		}
-		return fmt.Errorf("table %s: %w: batch schema changed within one write", w.t.name, ErrSchemaMismatch)
+		return fmt.Errorf("table %s: %w: batch schema changed within one write: %s", w.t.name, ErrSchemaMismatch, schemaDiff(w.in, rec.Schema()))
 	}
 	if rec.NumRows() == 0 {
 		return nil

@@ -220,3 +220,37 @@ func TestMergeSchemaStages(t *testing.T) {
 	got, _ := s.readExtra(t, "st", 0)
 	wantExtra(t, "after commit_epoch", got, idRange(0, 4), []int64{4, 5})
 }
+
+// TestMergeSchemaKeyed: on a keyed table with a primary-key index, an update epoch that adds a
+// column upserts through the index in the transaction that adds it, and older-schema upserts
+// afterwards still replace rows by key; a change of the key column is refused.
+func TestMergeSchemaKeyed(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{})
+	create := cmd{"table": "kv", "query_id": "q", "epoch_id": 1, "mode": "update", "create": cmd{"primary_key": []string{"id"}}}
+	s.mustPut(t, create, idRange(0, 4))
+	s.mustAction(t, "create_index", cmd{"table": "kv"}, nil)
+	if _, err := s.putExt(t, cmd{"table": "kv", "query_id": "q", "epoch_id": 2, "mode": "update", "merge_schema": true}, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	s.mustPut(t, cmd{"table": "kv", "query_id": "q", "epoch_id": 3, "mode": "update"}, []int64{2, 5})
+	got, _ := s.readExtra(t, "kv", 0)
+	wantExtra(t, "after the upserts", got, []int64{0, 2, 3, 5}, []int64{1, 4})
+	// An old-schema upsert of a row that has a value in the new column replaces the row: null.
+	s.mustPut(t, cmd{"table": "kv", "query_id": "q", "epoch_id": 4, "mode": "update"}, []int64{1})
+	got, _ = s.readExtra(t, "kv", 0)
+	wantExtra(t, "after an old-schema upsert", got, []int64{0, 1, 2, 3, 5}, []int64{4})
+	if ids := s.readIDs(t, "kv"); len(ids) != 6 {
+		t.Fatalf("ids %v: an upsert duplicated a key", ids)
+	}
+
+	key := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}, {Name: "payload", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	kb := array.NewRecordBuilder(memory.DefaultAllocator, key)
+	kb.Field(0).(*array.Int32Builder).Append(9)
+	kb.Field(1).(*array.StringBuilder).Append("x")
+	rec := kb.NewRecordBatch()
+	kb.Release()
+	defer rec.Release()
+	_, err := s.put(testCtx(t), cmdDesc(t, cmd{"table": "kv", "query_id": "q", "epoch_id": 5, "mode": "update", "merge_schema": true}), key, rec)
+	wantReason(t, err, codes.InvalidArgument, "SCHEMA_CHANGE_REFUSED")
+}
