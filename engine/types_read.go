@@ -20,11 +20,22 @@ import (
 //
 // Anything else is an error naming the column, never a panic: a stamp of the wrong type would
 // panic in arrow-go. The result is a new reference; the caller releases it (and rec).
+//
+// A batch of a file written in an older schema of the table (schema_evolve.go) is matched by
+// column name instead: columns added since read as nulls, promoted types are widened, and struct
+// fields added since read as nulls.
 func ConformBatch(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if int(rec.NumCols()) != schema.NumFields() {
-		return nil, fmt.Errorf("file has %d columns, the table schema %d (%s)", rec.NumCols(), schema.NumFields(), fieldList(schema))
+	if !sameNames(schema, rec) {
+		return conformByName(nil, schema, rec)
 	}
-	cols := rec.Columns()
+	return ConformColumns(schema, rec.Columns(), rec.NumRows())
+}
+
+// ConformColumns returns a batch of schema from cols, one per field of schema, each relabelled or
+// cast to its field's exact type as ConformBatch does (a nested column whose fields differ from
+// the table's only in field ids or child names is relabelled). The result is a new reference;
+// cols stay the caller's.
+func ConformColumns(schema *arrow.Schema, cols []arrow.Array, rows int64) (arrow.RecordBatch, error) {
 	var own []arrow.Array
 	defer func() {
 		for _, c := range own {
@@ -37,7 +48,7 @@ func ConformBatch(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatc
 		}
 		var c arrow.Array
 		err := RecoverError(nil, "conform a read batch", func() (err error) {
-			c, err = conformArray(cols[i], f.Type)
+			c, err = evolveArray(cols[i], f.Type)
 			return err
 		})
 		if err != nil {
@@ -49,7 +60,7 @@ func ConformBatch(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatc
 		own = append(own, c)
 		cols[i] = c
 	}
-	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
+	return array.NewRecordBatch(schema, cols, rows), nil
 }
 
 // conformArray returns arr as type want (see ConformBatch); a new reference.

@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -37,6 +39,9 @@ type PutCommand struct {
 	Create    CreateOption   `json:"create,omitzero"`
 	// Rows is the number of rows the client says the stream carries, >= 0.
 	Rows *int64 `json:"rows,omitempty"`
+	// MergeSchema lets the epoch change the table schema (new nullable columns, type promotions:
+	// engine.MergeSchema); absent or false: the stream must fit the table's schema as it is.
+	MergeSchema *bool `json:"merge_schema,omitempty"`
 }
 
 // PartitionSpec is the "partition" of a DoPut command: one task attempt's share of a
@@ -225,7 +230,56 @@ func (c *ColumnSpec) UnmarshalJSON(b []byte) error {
 	return decodeNested("schema", b, (*fields)(c))
 }
 
-// TableVersion is the result of create_table and create_index: the table and its new version.
+// CreateTableResult is the result of create_table: the table, its first version and its schema as
+// stored, with the field ids the table gave its columns.
+type CreateTableResult struct {
+	Table   string `json:"table"`
+	Version uint64 `json:"version"`
+	TableSchema
+}
+
+// TableSchema is a table's schema as create_table and table_stats report it.
+type TableSchema struct {
+	Schema []SchemaField `json:"schema"`
+	// SchemaID counts the table's schema changes (0: the schema it was created with).
+	SchemaID int `json:"schema_id"`
+	// LastFieldID is the highest field id the table ever assigned; ids are never reused.
+	LastFieldID int32 `json:"last_field_id"`
+}
+
+// SchemaField is one column of a table schema with its stable field id (engine.FieldIDKey).
+type SchemaField struct {
+	// ID is the field id; 0 for a table that has not committed since before field ids existed.
+	ID       int32  `json:"id"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Nullable bool   `json:"nullable"`
+	// Fields are the nested fields of a struct, list or map column (a list's element, a map's key
+	// and value), with their own ids.
+	Fields []SchemaField `json:"fields,omitempty"`
+}
+
+func tableSchemaOf(m *engine.Manifest) TableSchema {
+	return TableSchema{Schema: schemaFields(m.ArrowSchema().Fields()), SchemaID: m.SchemaID, LastFieldID: m.LastFieldID}
+}
+
+func schemaFields(fs []arrow.Field) []SchemaField {
+	out := make([]SchemaField, len(fs))
+	for i, f := range fs {
+		id, _ := engine.FieldID(f)
+		out[i] = SchemaField{ID: id, Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable}
+		if nt, ok := f.Type.(arrow.NestedType); ok {
+			children := nt.Fields()
+			if mt, ok := f.Type.(*arrow.MapType); ok {
+				children = []arrow.Field{mt.KeyField(), mt.ItemField()}
+			}
+			out[i].Fields = schemaFields(children)
+		}
+	}
+	return out
+}
+
+// TableVersion is the result of create_index: the table and its new version.
 type TableVersion struct {
 	Table   string `json:"table"`
 	Version uint64 `json:"version"`
@@ -240,6 +294,8 @@ type CommitEpochRequest struct {
 	// Stages is required; an empty list commits an empty epoch.
 	Stages   []string `json:"stages"`
 	Lookback *int     `json:"dedupe_lookback_versions,omitempty"`
+	// MergeSchema lets the stages' schemas change the table schema (merged in one commit).
+	MergeSchema *bool `json:"merge_schema,omitempty"`
 }
 
 // EpochStatusRequest is the body of epoch_status.
@@ -489,6 +545,7 @@ type TableStats struct {
 	Indices []IndexStats `json:"indices,omitempty"`
 	// MemWAL is present for a table with MemWAL shards.
 	MemWAL *MemWALStats `json:"memwal,omitempty"`
+	TableSchema
 }
 
 // StreamWatermark is a streaming query's last committed epoch, in table_stats.
@@ -537,7 +594,7 @@ type ShardStats struct {
 
 func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState, shards []memwal.ShardStats) TableStats {
 	st := TableStats{Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
-		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey}
+		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey, TableSchema: tableSchemaOf(m)}
 	if m.Streams != nil || len(state.Streams) > 0 {
 		st.Streams = make(map[string]StreamWatermark, len(state.Streams))
 		for q, w := range state.Streams {

@@ -101,7 +101,7 @@ func (p *PinnedRead) Scan(ctx context.Context, columns []string, filter *engine.
 		k.Retain()
 	}
 	r := &mergedReader{refs: 1, schema: out}
-	r.sources = []batchSource{memSource(ctx, p.mem, p.keep, filter, out)}
+	r.sources = []batchSource{memSource(ctx, p.mem, p.keep, filter, full, out)}
 	r.closers = []func(){func() { releaseAll(p.mem); releaseBools(p.keep) }}
 	return r, nil
 }
@@ -185,8 +185,8 @@ func winners(mem []arrow.RecordBatch, pk []string) ([]*array.Boolean, map[string
 }
 
 // memSource yields the rows of mem that keep marks (all when keep is nil) and filter accepts,
-// projected to out.
-func memSource(ctx context.Context, mem []arrow.RecordBatch, keep []*array.Boolean, filter *engine.Predicate, out *arrow.Schema) batchSource {
+// projected to out (full: the table schema out projects, see filterProject).
+func memSource(ctx context.Context, mem []arrow.RecordBatch, keep []*array.Boolean, filter *engine.Predicate, full, out *arrow.Schema) batchSource {
 	i := 0
 	return func() (arrow.RecordBatch, error) {
 		for i < len(mem) {
@@ -196,7 +196,7 @@ func memSource(ctx context.Context, mem []arrow.RecordBatch, keep []*array.Boole
 				mask = keep[i]
 			}
 			i++
-			rb, err := filterProject(ctx, b, mask, filter, out)
+			rb, err := filterProject(ctx, b, mask, filter, full, out)
 			if err != nil || rb != nil {
 				return rb, err
 			}

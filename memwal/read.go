@@ -173,7 +173,7 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 			return nil, err
 		}
 		r.closers = append(r.closers, sc.Release, func() { releaseAll(mem) })
-		r.sources = []batchSource{scannerSource(ctx, sc, nil, out), memSource(ctx, mem, nil, o.Filter, out)}
+		r.sources = []batchSource{scannerSource(ctx, sc, nil, out), memSource(ctx, mem, nil, o.Filter, full, out)}
 		return r, nil
 	}
 
@@ -213,7 +213,7 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 		}
 	}
 	r.closers = append(r.closers, sc.Release, func() { releaseAll(mem); releaseBools(keep) })
-	r.sources = []batchSource{scannerSource(ctx, sc, baseKeep, out), memSource(ctx, mem, keep, o.Filter, out)}
+	r.sources = []batchSource{scannerSource(ctx, sc, baseKeep, out), memSource(ctx, mem, keep, o.Filter, full, out)}
 	return r, nil
 }
 
@@ -232,7 +232,7 @@ func scannerSource(ctx context.Context, sc *engine.Scanner, keep func(arrow.Reco
 					return nil, err
 				}
 			}
-			rb, err := filterProject(ctx, b, mask, nil, out)
+			rb, err := filterProject(ctx, b, mask, nil, nil, out)
 			if mask != nil {
 				mask.Release()
 			}
@@ -245,8 +245,10 @@ func scannerSource(ctx context.Context, sc *engine.Scanner, keep func(arrow.Reco
 }
 
 // filterProject returns the rows of b that mask keeps (all when mask is nil) and filter accepts
-// (all when nil) with the columns of out, or nil when no row is kept. The result is the caller's.
-func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, filter *engine.Predicate, out *arrow.Schema) (arrow.RecordBatch, error) {
+// (all when nil) with the columns of out, or nil when no row is kept. full is the table's latest
+// schema (out projects it), which the filter's columns are read through. The result is the
+// caller's.
+func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, filter *engine.Predicate, full, out *arrow.Schema) (arrow.RecordBatch, error) {
 	if mask != nil {
 		n := 0
 		for i := 0; i < mask.Len(); i++ {
@@ -274,22 +276,27 @@ func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean
 		src = f
 	}
 	if filter != nil {
-		f, err := engine.FilterBatch(ctx, filter, src)
+		// The filter names columns of the table's latest schema: a memtable or generation batch
+		// of an older one reads through it first (columns added since as nulls).
+		c, err := engine.ConformToTable(full, src)
+		if err != nil {
+			return nil, fmt.Errorf("memwal: %w", err)
+		}
+		defer c.Release()
+		f, err := engine.FilterBatch(ctx, filter, c)
 		if err != nil || f == nil {
 			return nil, err
 		}
 		defer f.Release()
 		src = f
 	}
-	cols := make([]arrow.Array, out.NumFields())
-	for i, f := range out.Fields() {
-		js := src.Schema().FieldIndices(f.Name)
-		if len(js) == 0 {
-			return nil, fmt.Errorf("memwal: batch has no column %q", f.Name)
-		}
-		cols[i] = src.Column(js[0])
+	// A memtable or generation of an older schema of the table reads through the latest one
+	// (columns added since as nulls, promoted types widened).
+	rb, err := engine.ConformToTable(out, src)
+	if err != nil {
+		return nil, fmt.Errorf("memwal: %w", err)
 	}
-	return array.NewRecordBatch(out, cols, src.NumRows()), nil
+	return rb, nil
 }
 
 // mergedReader chains batch sources into one array.RecordReader.

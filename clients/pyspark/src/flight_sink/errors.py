@@ -244,6 +244,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "FRAGMENT_NOT_FOUND": InvalidRequestError,
     "MALFORMED_IPC": InvalidRequestError,
     "SCHEMA_MISMATCH": SchemaMismatchError,
+    "SCHEMA_CHANGE_REFUSED": SchemaMismatchError,
     "UNSUPPORTED_TYPE": SchemaMismatchError,
     "UNKNOWN_ACTION": UnsupportedError,
     "TABLE_NOT_FOUND": TableNotFoundError,
