@@ -38,7 +38,6 @@ How each mode maps onto the protocol (``docs/protocol.md``):
 from __future__ import annotations
 
 import datetime as _dt
-import inspect
 import json
 import logging
 import uuid
@@ -143,11 +142,6 @@ class _Options:
         version = options.get("version")
         fail = options.get(TEST_FAIL_AFTER_STAGE_OPTION)
         merge = _bool_option(options, "mergeSchema", False)
-        if merge and "merge_schema" not in inspect.signature(Client.commit_epoch).parameters:
-            raise ValueError(
-                "flight-sink option mergeSchema needs a flight_sink client whose put_epoch and "
-                "commit_epoch take merge_schema (schema evolution); this one does not"
-            )
         return cls(
             uri=str(uri),
             table=str(table),
@@ -167,7 +161,7 @@ class _Options:
         return _process_client(self.uri, self.token)
 
     def merge_kwargs(self) -> Dict[str, Any]:
-        # merge_schema goes on the wire only when true, so servers and clients without schema
+        # merge_schema goes on the wire only when true, so servers without schema
         # evolution see exactly the requests they always did.
         return {"merge_schema": True} if self.merge_schema else {}
 
