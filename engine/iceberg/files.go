@@ -81,4 +81,3 @@ func writePositionDeletes(ctx context.Context, fio *storeIO, tablePrefix, dataLo
 	}
 	return df, nil
 }
-
