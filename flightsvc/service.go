@@ -40,6 +40,7 @@ type Sink interface {
 	CompactMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
 	Store() objstore.Store
+	IcebergSink
 }
 
 var _ Sink = (*streaming.Sink)(nil)

@@ -465,6 +465,8 @@ type TableStats struct {
 	Indices []IndexStats `json:"indices,omitempty"`
 	// MemWAL is present for a table with MemWAL shards.
 	MemWAL *MemWALStats `json:"memwal,omitempty"`
+	// Iceberg says how far the table's Iceberg metadata lags (absent when it cannot be read).
+	Iceberg *IcebergStats `json:"iceberg,omitempty"`
 }
 
 // StreamWatermark is a streaming query's last committed epoch, in table_stats.
