@@ -198,7 +198,9 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 			if err != nil {
 				return nil, fmt.Errorf("table %s: overwrite schema: %w", t.name, err)
 			}
-			next.Schema, next.schema = txn.Schema, sc
+			if err := setSchema(next, sc); err != nil {
+				return nil, fmt.Errorf("table %s: overwrite %w", t.name, err)
+			}
 		}
 	case OpCreateIndex, OpOptimizeIndex:
 		if err := applyIndexChange(next, txn); err != nil {
@@ -208,6 +210,11 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 		applyConfigChange(next, txn)
 	default:
 		return nil, fmt.Errorf("table %s: cannot commit operation %q", t.name, txn.Operation)
+	}
+
+	// A table written before field ids existed gets them now, without rewriting data files.
+	if err := withTableFieldIDs(next); err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
 
 	// Indices cover live fragments only: fragments a Rewrite or Overwrite replaced leave every

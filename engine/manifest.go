@@ -26,10 +26,19 @@ type Manifest struct {
 	TimestampNanos int64              `json:"timestamp_nanos"`
 	Transaction    TransactionSummary `json:"transaction"`
 
-	// Schema is the Arrow IPC encoding of the table schema.
-	Schema     []byte            `json:"schema"`
-	PrimaryKey []string          `json:"primary_key,omitempty"`
-	Config     map[string]string `json:"config,omitempty"`
+	// Schema is the Arrow IPC encoding of the table schema. Every field of it, nested ones
+	// included, carries its stable field id (FieldIDKey) once the table has committed with this
+	// build (fieldid.go).
+	Schema []byte `json:"schema"`
+	// SchemaID numbers the table's schemas: 0 for the schema it was created with, one more on every
+	// change of it (a merge or an Overwrite with another schema). Giving ids to the fields of a
+	// table written before field ids existed is not a change.
+	SchemaID int `json:"schema_id"`
+	// LastFieldID is the highest field id ever assigned in the table; a new field gets a higher
+	// one, so ids are never reused.
+	LastFieldID int32             `json:"last_field_id,omitempty"`
+	PrimaryKey  []string          `json:"primary_key,omitempty"`
+	Config      map[string]string `json:"config,omitempty"`
 
 	Fragments      []Fragment `json:"fragments"`
 	NextFragmentID uint64     `json:"next_fragment_id"`

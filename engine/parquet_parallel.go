@@ -65,7 +65,9 @@ func newParquetWriter(schema *arrow.Schema, out io.Writer, props *parquet.Writer
 		return newShapedWriter(schema, shape, out, props)
 	}
 	if !flatSchema(schema) || runtime.GOMAXPROCS(0) < 2 || schema.NumFields() < 2 {
-		return pqarrow.NewFileWriter(schema, out, props, arrProps)
+		// ARROW:schema is appended here rather than by WithStoreSchema: arrowSchemaValue leaves
+		// the field ids out of it.
+		return newShapedWriter(schema, schema, out, props)
 	}
 	return newParallelWriter(schema, out, props, arrProps)
 }

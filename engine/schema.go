@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -60,7 +59,7 @@ func CheckAppendSchema(table, in *arrow.Schema) ([]int, error) {
 			return nil, fmt.Errorf("%w: column %q appears %d times in the written data", ErrSchemaMismatch, tf.Name, len(js))
 		}
 		inf := in.Field(js[0])
-		if !arrow.TypeEqual(tf.Type, inf.Type) {
+		if !SameType(tf.Type, inf.Type) {
 			return nil, fmt.Errorf("%w: column %q has type %s in the table but %s in the written data", ErrSchemaMismatch, tf.Name, tf.Type, inf.Type)
 		}
 		if inf.Nullable && !tf.Nullable {
@@ -86,10 +85,10 @@ func fieldList(sc *arrow.Schema) string {
 
 // conformRecord returns rec re-shaped to the table schema using the column mapping from
 // CheckAppendSchema. The result must be released by the caller.
-func conformRecord(table *arrow.Schema, idx []int, rec arrow.RecordBatch) arrow.RecordBatch {
+func conformRecord(table *arrow.Schema, idx []int, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, len(idx))
 	for i, j := range idx {
 		cols[i] = rec.Column(j)
 	}
-	return array.NewRecordBatch(table, cols, rec.NumRows())
+	return ConformColumns(table, cols, rec.NumRows())
 }

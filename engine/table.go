@@ -152,7 +152,7 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	txn := &Transaction{ID: uuid.NewString(), ReadVersion: 0, Operation: OpCreate, Properties: co.Properties, Schema: sb}
 	m := &Manifest{
 		FormatVersion: FormatVersion, Version: 1, TimestampNanos: time.Now().UnixNano(),
-		Schema: sb, PrimaryKey: co.PrimaryKey, Config: cloneMap(co.Config), NextFragmentID: 1,
+		Schema: sb, LastFieldID: maxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: cloneMap(co.Config), NextFragmentID: 1,
 		Fragments: []Fragment{}, schema: schema,
 	}
 	if _, err := t.writeTransaction(ctx, txn, m); err != nil {
@@ -170,7 +170,7 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 
 // CheckCreate validates what Create would check before it writes anything (the name, the schema
 // under the type policy, the primary key) and returns the schema the table would store
-// (StoredSchema). A create-on-put checks its stream's schema with it before reading any data.
+// (StoredSchema), with fresh field ids 1..n (assignFieldIDs). A create-on-put checks its stream's schema with it before reading any data.
 func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Schema, error) {
 	if err := ValidateTableName(name); err != nil {
 		return nil, err
@@ -182,6 +182,8 @@ func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Sc
 	if err != nil {
 		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}
+	// The table numbers its own fields (fieldid.go): ids the client's schema carries are dropped.
+	stored, _, _ = assignFieldIDs(stripFieldIDs(stored), 0)
 	for _, k := range co.PrimaryKey {
 		if len(stored.FieldIndices(k)) != 1 {
 			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, ErrSchemaMismatch, k, fieldList(stored))

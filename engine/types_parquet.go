@@ -27,10 +27,13 @@ import (
 // writes and reads it.
 const arrowSchemaKey = "ARROW:schema"
 
-// arrowSchemaValue serializes schema the way pqarrow.WithStoreSchema stores it.
+// arrowSchemaValue serializes schema the way pqarrow.WithStoreSchema stores it, without field
+// ids: the Parquet schema's nodes carry them (pqarrow writes them from the field metadata), and a
+// stored field id would make pqarrow's reader restore an extension type (arrow.bool8) on a leaf
+// whose values it cannot transfer as that type (it panics).
 func arrowSchemaValue(schema *arrow.Schema, mem memory.Allocator) (string, error) {
 	var ser bytes.Buffer
-	iw := ipc.NewWriter(&ser, ipc.WithSchema(schema), ipc.WithAllocator(mem))
+	iw := ipc.NewWriter(&ser, ipc.WithSchema(stripFieldIDs(schema)), ipc.WithAllocator(mem))
 	if err := iw.Close(); err != nil {
 		return "", fmt.Errorf("serialize arrow schema: %w", err)
 	}

@@ -24,7 +24,14 @@ func ConformBatch(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatc
 	if int(rec.NumCols()) != schema.NumFields() {
 		return nil, fmt.Errorf("file has %d columns, the table schema %d (%s)", rec.NumCols(), schema.NumFields(), fieldList(schema))
 	}
-	cols := rec.Columns()
+	return ConformColumns(schema, rec.Columns(), rec.NumRows())
+}
+
+// ConformColumns returns a batch of schema from cols, one per field of schema, each relabelled or
+// cast to its field's exact type as ConformBatch does (a nested column whose fields differ from
+// the table's only in field ids or child names is relabelled). The result is a new reference;
+// cols stay the caller's.
+func ConformColumns(schema *arrow.Schema, cols []arrow.Array, rows int64) (arrow.RecordBatch, error) {
 	var own []arrow.Array
 	defer func() {
 		for _, c := range own {
@@ -49,7 +56,7 @@ func ConformBatch(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatc
 		own = append(own, c)
 		cols[i] = c
 	}
-	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
+	return array.NewRecordBatch(schema, cols, rows), nil
 }
 
 // conformArray returns arr as type want (see ConformBatch); a new reference.

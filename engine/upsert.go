@@ -49,7 +49,10 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 		if !rec.Schema().Equal(in) {
 			return nil, fmt.Errorf("table %s: upsert: %w: batch schema changed within one upsert", t.name, ErrSchemaMismatch)
 		}
-		conf := conformRecord(m.ArrowSchema(), idx, rec)
+		conf, err := conformRecord(m.ArrowSchema(), idx, rec)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
+		}
 		enc, err := NewKeyEncoder(conf, m.PrimaryKey)
 		if err != nil {
 			conf.Release()
@@ -84,7 +87,11 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 	for bi, rec := range recs {
 		var keep []int32
 		dup := false
-		conf := conformRecord(m.ArrowSchema(), idx, rec)
+		conf, err := conformRecord(m.ArrowSchema(), idx, rec)
+		if err != nil {
+			w.Abort(ctx)
+			return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
+		}
 		enc, _ := NewKeyEncoder(conf, m.PrimaryKey)
 		for i := 0; i < int(rec.NumRows()); i++ {
 			k, _ := enc.Key(i)
@@ -105,7 +112,7 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 				return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
 			}
 		}
-		err := w.Write(ctx, out)
+		err = w.Write(ctx, out)
 		if dup {
 			out.Release()
 		}

@@ -49,7 +49,10 @@ func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema) (*Writer, error
 	if in == nil {
 		in = m.ArrowSchema() // e.g. a truncate: no batches, so no schema of their own
 	}
-	return t.NewWriterFor(m.ArrowSchema(), in)
+	// A table written before field ids existed gets them on this commit (withTableFieldIDs);
+	// its files carry the same ids already, as the assignment is deterministic.
+	target, _, _ := assignFieldIDs(m.ArrowSchema(), max(m.LastFieldID, maxFieldID(m.ArrowSchema())))
+	return t.NewWriterFor(target, in)
 }
 
 // NewWriterFor returns a Writer that writes files in schema target from batches of schema in.
@@ -79,7 +82,10 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec.NumRows() == 0 {
 		return nil
 	}
-	conf := conformRecord(w.schema, w.idx, rec)
+	conf, err := conformRecord(w.schema, w.idx, rec)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", w.t.name, err)
+	}
 	defer conf.Release()
 	target := w.target
 	var off int64

@@ -114,38 +114,38 @@ func (s *Service) DoAction(a *flight.Action, stream flight.FlightService_DoActio
 	return stream.Send(&flight.Result{Body: body})
 }
 
-func (s *Service) createTable(ctx context.Context, req *CreateTableRequest) (TableVersion, error) {
+func (s *Service) createTable(ctx context.Context, req *CreateTableRequest) (CreateTableResult, error) {
 	if len(req.Schema) == 0 {
-		return TableVersion{}, invalidf("create_table needs a non-empty \"schema\"")
+		return CreateTableResult{}, invalidf("create_table needs a non-empty \"schema\"")
 	}
 	fields := make([]arrow.Field, len(req.Schema))
 	for i, c := range req.Schema {
 		if c.Name == "" {
-			return TableVersion{}, invalidf("schema column %d has no name", i)
+			return CreateTableResult{}, invalidf("schema column %d has no name", i)
 		}
 		dt, err := parseArrowType(c.Type)
 		if err != nil {
-			return TableVersion{}, invalidf("column %q: %v", c.Name, err)
+			return CreateTableResult{}, invalidf("column %q: %v", c.Name, err)
 		}
 		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: c.Nullable == nil || *c.Nullable}
 	}
 	spec, err := createSpec(req.PrimaryKey, req.MemWAL)
 	if err != nil {
-		return TableVersion{}, err
+		return CreateTableResult{}, err
 	}
 	sc := arrow.NewSchema(fields, nil)
 	if err := engine.CheckSchemaDepth(sc); err != nil {
-		return TableVersion{}, err
+		return CreateTableResult{}, err
 	}
 	t, err := s.sink.CreateTable(ctx, req.Table, sc, spec)
 	if err != nil {
-		return TableVersion{}, err
+		return CreateTableResult{}, err
 	}
 	m, err := t.Latest(ctx)
 	if err != nil {
-		return TableVersion{}, err
+		return CreateTableResult{}, err
 	}
-	return TableVersion{Table: t.Name(), Version: m.Version}, nil
+	return CreateTableResult{Table: t.Name(), Version: m.Version, TableSchema: tableSchemaOf(m)}, nil
 }
 
 func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack, error) {

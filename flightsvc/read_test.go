@@ -47,7 +47,7 @@ func TestDoGetTimeTravelAndProjection(t *testing.T) {
 		if !slices.Equal(r.IDs, tc.want) || r.Rows != int64(len(tc.want)) {
 			t.Fatalf("version %d: ids %v, want %v", tc.version, r.IDs, tc.want)
 		}
-		if !r.Schema.Equal(rowSchema) {
+		if !engine.EqualIgnoringFieldIDs(r.Schema, rowSchema) {
 			t.Fatalf("version %d: schema %v", tc.version, r.Schema)
 		}
 	}
@@ -99,7 +99,7 @@ func TestFlightInfoSchemaAndListFlights(t *testing.T) {
 		t.Fatalf("flight info descriptor %v", d)
 	}
 	sc, err := flight.DeserializeSchema(info.Schema, memory.DefaultAllocator)
-	if err != nil || !sc.Equal(rowSchema) {
+	if err != nil || !engine.EqualIgnoringFieldIDs(sc, rowSchema) {
 		t.Fatalf("flight info schema %v, %v", sc, err)
 	}
 	var tk struct {
@@ -126,7 +126,7 @@ func TestFlightInfoSchemaAndListFlights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc, err := flight.DeserializeSchema(res.Schema, memory.DefaultAllocator); err != nil || !sc.Equal(rowSchema) {
+	if sc, err := flight.DeserializeSchema(res.Schema, memory.DefaultAllocator); err != nil || !engine.EqualIgnoringFieldIDs(sc, rowSchema) {
 		t.Fatalf("GetSchema: %v, %v", sc, err)
 	}
 
@@ -246,7 +246,7 @@ func TestCreateTableThenPutWithoutCreate(t *testing.T) {
 		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
 		{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	}, nil)
-	if !sc.Equal(want) {
+	if !engine.EqualIgnoringFieldIDs(sc, want) {
 		t.Fatalf("schema\n got %v\nwant %v", sc, want)
 	}
 
@@ -271,7 +271,7 @@ func TestCreateTableThenPutWithoutCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Schema.Equal(want) || !slices.Equal(r.IDs, idRange(0, 6)) {
+	if !engine.EqualIgnoringFieldIDs(r.Schema, want) || !slices.Equal(r.IDs, idRange(0, 6)) {
 		t.Fatalf("read back: schema %v ids %v", r.Schema, r.IDs)
 	}
 	// A nullable id cannot go into the non-nullable column.

@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -208,7 +210,56 @@ func (c *ColumnSpec) UnmarshalJSON(b []byte) error {
 	return decodeNested("schema", b, (*fields)(c))
 }
 
-// TableVersion is the result of create_table and create_index: the table and its new version.
+// CreateTableResult is the result of create_table: the table, its first version and its schema as
+// stored, with the field ids the table gave its columns.
+type CreateTableResult struct {
+	Table   string `json:"table"`
+	Version uint64 `json:"version"`
+	TableSchema
+}
+
+// TableSchema is a table's schema as create_table and table_stats report it.
+type TableSchema struct {
+	Schema []SchemaField `json:"schema"`
+	// SchemaID counts the table's schema changes (0: the schema it was created with).
+	SchemaID int `json:"schema_id"`
+	// LastFieldID is the highest field id the table ever assigned; ids are never reused.
+	LastFieldID int32 `json:"last_field_id"`
+}
+
+// SchemaField is one column of a table schema with its stable field id (engine.FieldIDKey).
+type SchemaField struct {
+	// ID is the field id; 0 for a table that has not committed since before field ids existed.
+	ID       int32  `json:"id"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Nullable bool   `json:"nullable"`
+	// Fields are the nested fields of a struct, list or map column (a list's element, a map's key
+	// and value), with their own ids.
+	Fields []SchemaField `json:"fields,omitempty"`
+}
+
+func tableSchemaOf(m *engine.Manifest) TableSchema {
+	return TableSchema{Schema: schemaFields(m.ArrowSchema().Fields()), SchemaID: m.SchemaID, LastFieldID: m.LastFieldID}
+}
+
+func schemaFields(fs []arrow.Field) []SchemaField {
+	out := make([]SchemaField, len(fs))
+	for i, f := range fs {
+		id, _ := engine.FieldID(f)
+		out[i] = SchemaField{ID: id, Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable}
+		if nt, ok := f.Type.(arrow.NestedType); ok {
+			children := nt.Fields()
+			if mt, ok := f.Type.(*arrow.MapType); ok {
+				children = []arrow.Field{mt.KeyField(), mt.ItemField()}
+			}
+			out[i].Fields = schemaFields(children)
+		}
+	}
+	return out
+}
+
+// TableVersion is the result of create_index: the table and its new version.
 type TableVersion struct {
 	Table   string `json:"table"`
 	Version uint64 `json:"version"`
@@ -467,6 +518,7 @@ type TableStats struct {
 	MemWAL *MemWALStats `json:"memwal,omitempty"`
 	// Iceberg says how far the table's Iceberg metadata lags (absent when it cannot be read).
 	Iceberg *IcebergStats `json:"iceberg,omitempty"`
+	TableSchema
 }
 
 // StreamWatermark is a streaming query's last committed epoch, in table_stats.
@@ -511,7 +563,7 @@ type ShardStats struct {
 
 func tableStatsResult(m *engine.Manifest, table string, shards []memwal.ShardStats) TableStats {
 	st := TableStats{Table: table, Version: m.Version, Rows: m.Rows(), Fragments: len(m.Fragments),
-		DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey}
+		DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey, TableSchema: tableSchemaOf(m)}
 	if m.Streams != nil {
 		st.Streams = make(map[string]StreamWatermark, len(m.Streams))
 		for q, w := range m.Streams {

@@ -254,7 +254,12 @@ func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch
 				return walPut{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, engine.ErrSchemaMismatch, k, c.NullN())
 			}
 		}
-		put.Batches = append(put.Batches, newRecordBatch(s.schema, cols, b.NumRows()))
+		conf, err := engine.ConformColumns(s.schema, cols, b.NumRows())
+		if err != nil {
+			releasePut(put)
+			return walPut{}, fmt.Errorf("memwal shard %s: %w: %w", s.id, engine.ErrSchemaMismatch, err)
+		}
+		put.Batches = append(put.Batches, conf)
 		put.Rows += b.NumRows()
 	}
 	return put, nil

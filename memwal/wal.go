@@ -118,7 +118,7 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 	if e.Fence {
 		return e, nil
 	}
-	if tableSchema != nil && !tableSchema.Equal(r.Schema()) {
+	if tableSchema != nil && !engine.EqualIgnoringFieldIDs(tableSchema, r.Schema()) { // entries of a shard opened before the table had field ids
 		return nil, fmt.Errorf("%w: wal entry %s: schema %s is not the table's %s", ErrCorrupt, key, r.Schema(), tableSchema)
 	}
 	if tableSchema == nil {
