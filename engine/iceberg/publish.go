@@ -279,24 +279,48 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		}
 	}
 	sc = tbl.Schema()
-	live, err := currentFiles(fio, tbl)
-	if err != nil {
-		return nil, false, err
-	}
-	var base *engine.Manifest
+	// The snapshot reads exactly version pub (it was made from it), so pub's fragments say what
+	// it reads without reading its manifests; only removals need the snapshot's own entries.
+	// A base that cleanup removed (the retention hook keeps it, but another process may not
+	// run it) is read from the snapshot instead, and costs position deletes written again:
+	// they add up.
+	baseKnown := pub == 0
+	baseFrags := map[string]engine.Fragment{}
 	if pub > 0 {
-		base, err = p.t.Manifest(ctx, pub)
+		base, err := p.t.Manifest(ctx, pub)
 		if err != nil && !errors.Is(err, engine.ErrVersionNotFound) {
 			return nil, false, err
 		}
-		// A base that cleanup removed (the retention hook keeps it, but another process may
-		// not run it) only costs position deletes written again: they add up.
-	}
-	baseFrags := map[string]engine.Fragment{}
-	if base != nil {
-		for _, f := range base.Fragments {
-			baseFrags[f.Files[0].Path] = f
+		if base != nil {
+			baseKnown = true
+			for _, f := range base.Fragments {
+				baseFrags[f.Files[0].Path] = f
+			}
 		}
+	}
+	needLive := !baseKnown
+	if !needLive {
+		inTarget := make(map[string]bool, len(target.Fragments))
+		for _, f := range target.Fragments {
+			inTarget[f.Files[0].Path] = true
+		}
+		for path := range baseFrags {
+			needLive = needLive || !inTarget[path]
+		}
+	}
+	live := liveFiles{}
+	if needLive {
+		if live, err = currentFiles(fio, tbl); err != nil {
+			return nil, false, err
+		}
+	}
+	isLive := func(rel, loc string) bool {
+		if baseKnown {
+			_, ok := baseFrags[rel]
+			return ok
+		}
+		_, ok := live.data[loc]
+		return ok
 	}
 	ops, err := p.operations(ctx, pub, target.Version)
 	if err != nil {
@@ -314,7 +338,7 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		}
 		loc := fio.location(prefix + f.Files[0].Path)
 		inTarget[loc] = true
-		_, isLive := live.data[loc]
+		isLive := isLive(f.Files[0].Path, loc)
 		if !isLive {
 			df, err := dataFile(ctx, fio, loc, sc, tbl.Properties())
 			if err != nil {
@@ -381,7 +405,9 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	case len(removed) == 0 && len(newDeletes) == 0 && len(added) == 0:
 		snap = false // nothing a reader sees changed: record the version only
 	case len(removed) == 0 && len(newDeletes) == 0:
-		err = tx.AddDataFiles(ctx, added, props)
+		// No duplicate check: only files the snapshot does not read are added (it would read
+		// every manifest).
+		err = tx.AddDataFiles(ctx, added, props, table.WithoutDuplicateCheck())
 	case len(removed) == 0:
 		err = tx.NewRowDelta(props).AddRows(added...).AddDeletes(newDeletes...).Commit(ctx)
 	case rewriteOnly || len(newDeletes) > 0:
