@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -46,6 +47,8 @@ type storeEnv struct {
 	name  string
 	store objstore.Store
 	env   []string
+	// second opens another client of the same store (another server's).
+	second func(t *testing.T) objstore.Store
 }
 
 // python returns the interpreter with pyiceberg and polars, or skips (fails under CI).
@@ -229,13 +232,102 @@ func TestPublishOperations(t *testing.T) {
 
 // storeKinds returns the local store and, when versitygw runs, an S3 store.
 func storeKinds(t *testing.T) []storeEnv {
-	local, err := objstore.NewLocal(t.TempDir())
+	dir := t.TempDir()
+	openLocal := func(t *testing.T) objstore.Store {
+		s, err := objstore.NewLocal(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	out := []storeEnv{{name: "local", store: openLocal(t), second: openLocal}}
+	if s3, env, reopen, ok := s3Store(t); ok {
+		out = append(out, storeEnv{name: "s3", store: s3, env: env, second: reopen})
+	}
+	return out
+}
+
+// TestTwoPublishersOneTable: two servers (two store clients, two table handles) commit to one
+// table and publish it at once; metadata commits are put-if-absent, so every metadata file
+// extends the one before it and every snapshot still reads as its version.
+func TestTwoPublishersOneTable(t *testing.T) {
+	py := python(t)
+	for _, se := range storeKinds(t) {
+		t.Run(se.name, func(t *testing.T) {
+			ctx := context.Background()
+			opts := &engine.Options{CleanupRetain: iceberg.Retain}
+			tb, err := engine.Create(ctx, se.store, "shared", testSchema, engine.CreateOptions{}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := engine.Open(ctx, se.second(t), "shared", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			handles := []*engine.Table{tb, other}
+			errs := make(chan error, 2)
+			for i, h := range handles {
+				go func() {
+					for e := range 6 {
+						if _, err := h.Append(ctx, []arrow.RecordBatch{rows("p", int64(100*i+e))}, nil); err != nil {
+							errs <- err
+							return
+						}
+						if _, err := iceberg.New(h, nil).Publish(ctx); err != nil {
+							errs <- fmt.Errorf("publisher %d: %w", i, err)
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			for range handles {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustPublish(t, ctx, other)
+			verify(t, ctx, py, se, tb)
+		})
+	}
+}
+
+// TestPublishTurnedOff: the table configuration iceberg.publish=false stops publishing (the
+// action gets ErrDisabled) and cleanup keeps nothing for the stale metadata.
+func TestPublishTurnedOff(t *testing.T) {
+	ctx := context.Background()
+	store, err := objstore.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []storeEnv{{name: "local", store: local}}
-	if s3, env, ok := s3Store(t); ok {
-		out = append(out, storeEnv{name: "s3", store: s3, env: env})
+	tb, err := engine.Create(ctx, store, "off", testSchema, engine.CreateOptions{}, &engine.Options{CleanupRetain: iceberg.Retain})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	if _, err := tb.Append(ctx, []arrow.RecordBatch{rows("x", 1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, ctx, tb)
+	for _, tc := range []struct {
+		value string
+		on    bool
+	}{{"false", false}, {"0", false}, {"true", true}, {"nonsense", true}} {
+		m, err := tb.UpdateConfig(ctx, map[string]string{iceberg.ConfigPublish: tc.value}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := iceberg.Enabled(m); got != tc.on {
+			t.Errorf("%s=%q: Enabled = %v, want %v", iceberg.ConfigPublish, tc.value, got, tc.on)
+		}
+	}
+	if _, err := tb.UpdateConfig(ctx, map[string]string{iceberg.ConfigPublish: "false"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := iceberg.New(tb, nil).Publish(ctx); !errors.Is(err, iceberg.ErrDisabled) {
+		t.Fatalf("publish of a table turned off: %v, want ErrDisabled", err)
+	}
+	keep, err := iceberg.Retain(ctx, tb, 5, true)
+	if err != nil || keep != 5 {
+		t.Fatalf("Retain of a table turned off = %d, %v; want 5 (nothing kept)", keep, err)
+	}
 }
