@@ -1,10 +1,12 @@
 package iceberg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 
 	"github.com/apache/iceberg-go/table"
@@ -66,27 +68,62 @@ func Retain(ctx context.Context, t *engine.Table, oldestKept uint64, dryRun bool
 		if len(expire) == 0 || dryRun {
 			return keep, nil
 		}
-		var curID *int64
-		if cur != nil {
-			curID = &cur.SnapshotID
-		}
-		upd := table.NewRemoveSnapshotsUpdate(expire, true)
-		reqs := []table.Requirement{table.AssertTableUUID(tbl.Metadata().TableUUID()), table.AssertRefSnapshotID("main", curID)}
-		meta, loc, err := cat.CommitTable(ctx, cat.ident, reqs, []table.Update{upd})
-		if errors.Is(err, table.ErrCommitFailed) {
+		if err := expireSnapshots(ctx, cat, tbl, expire); errors.Is(err, table.ErrCommitFailed) {
 			continue
+		} else if err != nil {
+			return 0, err
 		}
-		if err != nil {
-			return 0, fmt.Errorf("expire %d iceberg snapshots: %w", len(expire), err)
-		}
-		// After the commit: the files of the expired snapshots are unreferenced now. Best
-		// effort, like any removal of unreferenced files (storeIO.Remove keeps data files).
-		post := table.New(cat.ident, meta, loc, tbl.FS, cat)
-		if err := upd.PostCommit(ctx, tbl, post); err != nil {
-			slog.Warn("iceberg snapshot expiry: removing the files of expired snapshots failed", "table", t.Name(), "err", err)
-		}
-		snapshotsExpired.Add(ctx, int64(len(expire)))
 		return keep, nil
 	}
 	return 0, fmt.Errorf("expire iceberg snapshots of %s: lost %d commits in a row to other publishers", t.Name(), commitAttempts)
+}
+
+// expireSnapshots commits the removal of the snapshots ids of tbl (never its current one), then
+// removes the files only they read: manifest lists, manifests and position-delete files (best
+// effort, like any removal of unreferenced files; storeIO.Remove keeps data files). It returns
+// table.ErrCommitFailed when another publisher committed first.
+func expireSnapshots(ctx context.Context, cat *storeCatalog, tbl *table.Table, ids []int64) error {
+	var curID *int64
+	if cur := tbl.CurrentSnapshot(); cur != nil {
+		curID = &cur.SnapshotID
+	}
+	upd := table.NewRemoveSnapshotsUpdate(ids, true)
+	reqs := []table.Requirement{table.AssertTableUUID(tbl.Metadata().TableUUID()), table.AssertRefSnapshotID("main", curID)}
+	meta, loc, err := cat.CommitTable(ctx, cat.ident, reqs, []table.Update{upd})
+	if err != nil {
+		if errors.Is(err, table.ErrCommitFailed) {
+			return err
+		}
+		return fmt.Errorf("expire %d iceberg snapshots: %w", len(ids), err)
+	}
+	// After the commit: the files of the expired snapshots are unreferenced now.
+	post := table.New(cat.ident, meta, loc, tbl.FS, cat)
+	if err := upd.PostCommit(ctx, tbl, post); err != nil {
+		slog.Warn("iceberg snapshot expiry: removing the files of expired snapshots failed", "table", cat.ident[0], "err", err)
+	}
+	snapshotsExpired.Add(ctx, int64(len(ids)))
+	return nil
+}
+
+// capSnapshots expires the oldest snapshots of tbl beyond max (MaxSnapshots), once they pass it
+// by a tenth: the metadata file lists every retained snapshot and is rewritten by every
+// publish, so a 1-second-trigger table with a week of versions would otherwise carry 600,000.
+// Time travel then reaches the newest max snapshots; the versions stay readable through DoGet.
+func capSnapshots(ctx context.Context, cat *storeCatalog, tbl *table.Table, max int) error {
+	snaps := tbl.Metadata().Snapshots()
+	if max <= 0 || len(snaps) <= max+max/10 {
+		return nil
+	}
+	cur := tbl.CurrentSnapshot()
+	slices.SortFunc(snaps, func(a, b table.Snapshot) int { return cmp.Compare(a.SequenceNumber, b.SequenceNumber) })
+	var ids []int64
+	for _, s := range snaps[:len(snaps)-max] {
+		if cur == nil || s.SnapshotID != cur.SnapshotID {
+			ids = append(ids, s.SnapshotID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return expireSnapshots(ctx, cat, tbl, ids)
 }

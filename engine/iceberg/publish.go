@@ -29,6 +29,11 @@ const (
 
 	// ConfigPublish is the table configuration key that turns publishing off ("false").
 	ConfigPublish = "iceberg.publish"
+	// ConfigMaxSnapshots is the table configuration key bounding the Iceberg snapshots kept
+	// (DefaultMaxSnapshots; 0 keeps every snapshot of a retained version).
+	ConfigMaxSnapshots = "iceberg.max_snapshots"
+	// DefaultMaxSnapshots is the number of newest snapshots kept when the table does not say.
+	DefaultMaxSnapshots = 500
 
 	// commitAttempts bounds how often a publish starts over after losing a metadata commit to
 	// another publisher.
@@ -47,6 +52,14 @@ func Enabled(m *engine.Manifest) bool {
 	}
 	on, err := strconv.ParseBool(v)
 	return err != nil || on
+}
+
+// maxSnapshots is the table's ConfigMaxSnapshots.
+func maxSnapshots(m *engine.Manifest) int {
+	if n, err := strconv.Atoi(m.Config[ConfigMaxSnapshots]); err == nil && n >= 0 {
+		return n
+	}
+	return DefaultMaxSnapshots
 }
 
 // Options tune a Publisher. The zero value is usable.
@@ -147,6 +160,9 @@ func (p *Publisher) publish(ctx context.Context) (Report, error) {
 			rep.Snapshots++
 		}
 		rep.To, rep.MetadataFile = publishedVersion(next.Metadata()), next.MetadataLocation()
+		if err := capSnapshots(ctx, cat, next, maxSnapshots(latest)); err != nil && !errors.Is(err, table.ErrCommitFailed) {
+			return rep, err // the snapshot landed; the next publish expires again
+		}
 		if rep.To >= latest.Version {
 			return rep, nil
 		}

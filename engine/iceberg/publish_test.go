@@ -331,3 +331,34 @@ func TestPublishTurnedOff(t *testing.T) {
 		t.Fatalf("Retain of a table turned off = %d, %v; want 5 (nothing kept)", keep, err)
 	}
 }
+
+// TestSnapshotCap: iceberg.max_snapshots bounds the snapshots the metadata keeps, and the
+// manifest lists of the expired ones are removed.
+func TestSnapshotCap(t *testing.T) {
+	ctx := context.Background()
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := engine.Create(ctx, store, "capped", testSchema, engine.CreateOptions{Config: map[string]string{iceberg.ConfigMaxSnapshots: "3"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if _, err := tb.Append(ctx, []arrow.RecordBatch{rows("c", int64(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+		mustPublish(t, ctx, tb)
+	}
+	st, err := iceberg.New(tb, nil).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := store.List(ctx, "capped/metadata/snap-", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Snapshots > 3 || len(objs) != st.Snapshots {
+		t.Fatalf("%d snapshots, %d manifest lists after 8 publishes with a cap of 3", st.Snapshots, len(objs))
+	}
+}
