@@ -59,6 +59,10 @@ type storeCatalog struct {
 	io     *storeIO
 	prefix string // the table's key prefix, "name/"
 	ident  table.Identifier
+	// last is the newest metadata this catalog read or wrote, lastN its number: a commit that
+	// finds no newer file applies its updates to it instead of reading and parsing it again.
+	last  table.Metadata
+	lastN int
 }
 
 var _ table.CatalogIO = (*storeCatalog)(nil)
@@ -106,6 +110,7 @@ func (c *storeCatalog) load(ctx context.Context) (*table.Table, int, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("parse %s: %w", key, err)
 		}
+		c.last, c.lastN = meta, n
 		return c.tableOf(meta, n), n, nil
 	}
 	return nil, 0, fmt.Errorf("iceberg metadata of %s keeps changing under the reader", c.location())
@@ -137,8 +142,14 @@ func (c *storeCatalog) create(ctx context.Context, meta table.Metadata) (*table.
 // CommitTable implements table.CatalogIO: it checks reqs against the newest metadata, applies
 // updates to it and creates the next metadata file put-if-absent.
 func (c *storeCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
-	cur, n, err := c.load(ctx)
+	var cur *table.Table
+	n, err := c.newest(ctx)
 	if err != nil {
+		return nil, "", err
+	}
+	if c.last != nil && n == c.lastN {
+		cur = c.tableOf(c.last, n) // nobody committed since: no need to read it again
+	} else if cur, n, err = c.load(ctx); err != nil {
 		return nil, "", err
 	}
 	if cur == nil {
@@ -156,6 +167,7 @@ func (c *storeCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs
 	if err := c.put(ctx, n+1, updated); err != nil {
 		return nil, "", err
 	}
+	c.last, c.lastN = updated, n+1
 	// Pruning after the new file exists: a reader that listed the old newest may still be
 	// reading it, which is why a few stay (keptMetadataFiles).
 	if old := n + 1 - keptMetadataFiles - 1; old > 0 {

@@ -106,12 +106,12 @@ func expireSnapshots(ctx context.Context, cat *storeCatalog, tbl *table.Table, i
 }
 
 // capSnapshots expires the oldest snapshots of tbl beyond max (MaxSnapshots), once they pass it
-// by a tenth: the metadata file lists every retained snapshot and is rewritten by every
+// by half (expiry reads every retained manifest list, so it runs once per max/2 publishes): the metadata file lists every retained snapshot and is rewritten by every
 // publish, so a 1-second-trigger table with a week of versions would otherwise carry 600,000.
 // Time travel then reaches the newest max snapshots; the versions stay readable through DoGet.
 func capSnapshots(ctx context.Context, cat *storeCatalog, tbl *table.Table, max int) error {
 	snaps := tbl.Metadata().Snapshots()
-	if max <= 0 || len(snaps) <= max+max/10 {
+	if max <= 0 || len(snaps) <= max+max/2 {
 		return nil
 	}
 	cur := tbl.CurrentSnapshot()

@@ -33,7 +33,7 @@ const (
 	// (DefaultMaxSnapshots; 0 keeps every snapshot of a retained version).
 	ConfigMaxSnapshots = "iceberg.max_snapshots"
 	// DefaultMaxSnapshots is the number of newest snapshots kept when the table does not say.
-	DefaultMaxSnapshots = 500
+	DefaultMaxSnapshots = 100
 
 	// commitAttempts bounds how often a publish starts over after losing a metadata commit to
 	// another publisher.
