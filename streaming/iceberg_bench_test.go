@@ -35,7 +35,6 @@ func TestIcebergPublishCost(t *testing.T) {
 func runPublishWorkload(t *testing.T, n int, publish bool) (rate, p50, p99, lag50, lag99 float64) {
 	ctx := context.Background()
 	s, store := newSink(t, &Options{DisableIceberg: !publish})
-	defer s.Close()
 	var (
 		mu   sync.Mutex
 		seen = map[uint64]time.Time{}
