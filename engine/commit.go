@@ -193,15 +193,6 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 		next.Fragments = frags
 	case OpOverwrite:
 		next.Fragments = assign(txn.Fragments)
-		if len(txn.Schema) > 0 {
-			sc, err := decodeSchema(txn.Schema)
-			if err != nil {
-				return nil, fmt.Errorf("table %s: overwrite schema: %w", t.name, err)
-			}
-			if err := setSchema(next, sc); err != nil {
-				return nil, fmt.Errorf("table %s: overwrite %w", t.name, err)
-			}
-		}
 	case OpCreateIndex, OpOptimizeIndex:
 		if err := applyIndexChange(next, txn); err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.name, err)
@@ -212,6 +203,17 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 		return nil, fmt.Errorf("table %s: cannot commit operation %q", t.name, txn.Operation)
 	}
 
+	// The schema change and the rows written in it land in this one manifest (schema_commit.go).
+	if len(txn.Schema) > 0 {
+		switch txn.Operation {
+		case OpAppend, OpUpsert, OpOverwrite:
+			if err := t.mergeTxnSchema(next, txn); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("table %s: a %s cannot change the schema", t.name, txn.Operation)
+		}
+	}
 	// A table written before field ids existed gets them now, without rewriting data files.
 	if err := withTableFieldIDs(next); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)

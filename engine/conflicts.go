@@ -155,6 +155,10 @@ func conflictRow(rule resolution, except map[Operation]conflictRule) map[Operati
 	return row
 }
 
+// A schema change rides on an Append, Upsert or Overwrite and is judged, besides its operation's
+// cell, by mergeTxnSchema (schema_commit.go) when the manifest is built; docs/conflicts.md
+// ("Schema changes") describes both.
+
 // checkConflict decides, from conflictMatrix, whether ours (which read an older version) can land
 // after theirs, which was committed at version theirVersion. It returns nil when ours may be
 // rebased on top; for the row-level verdicts the rebase then looks at the rows themselves

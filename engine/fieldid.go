@@ -182,63 +182,6 @@ func withTableFieldIDs(m *Manifest) error {
 	return nil
 }
 
-// setSchema makes sc next's schema. Fields sc shares with the old schema (same
-// name under the same parent) keep their ids; ids sc carries are otherwise ignored; new fields get
-// new ids above LastFieldID. SchemaID counts up when the schema differs from the old one.
-func setSchema(next *Manifest, sc *arrow.Schema) error {
-	old := next.schema
-	sc = inheritFieldIDs(old, sc)
-	if old != nil && old.Equal(sc) {
-		return nil
-	}
-	last := max(next.LastFieldID, maxFieldID(old))
-	sc, last, _ = assignFieldIDs(sc, last)
-	enc, err := encodeSchema(sc)
-	if err != nil {
-		return fmt.Errorf("schema: %w", err)
-	}
-	next.Schema, next.schema, next.LastFieldID = enc, sc, last
-	next.SchemaID++
-	return nil
-}
-
-// inheritFieldIDs returns sc with the ids of old's fields of the same name (under the same parent)
-// and no other ids.
-func inheritFieldIDs(old, sc *arrow.Schema) *arrow.Schema {
-	var oldFields []arrow.Field
-	if old != nil {
-		oldFields = old.Fields()
-	}
-	md := sc.Metadata()
-	return arrow.NewSchema(inheritFieldList(oldFields, sc.Fields()), &md)
-}
-
-func inheritFieldList(old, fields []arrow.Field) []arrow.Field {
-	byName := make(map[string]arrow.Field, len(old))
-	for _, f := range old {
-		byName[f.Name] = f
-	}
-	out := make([]arrow.Field, len(fields))
-	for i, f := range fields {
-		f = withoutFieldID(f)
-		o, had := byName[f.Name]
-		if had {
-			if id, ok := FieldID(o); ok {
-				f = withFieldID(f, id)
-			}
-		}
-		if children, rebuild := nestedFields(f.Type); children != nil {
-			var oc []arrow.Field
-			if had {
-				oc, _ = nestedFields(o.Type)
-			}
-			f.Type = rebuild(inheritFieldList(oc, children))
-		}
-		out[i] = f
-	}
-	return out
-}
-
 // StripFieldIDs returns sc without field ids anywhere (e.g. to compare a table's schema with a
 // client's).
 func StripFieldIDs(sc *arrow.Schema) *arrow.Schema { return stripFieldIDs(sc) }

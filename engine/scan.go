@@ -243,10 +243,12 @@ func (s *Scanner) openFragment(f Fragment) error {
 	var cols []int
 	for _, j := range s.fieldIdx {
 		if j >= len(fr.Manifest.Fields) {
-			pr.Close()
-			return fmt.Errorf("table %s: data file %s has %d columns, the table %d", s.t.name, key, len(fr.Manifest.Fields), len(s.fieldIdx))
+			continue // a column added after the file was written: ConformBatch reads it as nulls
 		}
 		cols = appendLeaves(cols, &fr.Manifest.Fields[j])
+	}
+	if len(cols) == 0 {
+		cols = appendLeaves(cols, &fr.Manifest.Fields[0]) // for the row count; ConformBatch drops it
 	}
 	rr, err := fr.GetRecordReader(s.ctx, cols, nil)
 	if err != nil {

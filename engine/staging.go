@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/objstore"
@@ -57,6 +58,27 @@ type Stage struct {
 	Fragments []Fragment
 	// Created is when the stage was written; StageTTL counts from it.
 	Created time.Time
+	// Schema, when set, is the Arrow IPC encoding of the table schema the stage's files are
+	// written in: a schema merge (SchemaForWrite) the commit of the epoch makes (SetSchema).
+	Schema []byte
+}
+
+// SetSchema records sc as the schema the stage's files are written in (Schema).
+func (s *Stage) SetSchema(sc *arrow.Schema) error {
+	b, err := encodeSchema(sc)
+	if err != nil {
+		return err
+	}
+	s.Schema = b
+	return nil
+}
+
+// ArrowSchema decodes the stage's Schema (nil when it has none).
+func (s *Stage) ArrowSchema() (*arrow.Schema, error) {
+	if len(s.Schema) == 0 {
+		return nil, nil
+	}
+	return decodeSchema(s.Schema)
 }
 
 // stageRecord is the stored form of a Stage. Field names and JSON are fixed (TestStageRecordFormat).
@@ -69,6 +91,7 @@ type stageRecord struct {
 	Rows         int64          `json:"rows"`
 	Fragments    []Fragment     `json:"fragments"`
 	CreatedNanos int64          `json:"created_nanos"`
+	Schema       []byte         `json:"schema,omitempty"`
 }
 
 type stagePartition struct {
@@ -80,7 +103,7 @@ func (s *Stage) record() stageRecord {
 	r := stageRecord{
 		Token: s.Token, QueryID: s.QueryID, EpochID: s.EpochID, Mode: s.Mode,
 		Partition: stagePartition{ID: s.PartitionID, Attempt: s.Attempt}, Rows: s.Rows,
-		Fragments: s.Fragments, CreatedNanos: s.Created.UnixNano(),
+		Fragments: s.Fragments, CreatedNanos: s.Created.UnixNano(), Schema: s.Schema,
 	}
 	if r.Fragments == nil {
 		r.Fragments = []Fragment{}
@@ -92,7 +115,7 @@ func (r *stageRecord) stage() *Stage {
 	return &Stage{
 		Token: r.Token, QueryID: r.QueryID, EpochID: r.EpochID, Mode: r.Mode,
 		PartitionID: r.Partition.ID, Attempt: r.Partition.Attempt, Rows: r.Rows,
-		Fragments: r.Fragments, Created: time.Unix(0, r.CreatedNanos),
+		Fragments: r.Fragments, Created: time.Unix(0, r.CreatedNanos), Schema: r.Schema,
 	}
 }
 

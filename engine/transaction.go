@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // Operation names the kind of a transaction.
@@ -57,7 +59,10 @@ type Transaction struct {
 	// the fragments a Rewrite writes. Their IDs are assigned when the commit lands, so they are
 	// zero here.
 	Fragments []Fragment `json:"fragments,omitempty"`
-	// Schema replaces the table schema (Overwrite only; empty keeps the schema).
+	// Schema is the table schema the transaction's rows are written in when it changes the table
+	// schema: an Overwrite's new schema, or an Append's, Upsert's or Overwrite's merged schema
+	// (MergeSchema), committed with the rows in this one transaction. Empty keeps the schema.
+	// Fields the table has keep their field ids; new ones get ids at commit (setSchema).
 	Schema []byte `json:"schema,omitempty"`
 	// MemWALMerged advances MemWAL shards' merged-generation watermarks in the same transaction
 	// as the Append that folds those generations into the table (shard id -> generation).
@@ -87,9 +92,20 @@ type Transaction struct {
 	FilesDurable func(context.Context) error `json:"-"`
 
 	// In-process state of a prepared transaction; not part of the file.
+	schema                    *arrow.Schema       // Schema decoded (SetSchema)
 	base                      *Manifest           // the version it was prepared against
 	upsertKeys                map[string]struct{} // Upsert: the encoded keys it writes
 	rowsUpdated, rowsInserted int64               // Update/Upsert counts for WriteResult
+}
+
+// SetSchema makes sc the table schema the transaction commits with its rows (Schema).
+func (t *Transaction) SetSchema(sc *arrow.Schema) error {
+	b, err := encodeSchema(sc)
+	if err != nil {
+		return err
+	}
+	t.Schema, t.schema = b, sc
+	return nil
 }
 
 // rowsDeleted returns how many rows the transaction deletes as prepared.

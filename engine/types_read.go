@@ -20,9 +20,13 @@ import (
 //
 // Anything else is an error naming the column, never a panic: a stamp of the wrong type would
 // panic in arrow-go. The result is a new reference; the caller releases it (and rec).
+//
+// A batch of a file written in an older schema of the table (schema_evolve.go) is matched by
+// column name instead: columns added since read as nulls, promoted types are widened, and struct
+// fields added since read as nulls.
 func ConformBatch(schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if int(rec.NumCols()) != schema.NumFields() {
-		return nil, fmt.Errorf("file has %d columns, the table schema %d (%s)", rec.NumCols(), schema.NumFields(), fieldList(schema))
+	if !sameNames(schema, rec) {
+		return conformByName(nil, schema, rec)
 	}
 	return ConformColumns(schema, rec.Columns(), rec.NumRows())
 }
@@ -44,7 +48,7 @@ func ConformColumns(schema *arrow.Schema, cols []arrow.Array, rows int64) (arrow
 		}
 		var c arrow.Array
 		err := RecoverError(nil, "conform a read batch", func() (err error) {
-			c, err = conformArray(cols[i], f.Type)
+			c, err = evolveArray(cols[i], f.Type)
 			return err
 		})
 		if err != nil {

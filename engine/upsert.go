@@ -25,6 +25,12 @@ import (
 //
 // REQUIRES: the transaction is committed (or discarded) well within cleanup's grace period.
 func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.RecordBatch) (*Transaction, error) {
+	return t.PrepareUpsertIn(ctx, base, recs, nil)
+}
+
+// PrepareUpsertIn is PrepareUpsert whose rows are written in merged, the table schema a schema
+// merge made (MergeSchema; nil: the table's), which the transaction then commits with them.
+func (t *Table) PrepareUpsertIn(ctx context.Context, base *Manifest, recs []arrow.RecordBatch, merged *arrow.Schema) (*Transaction, error) {
 	m, err := t.resolveBase(ctx, base)
 	if err != nil {
 		return nil, err
@@ -38,8 +44,14 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 		return txn, nil
 	}
 	in := recs[0].Schema()
-	idx, err := CheckAppendSchema(m.ArrowSchema(), in)
-	if err != nil {
+	target := m.ArrowSchema()
+	if merged != nil {
+		if err := txn.SetSchema(merged); err != nil {
+			return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
+		}
+		target = merged
+	}
+	if err := CheckWriteSchema(target, in, m.PrimaryKey); err != nil {
 		return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
 	}
 	// Last occurrence of each key wins: find it before writing anything.
@@ -49,7 +61,7 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 		if !rec.Schema().Equal(in) {
 			return nil, fmt.Errorf("table %s: upsert: %w: batch schema changed within one upsert", t.name, ErrSchemaMismatch)
 		}
-		conf, err := conformRecord(m.ArrowSchema(), idx, rec)
+		conf, err := ConformToTable(target, rec)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
 		}
@@ -80,14 +92,14 @@ func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.
 	txn.rowsUpdated = int64(len(found))
 	txn.rowsInserted = int64(len(last) - len(found))
 
-	w, err := t.NewWriterFor(m.ArrowSchema(), in)
+	w, err := t.NewWriterFor(target, in)
 	if err != nil {
 		return nil, err
 	}
 	for bi, rec := range recs {
 		var keep []int32
 		dup := false
-		conf, err := conformRecord(m.ArrowSchema(), idx, rec)
+		conf, err := ConformToTable(target, rec)
 		if err != nil {
 			w.Abort(ctx)
 			return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)

@@ -22,7 +22,6 @@ type Writer struct {
 	t      *Table
 	schema *arrow.Schema // the table schema files are written in
 	in     *arrow.Schema // the schema of batches given to Write
-	idx    []int         // table column i = input column idx[i]
 	target int64         // rows per fragment; Options.TargetRowsPerFragment unless compaction sets it
 
 	props *parquet.WriterProperties // chosen from the first batch
@@ -40,7 +39,8 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer for batches of schema in, which must fit the table's current schema
-// (CheckAppendSchema). Batches are reshaped to the table schema, so column order may differ.
+// without changing it (CheckWriteSchema: omitted nullable columns are written as nulls, narrower
+// types widened). Batches are reshaped to the table schema, so column order may differ.
 func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema) (*Writer, error) {
 	m, err := t.Latest(ctx)
 	if err != nil {
@@ -56,13 +56,13 @@ func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema) (*Writer, error
 }
 
 // NewWriterFor returns a Writer that writes files in schema target from batches of schema in.
-// Overwrite uses it with a new target schema.
+// Overwrite uses it with a new target schema, and a schema merge with the merged schema
+// (MergeSchema): the transaction then carries target as its Schema.
 func (t *Table) NewWriterFor(target, in *arrow.Schema) (*Writer, error) {
-	idx, err := CheckAppendSchema(target, in)
-	if err != nil {
+	if err := CheckWriteSchema(target, in, nil); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
-	return &Writer{t: t, schema: target, in: in, idx: idx, target: t.opts.TargetRowsPerFragment}, nil
+	return &Writer{t: t, schema: target, in: in, target: t.opts.TargetRowsPerFragment}, nil
 }
 
 // Schema returns the table schema the writer writes.
@@ -74,15 +74,15 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		return fmt.Errorf("table %s: write after finish", w.t.name)
 	}
 	if !rec.Schema().Equal(w.in) {
-		if _, err := CheckAppendSchema(w.schema, rec.Schema()); err != nil {
+		if err := CheckWriteSchema(w.schema, rec.Schema(), nil); err != nil {
 			return fmt.Errorf("table %s: %w", w.t.name, err)
 		}
-		return fmt.Errorf("table %s: %w: batch schema changed within one write", w.t.name, ErrSchemaMismatch)
+		return fmt.Errorf("table %s: %w: batch schema changed within one write: %s", w.t.name, ErrSchemaMismatch, schemaDiff(w.in, rec.Schema()))
 	}
 	if rec.NumRows() == 0 {
 		return nil
 	}
-	conf, err := conformRecord(w.schema, w.idx, rec)
+	conf, err := ConformToTable(w.schema, rec)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", w.t.name, err)
 	}

@@ -45,7 +45,7 @@ var actions = map[string]action{
 		`Create a table. Body: {"table", "schema": [{"name","type","nullable"}], "primary_key"?: [cols], "memwal"?: {"shards": n}}. Result: {"table","version"}.`,
 		(*Service).createTable),
 	"commit_epoch": newAction(
-		`Commit the staged partitions of a multi-writer epoch as one transaction, exactly once. Body: {"table","query_id","epoch_id","mode"?,"stages":[tokens],"dedupe_lookback_versions"?}. Result: an ack like DoPut's (committed|duplicate|empty).`,
+		`Commit the staged partitions of a multi-writer epoch as one transaction, exactly once. Body: {"table","query_id","epoch_id","mode"?,"stages":[tokens],"dedupe_lookback_versions"?,"merge_schema"?}. Result: an ack like DoPut's (committed|duplicate|empty).`,
 		(*Service).commitEpoch),
 	"epoch_status": newAction(
 		`Whether an epoch is committed. Body: {"table","query_id","epoch_id"}. Result: {"committed": bool, "version", "route"?}.`,
@@ -160,7 +160,8 @@ func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack
 		return Ack{}, err
 	}
 	ack, err := s.sink.CommitStaged(ctx, streaming.CommitStagedRequest{Table: req.Table, QueryID: req.QueryID,
-		EpochID: *req.EpochID, Mode: streaming.Mode(req.Mode), Stages: req.Stages, Lookback: lookback})
+		EpochID: *req.EpochID, Mode: streaming.Mode(req.Mode), Stages: req.Stages, Lookback: lookback,
+		MergeSchema: req.MergeSchema != nil && *req.MergeSchema})
 	if err != nil {
 		return Ack{}, err
 	}

@@ -22,7 +22,7 @@ func parsePutCommand(body []byte) (streaming.EpochRequest, error) {
 		return streaming.EpochRequest{}, err
 	}
 	req := streaming.EpochRequest{Table: c.Table, EpochID: *c.EpochID, Mode: streaming.Mode(c.Mode),
-		Route: streaming.Route(c.Route), Lookback: lookback, ExpectRows: c.Rows}
+		Route: streaming.Route(c.Route), Lookback: lookback, ExpectRows: c.Rows, MergeSchema: c.MergeSchema != nil && *c.MergeSchema}
 	if c.QueryID != nil {
 		req.QueryID = *c.QueryID
 	}

@@ -54,6 +54,7 @@ var errorReasons = []errorReason{
 	{err: errMalformedIPC, code: codes.InvalidArgument, reason: "MALFORMED_IPC"},
 	{err: errUnknownAction, code: codes.InvalidArgument, reason: "UNKNOWN_ACTION"},
 	{err: engine.ErrUnsupportedType, code: codes.InvalidArgument, reason: "UNSUPPORTED_TYPE"},
+	{err: engine.ErrSchemaChangeRefused, code: codes.InvalidArgument, reason: "SCHEMA_CHANGE_REFUSED"}, // wraps ErrSchemaMismatch
 	{err: engine.ErrSchemaMismatch, code: codes.InvalidArgument, reason: "SCHEMA_MISMATCH"},
 	{err: engine.ErrInvalidTableName, code: codes.InvalidArgument, reason: "INVALID_TABLE_NAME"},
 	{err: engine.ErrInvalidPredicate, code: codes.InvalidArgument, reason: "INVALID_PREDICATE"},

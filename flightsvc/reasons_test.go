@@ -43,7 +43,7 @@ func TestErrorReasonsOverFlight(t *testing.T) {
 	ctx := testCtx(t)
 	s.putEpoch(t, "events", "q", 0, []int64{1})
 
-	t.Run("schema mismatch", func(t *testing.T) {
+	t.Run("schema change refused", func(t *testing.T) {
 		sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}}, nil)
 		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 		defer b.Release()
@@ -51,7 +51,7 @@ func TestErrorReasonsOverFlight(t *testing.T) {
 		rec := b.NewRecordBatch()
 		defer rec.Release()
 		_, err := s.put(ctx, cmdDesc(t, cmd{"table": "events", "query_id": "q", "epoch_id": 1}), sc, rec)
-		wantReason(t, err, codes.InvalidArgument, "SCHEMA_MISMATCH")
+		wantReason(t, err, codes.InvalidArgument, "SCHEMA_CHANGE_REFUSED") // SCHEMA_MISMATCH: TestMergeSchemaDirect
 	})
 	t.Run("unknown table", func(t *testing.T) {
 		_, err := s.putCmd(ctx, t, cmd{"table": "missing", "query_id": "q", "epoch_id": 0}, []int64{1})

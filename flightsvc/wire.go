@@ -39,6 +39,9 @@ type PutCommand struct {
 	Create    CreateOption   `json:"create,omitzero"`
 	// Rows is the number of rows the client says the stream carries, >= 0.
 	Rows *int64 `json:"rows,omitempty"`
+	// MergeSchema lets the epoch change the table schema (new nullable columns, type promotions:
+	// engine.MergeSchema); absent or false: the stream must fit the table's schema as it is.
+	MergeSchema *bool `json:"merge_schema,omitempty"`
 }
 
 // PartitionSpec is the "partition" of a DoPut command: one task attempt's share of a
@@ -274,6 +277,8 @@ type CommitEpochRequest struct {
 	// Stages is required; an empty list commits an empty epoch.
 	Stages   []string `json:"stages"`
 	Lookback *int     `json:"dedupe_lookback_versions,omitempty"`
+	// MergeSchema lets the stages' schemas change the table schema (merged in one commit).
+	MergeSchema *bool `json:"merge_schema,omitempty"`
 }
 
 // EpochStatusRequest is the body of epoch_status.

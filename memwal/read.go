@@ -340,15 +340,13 @@ func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean
 		defer f.Release()
 		src = f
 	}
-	cols := make([]arrow.Array, out.NumFields())
-	for i, f := range out.Fields() {
-		js := src.Schema().FieldIndices(f.Name)
-		if len(js) == 0 {
-			return nil, fmt.Errorf("memwal: batch has no column %q", f.Name)
-		}
-		cols[i] = src.Column(js[0])
+	// A memtable or generation of an older schema of the table reads through the latest one
+	// (columns added since as nulls, promoted types widened).
+	rb, err := engine.ConformToTable(out, src)
+	if err != nil {
+		return nil, fmt.Errorf("memwal: %w", err)
 	}
-	return array.NewRecordBatch(out, cols, src.NumRows()), nil
+	return rb, nil
 }
 
 // mergedReader chains batch sources into one array.RecordReader.

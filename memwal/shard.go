@@ -236,28 +236,26 @@ func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch
 		put.Epoch = &e
 	}
 	for _, b := range batches {
-		idx, err := engine.CheckAppendSchema(s.schema, b.Schema())
-		if err != nil {
+		// Batches of an older schema of the table fit (omitted nullable columns, narrower types);
+		// a schema change never goes through a shard (the sink commits it directly).
+		if err := engine.CheckWriteSchema(s.schema, b.Schema(), s.pk); err != nil {
 			releasePut(put)
 			return walPut{}, fmt.Errorf("memwal shard %s: %w", s.id, err)
 		}
 		if b.NumRows() == 0 {
 			continue
 		}
-		cols := make([]arrow.Array, len(idx))
-		for i, j := range idx {
-			cols[i] = b.Column(j)
-		}
-		for _, k := range s.pk {
-			if c := cols[s.schema.FieldIndices(k)[0]]; c.NullN() > 0 {
-				releasePut(put)
-				return walPut{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, engine.ErrSchemaMismatch, k, c.NullN())
-			}
-		}
-		conf, err := engine.ConformColumns(s.schema, cols, b.NumRows())
+		conf, err := engine.ConformToTable(s.schema, b)
 		if err != nil {
 			releasePut(put)
 			return walPut{}, fmt.Errorf("memwal shard %s: %w: %w", s.id, engine.ErrSchemaMismatch, err)
+		}
+		for _, k := range s.pk {
+			if c := conf.Column(s.schema.FieldIndices(k)[0]); c.NullN() > 0 {
+				conf.Release()
+				releasePut(put)
+				return walPut{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, engine.ErrSchemaMismatch, k, c.NullN())
+			}
 		}
 		put.Batches = append(put.Batches, conf)
 		put.Rows += b.NumRows()

@@ -223,6 +223,12 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 		if done, err := held(w); err != nil || done {
 			return done, err
 		}
+		if attempt == 0 && m != nil && !engine.EqualIgnoringFieldIDs(w.Schema(), m.ArrowSchema()) {
+			// The table schema changed since the shard was opened (a schema merge): reopen it,
+			// which reads its WAL through the new schema, so the put is stored in it.
+			ss.dropWriter(i, w)
+			continue
+		}
 		// The ceiling is judged before the put: a put that gives up there wrote nothing.
 		if err = ss.holdCeiling(ctx, m, i, w); err == nil {
 			_, err = w.Put(ctx, id, batches...)

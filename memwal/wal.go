@@ -118,8 +118,12 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 	if e.Fence {
 		return e, nil
 	}
-	if tableSchema != nil && !engine.EqualIgnoringFieldIDs(tableSchema, r.Schema()) { // entries of a shard opened before the table had field ids
-		return nil, fmt.Errorf("%w: wal entry %s: schema %s is not the table's %s", ErrCorrupt, key, r.Schema(), tableSchema)
+	if tableSchema != nil && !engine.EqualIgnoringFieldIDs(tableSchema, r.Schema()) {
+		// An entry written in an older schema of the table (before a schema merge) is read
+		// through the current one; an entry that does not fit it is corrupt.
+		if err := engine.CheckWriteSchema(tableSchema, stripWALMetadata(r.Schema()), nil); err != nil {
+			return nil, fmt.Errorf("%w: wal entry %s: schema %s does not fit the table's %s: %v", ErrCorrupt, key, r.Schema(), tableSchema, err)
+		}
 	}
 	if tableSchema == nil {
 		tableSchema = stripWALMetadata(r.Schema())
@@ -127,7 +131,14 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 	var batches []arrow.RecordBatch
 	for r.Next() {
 		rec := r.RecordBatch()
-		batches = append(batches, array.NewRecordBatch(tableSchema, rec.Columns(), rec.NumRows()))
+		b, err := engine.ConformColumnsOrByName(tableSchema, rec)
+		if err != nil {
+			for _, b := range batches {
+				b.Release()
+			}
+			return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+		}
+		batches = append(batches, b)
 	}
 	release := func() {
 		for _, b := range batches {

@@ -126,6 +126,11 @@ func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochReque
 	if err != nil {
 		return Ack{}, err
 	}
+	// Schema evolution is decided once, from the stream's schema, before any data is read
+	// (engine.MergeSchema): a refused change, or a change without merge_schema, commits nothing.
+	if err := schemaForEpoch(t, m, &r, src.Schema()); err != nil {
+		return Ack{}, err
+	}
 	viaMemWAL, err := useMemWAL(&r, ss != nil)
 	if err != nil {
 		return Ack{}, err
@@ -161,7 +166,16 @@ func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochReque
 	}
 	// A staged partition's files must be stored before it is staged; a direct epoch's last file
 	// lands while its commit is prepared.
-	frags, rows, w, err := s.writeAll(ctx, t, src, r.Partition == nil)
+	var frags []engine.Fragment
+	var rows int64
+	var w *engine.Writer
+	if r.merged != nil {
+		if w, err = t.NewWriterFor(r.merged, src.Schema()); err == nil {
+			frags, rows, w, err = s.writeInto(ctx, w, src, r.Partition == nil)
+		}
+	} else {
+		frags, rows, w, err = s.writeAll(ctx, t, src, r.Partition == nil)
+	}
 	if err != nil {
 		return Ack{}, err
 	}
@@ -183,7 +197,7 @@ func (s *Sink) upsertEpoch(ctx context.Context, t *engine.Table, r *EpochRequest
 	if rows == 0 {
 		return s.ackEmpty(r), nil
 	}
-	txn, err := t.PrepareUpsert(ctx, nil, recs)
+	txn, err := t.PrepareUpsertIn(ctx, nil, recs, r.merged)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -216,6 +230,12 @@ func (s *Sink) commitEpoch(ctx context.Context, t *engine.Table, r *EpochRequest
 	}
 	if w != nil {
 		txn.FilesDurable = w.Durable
+	}
+	if r.merged != nil {
+		if err := txn.SetSchema(r.merged); err != nil {
+			abortIfFailed(ctx, w, engine.ErrCommitConflict)
+			return Ack{}, err
+		}
 	}
 	return s.commitTxn(ctx, t, r, txn, rows, func() { abortIfFailed(ctx, w, engine.ErrCommitConflict) })
 }

@@ -104,12 +104,11 @@ func shardPuts(ctx context.Context, r *EpochRequest, m *engine.Manifest, n int, 
 		puts[i] = nil // every shard gets a put, identity only when it has no rows
 	}
 	for _, rec := range recs {
-		idx, err := engine.CheckAppendSchema(m.ArrowSchema(), rec.Schema())
+		conf, err := engine.ConformToTable(m.ArrowSchema(), rec)
 		if err != nil {
 			releasePuts(puts)
 			return nil, err
 		}
-		conf := conformTo(m.ArrowSchema(), idx, rec)
 		parts, err := memwal.PartitionByKey(ctx, conf, m.PrimaryKey, n)
 		conf.Release()
 		if err != nil {
@@ -123,14 +122,6 @@ func shardPuts(ctx context.Context, r *EpochRequest, m *engine.Manifest, n int, 
 		}
 	}
 	return puts, nil
-}
-
-func conformTo(sc *arrow.Schema, idx []int, rec arrow.RecordBatch) arrow.RecordBatch {
-	cols := make([]arrow.Array, len(idx))
-	for i, j := range idx {
-		cols[i] = rec.Column(j)
-	}
-	return array.NewRecordBatch(sc, cols, rec.NumRows())
 }
 
 func releasePuts(puts map[int][]arrow.RecordBatch) {
@@ -149,7 +140,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 	}
 	defer releaseBatches(recs)
 	for _, rec := range recs {
-		if _, err := engine.CheckAppendSchema(m.ArrowSchema(), rec.Schema()); err != nil {
+		if err := engine.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
 			return Ack{}, fmt.Errorf("table %s: %w", t.Name(), err)
 		}
 	}

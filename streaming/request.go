@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal"
 )
@@ -83,6 +85,11 @@ type EpochRequest struct {
 	// ExpectRows, when set, is the number of rows the client says the stream carries. A stream
 	// that ends with a different count (a client that closed its side part-way) commits nothing.
 	ExpectRows *int64
+	// MergeSchema lets the epoch change the table schema (engine.MergeSchema): the change and
+	// the epoch's rows commit as one transaction, always on the direct route.
+	MergeSchema bool
+
+	merged *arrow.Schema // the table schema the epoch's rows are written and committed in, when it changes it
 }
 
 // Normalize validates r in place: it trims the query id once (that trimmed id is the one stamped),

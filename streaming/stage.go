@@ -16,6 +16,12 @@ func (s *Sink) stage(ctx context.Context, t *engine.Table, r *EpochRequest, frag
 		QueryID: r.QueryID, EpochID: r.EpochID, Mode: string(r.Mode),
 		PartitionID: r.Partition.ID, Attempt: r.Partition.Attempt, Rows: rows, Fragments: frags,
 	}
+	if r.merged != nil {
+		if err := st.SetSchema(r.merged); err != nil {
+			w.Abort(context.WithoutCancel(ctx))
+			return Ack{}, err
+		}
+	}
 	// The data files are durable (Writer.Finish) before the record that names them.
 	if err := t.WriteStage(ctx, &st); err != nil {
 		w.Abort(context.WithoutCancel(ctx))
@@ -34,6 +40,9 @@ type CommitStagedRequest struct {
 	Mode     Mode
 	Stages   []string
 	Lookback int
+	// MergeSchema lets the stages' schemas (stages written with merge_schema) change the table
+	// schema in the commit.
+	MergeSchema bool
 }
 
 // CommitStaged commits the named stages as the epoch's one transaction, exactly once: a second
@@ -106,6 +115,9 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 	for _, rec := range recs {
 		frags = append(frags, rec.Fragments...)
 		rows += rec.Rows
+	}
+	if r.merged, err = mergeStageSchemas(t, m, &c, recs); err != nil {
+		return Ack{}, err
 	}
 	ack, err := s.commitEpoch(ctx, t, &r, frags, rows, nil)
 	if err != nil {

@@ -366,3 +366,49 @@ def test_outside_a_stream_needs_query_id_and_mode(spark, server, table_name):
     sink(df, 0)
     assert sorted(table_ids(fs.Client(server.uri), table_name)) == list(range(7))
     assert sink.metrics.committed == 1 and sink.metrics.replays_skipped == 1
+
+
+def test_source_gains_a_column_mid_stream(spark, server, tmp_path, table_name):
+    """A file source whose new files carry a new column (the query restarted from its checkpoint
+    with the wider schema): the batch fails clearly without merge_schema, lands with it."""
+    import json
+    import os
+
+    src, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    client = fs.Client(server.uri)
+
+    def start(schema, merge):
+        sink = FlightSink(server.uri, table=table_name, merge_schema=merge)
+        return (
+            spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(src))
+            .writeStream.foreachBatch(lambda df, b: sink(df.repartition(2), b))
+            .option("checkpointLocation", str(ckpt)).start()
+        )
+
+    write_json_file(src, 0, range(10))
+    q = start(SCHEMA, False)
+    q.processAllAvailable()
+    q.stop()
+
+    # The producer adds a field; the query restarts with it.
+    tmp = tmp_path / ".tmp-extra.json"
+    with open(tmp, "w") as f:
+        for i in range(10, 20):
+            f.write(json.dumps({"id": i, "k": f"k{i % 5}", "v": i, "extra": i * 3}) + "\n")
+    os.replace(tmp, src / "part-00001.json")
+    wider = SCHEMA + ", extra long"
+
+    q = start(wider, False)
+    with pytest.raises(_query_error()) as e:
+        q.awaitTermination(120)
+    assert 'column "extra"' in str(e.value) and "merge_schema" in str(e.value)
+    assert sorted(table_ids(client, table_name)) == list(range(10)), "the refused batch wrote nothing"
+
+    q = start(wider, True)
+    q.processAllAvailable()
+    q.stop()
+    t = client.read(table_name)
+    assert t.schema.names == ["id", "k", "v", "extra"]
+    rows = {r["id"]: r["extra"] for r in t.to_pylist()}
+    assert rows == {**{i: None for i in range(10)}, **{i: i * 3 for i in range(10, 20)}}
+    assert client.table_stats(table_name)["schema_id"] == 1

@@ -279,6 +279,7 @@ class Client:
         staged: Optional[bool] = None,
         dedupe_lookback_versions: Optional[int] = None,
         route: Optional[str] = None,
+        merge_schema: bool = False,
     ) -> Ack:
         """Write one epoch of a streaming query, exactly once.
 
@@ -307,6 +308,14 @@ class Client:
                 harmless: Flight cannot abort a DoPut, and a half-sent stage is never committed.
             dedupe_lookback_versions: versions the server's dedupe scan reads (1..10000).
             route: ``"auto"``, ``"direct"`` or ``"memwal"``.
+            merge_schema: let the epoch change the table schema: new nullable columns are
+                added, types promoted the way Iceberg allows (int8->...->int64,
+                float32->float64, decimal precision up), in the same commit as the rows.
+                Without it such an epoch raises :class:`~flight_sink.SchemaMismatchError`;
+                a change no merge allows (a dropped required column, a narrowing, a
+                primary-key change) is refused either way (reason ``SCHEMA_CHANGE_REFUSED``).
+                An epoch that only omits nullable columns or sends narrower types needs no
+                merge.
 
         Returns:
             The acknowledgement: ``committed``, ``duplicate``, ``empty`` (append/update without
@@ -327,6 +336,8 @@ class Client:
             cmd["dedupe_lookback_versions"] = int(dedupe_lookback_versions)
         if route is not None:
             cmd["route"] = route
+        if merge_schema:
+            cmd["merge_schema"] = True
         if staged is None:
             staged = not source.materialized
         if partition is None and staged:
@@ -354,6 +365,7 @@ class Client:
                 stages=[ack.stage],
                 mode=mode,
                 dedupe_lookback_versions=dedupe_lookback_versions,
+                merge_schema=merge_schema,
             )
         return ack
 
@@ -366,12 +378,14 @@ class Client:
         stages: Sequence[str],
         mode: str = "append",
         dedupe_lookback_versions: Optional[int] = None,
+        merge_schema: bool = False,
     ) -> Ack:
         """Commit the staged partitions of a multi-writer epoch as one transaction.
 
         Pass one stage token per partition (the attempt that succeeded). A second call for
         the same epoch answers ``duplicate``; an empty ``stages`` list commits an empty epoch
-        (which, in ``complete`` mode, truncates the table).
+        (which, in ``complete`` mode, truncates the table). ``merge_schema``: the stages (put
+        with ``merge_schema=True``) may change the table schema, merged in this commit.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -384,6 +398,8 @@ class Client:
         }
         if dedupe_lookback_versions is not None:
             body["dedupe_lookback_versions"] = int(dedupe_lookback_versions)
+        if merge_schema:
+            body["merge_schema"] = True
         res = self._action("commit_epoch", body)
         if not isinstance(res, Mapping):
             raise ProtocolError(f"commit_epoch {table}: unexpected result {res!r}")

@@ -243,6 +243,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "INVALID_PREDICATE": InvalidRequestError,
     "MALFORMED_IPC": InvalidRequestError,
     "SCHEMA_MISMATCH": SchemaMismatchError,
+    "SCHEMA_CHANGE_REFUSED": SchemaMismatchError,
     "UNSUPPORTED_TYPE": SchemaMismatchError,
     "UNKNOWN_ACTION": UnsupportedError,
     "TABLE_NOT_FOUND": TableNotFoundError,

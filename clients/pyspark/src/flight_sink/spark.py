@@ -190,6 +190,7 @@ class _TaskConfig:
     create: CreateSpec
     dedupe_lookback_versions: Optional[int]
     hook: Optional[TaskHook] = None
+    merge_schema: bool = False
 
 
 _task_clients: Dict[Tuple[Any, ...], Client] = {}
@@ -275,6 +276,7 @@ def push_partition(cfg: _TaskConfig, batches: Iterator[pa.RecordBatch]) -> Itera
         partition=(pid, attempt),
         schema=first.schema,
         dedupe_lookback_versions=cfg.dedupe_lookback_versions,
+        merge_schema=cfg.merge_schema,
     )
     end = time.perf_counter()
     if ack.status not in ("staged", "duplicate"):
@@ -359,6 +361,10 @@ class FlightSink:
         dedupe_lookback_versions: the server's dedupe look-back for these epochs (1..10000).
         max_retry_buffer_bytes: per task, how much of a partition is kept to resend it after a
             transient failure; larger partitions fail the task instead (Spark retries it).
+        merge_schema: let a batch whose schema gained nullable columns (or promoted a type:
+            int to long, float to double, decimal precision up) change the table schema, in the
+            same commit as its rows. Without it such a batch fails with
+            :class:`~flight_sink.SchemaMismatchError` and nothing is written.
 
     Call it as ``sink(batch_df, batch_id)`` (what ``foreachBatch`` does). It raises
     :class:`~flight_sink.FlightSinkError` subclasses when the epoch cannot be committed, so the
@@ -382,6 +388,7 @@ class FlightSink:
         tls_root_certs: Optional[Any] = None,
         dedupe_lookback_versions: Optional[int] = None,
         max_retry_buffer_bytes: int = 256 << 20,
+        merge_schema: bool = False,
         _task_hook: Optional[TaskHook] = None,
     ) -> None:
         if not table:
@@ -402,6 +409,7 @@ class FlightSink:
         self.tls_root_certs = tls_root_certs
         self.dedupe_lookback_versions = dedupe_lookback_versions
         self.max_retry_buffer_bytes = max_retry_buffer_bytes
+        self.merge_schema = merge_schema
         self._task_hook = _task_hook
         self.metrics = SinkMetrics()
         self._client: Optional[Client] = None
@@ -555,6 +563,7 @@ class FlightSink:
                 create=self.create,
                 staged=False,
                 dedupe_lookback_versions=self.dedupe_lookback_versions,
+                merge_schema=self.merge_schema,
             )
         )
 
@@ -573,6 +582,7 @@ class FlightSink:
             create=self.create,
             dedupe_lookback_versions=self.dedupe_lookback_versions,
             hook=self._task_hook,
+            merge_schema=self.merge_schema,
         )
         results = df.mapInArrow(_make_pusher(cfg), _RESULT_DDL).collect()
         stages: Dict[int, str] = {}
@@ -596,6 +606,7 @@ class FlightSink:
                     stages=[stages[p] for p in sorted(stages)],
                     mode=mode,
                     dedupe_lookback_versions=self.dedupe_lookback_versions,
+                    merge_schema=self.merge_schema,
                 )
             )
         except TableNotFoundError:
@@ -618,5 +629,6 @@ class FlightSink:
                 create=self.create,
                 staged=False,
                 dedupe_lookback_versions=self.dedupe_lookback_versions,
+                merge_schema=self.merge_schema,
             )
         )
