@@ -128,6 +128,17 @@ func (t *Table) Cleanup(ctx context.Context, p CleanupPolicy) (CleanupReport, er
 	if err != nil {
 		return rep, err
 	}
+	if len(expired) > 0 && t.opts.CleanupRetain != nil {
+		// Before any manifest goes: the hook expires what mirrors the versions (Iceberg
+		// snapshots) first, so that nothing outside reads a version once it is removed.
+		keep, err := t.opts.CleanupRetain(ctx, t, expired[len(expired)-1]+1, p.DryRun)
+		if err != nil {
+			return rep, fmt.Errorf("table %s: cleanup retention: %w", t.name, err)
+		}
+		for len(expired) > 0 && expired[len(expired)-1] >= keep {
+			expired = expired[:len(expired)-1]
+		}
+	}
 	dropped := make(map[uint64]bool, len(expired))
 	for i, v := range expired {
 		dropped[v] = true

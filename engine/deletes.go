@@ -37,6 +37,12 @@ type WriteResult struct {
 }
 
 // readDeletions returns fragment f's deleted offsets (empty when it has no deletion file).
+// Deletions returns fragment f's deleted row offsets (empty when it has no deletion file). The
+// Iceberg publisher turns them into position deletes (engine/iceberg).
+func (t *Table) Deletions(ctx context.Context, f Fragment) (*roaring.Bitmap, error) {
+	return t.readDeletions(ctx, f)
+}
+
 func (t *Table) readDeletions(ctx context.Context, f Fragment) (*roaring.Bitmap, error) {
 	if f.DeletionFile == "" {
 		return roaring.New(), nil

@@ -26,8 +26,8 @@ import (
 // The order matters: a fold comes first because it adds fragments, which the index then covers
 // (index catch-up is what lets a folded generation's files be retired, seed 001) and compaction
 // then merges; indices are brought up to date before compaction reads the table; cleanup runs
-// last so that it can remove the files the others replaced. Iceberg publishing, when it comes,
-// sits between compaction and cleanup.
+// last so that it can remove the files the others replaced. Iceberg publishing (a contributed
+// step with BeforeCleanup) sits between compaction and cleanup.
 //
 // Each step runs only when a heuristic says it is worth it (unindexed fragments or too many index
 // segments; enough small fragments; versions past retention), and has a failure policy:
@@ -85,6 +85,10 @@ type MaintenanceStep struct {
 	// Run does the step's work. Every commit it makes must carry props (PropMaintenance is the
 	// recursion guard).
 	Run func(ctx context.Context, props map[string]string) error
+	// BeforeCleanup places the step after compaction and before cleanup instead of first: the
+	// Iceberg publish (engine/iceberg), which mirrors what the fold and compaction committed and
+	// must run before cleanup may expire what it mirrored.
+	BeforeCleanup bool
 }
 
 // ErrMaintenanceFailed is wrapped by every *MaintenanceError.
@@ -328,16 +332,25 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 }
 
 // steps returns the steps of a run in order: the contributed ones, then the engine's (with no
-// Run: runStep and worthRunning know them by name).
+// Run: runStep and worthRunning know them by name), with the contributed BeforeCleanup steps
+// just before cleanup.
 func (mt *TableMaintainer) steps() []MaintenanceStep {
 	out := make([]MaintenanceStep, 0, len(mt.opts.Steps)+len(maintenanceOrder))
+	var late []MaintenanceStep
 	for _, s := range mt.opts.Steps {
 		if s.Policy == "" {
 			s.Policy = BestEffort
 		}
+		if s.BeforeCleanup {
+			late = append(late, s)
+			continue
+		}
 		out = append(out, s)
 	}
 	for _, op := range maintenanceOrder {
+		if op == MaintainCleanup {
+			out = append(out, late...)
+		}
 		out = append(out, MaintenanceStep{Operation: op})
 	}
 	return out

@@ -48,6 +48,14 @@ type Options struct {
 	// written and before its manifest is created; an error aborts the commit there. It exists for
 	// fault-injection tests of crash safety.
 	BeforeManifestWrite func(version uint64) error
+	// CleanupRetain, when set, is consulted by every Cleanup of a table opened with these
+	// options once it has chosen the versions to remove and before it removes anything: given
+	// the oldest version the policy keeps, it returns the oldest version that must be kept
+	// instead (at most that one). It is the Iceberg publisher's snapshot expiry
+	// (engine/iceberg.Retain), which expires the Iceberg snapshots of the versions cleanup
+	// removes and keeps the versions its retained snapshots read. With dryRun it decides
+	// without changing anything.
+	CleanupRetain func(ctx context.Context, t *Table, oldestKept uint64, dryRun bool) (uint64, error)
 }
 
 // EnsureDefaults fills unset options with their defaults and returns o.

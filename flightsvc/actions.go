@@ -75,8 +75,11 @@ var actions = map[string]action{
 		`Fold MemWAL generations into the base table. Body: {"table", "shard"? (a shard id; default every shard), "min_generations"?}. Result: {"generations_reclaimed": n}.`,
 		(*Service).compactMemWAL),
 	"table_stats": newAction(
-		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?}.`,
+		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
 		(*Service).tableStats),
+	"publish_iceberg": newAction(
+		`Bring the table's Iceberg metadata (docs/iceberg.md) up to its newest version now. Body: {"table"}. Result: {"from_version","iceberg_version","snapshots_added","metadata_file"}.`,
+		(*Service).publishIceberg),
 }
 
 // ListActions lists the actions this server runs.
@@ -213,7 +216,9 @@ func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (Table
 	if err != nil {
 		return TableStats{}, err
 	}
-	return tableStatsResult(m, t.Name(), state, shards), nil
+	st := tableStatsResult(m, t.Name(), state, shards)
+	st.Iceberg = s.icebergStats(ctx, t)
+	return st, nil
 }
 
 // parseArrowType reads the Arrow type names users write in create_table: the names arrow's

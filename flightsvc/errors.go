@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/iceberg"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -68,6 +69,7 @@ var errorReasons = []errorReason{
 	{err: streaming.ErrUnsupported, code: codes.FailedPrecondition, reason: "UNSUPPORTED"},
 	{err: engine.ErrEpochAlreadyCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
 	{err: engine.ErrCommitConflict, code: codes.FailedPrecondition, reason: "COMMIT_CONFLICT"},
+	{err: iceberg.ErrDisabled, code: codes.FailedPrecondition, reason: "ICEBERG_DISABLED"},
 	{err: memwal.ErrFenced, code: codes.FailedPrecondition, reason: "FENCED"},
 	{err: engine.ErrTooManyRetries, code: codes.Aborted, reason: "TOO_MANY_RETRIES"},
 	{err: errUnimplemented, code: codes.Unimplemented, reason: "UNIMPLEMENTED", codeDefault: true},

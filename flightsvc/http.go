@@ -103,6 +103,7 @@ type statusTable struct {
 	Queries                    []statusQuery
 	Shards                     []statusShard
 	Runs                       []statusRun
+	Iceberg                    *IcebergStats
 	Err                        string
 }
 
@@ -147,6 +148,8 @@ th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
 {{if .Shards}}<table><tr><th>MemWAL shard</th><th>memtable rows</th><th>unflushed bytes</th><th>generations</th><th>generation rows</th></tr>
 {{range .Shards}}<tr><td>{{.Shard}}</td><td class="num">{{.MemtableRows}}</td><td class="num">{{.UnflushedBytes}}</td><td class="num">{{.Generations}}</td><td class="num">{{.GenerationRows}}</td></tr>
 {{end}}</table>{{end}}
+{{with .Iceberg}}<table><tr><th>iceberg</th><th>iceberg version</th><th>versions behind</th><th>lag</th><th>snapshots</th><th>metadata file</th></tr>
+<tr><td>{{if .Enabled}}published{{else}}off{{end}}</td><td class="num">{{.IcebergVersion}}</td><td class="num">{{.LagVersions}}</td><td class="num">{{printf "%.1f" .LagSeconds}} s</td><td class="num">{{.Snapshots}}</td><td><code>{{.MetadataFile}}</code></td></tr></table>{{end}}
 {{if .Runs}}<table><tr><th>recent maintenance</th><th>version</th><th>operation</th><th>committed</th></tr>
 {{range .Runs}}<tr><td>{{.Step}}</td><td class="num">{{.Version}}</td><td>{{.Operation}}</td><td>{{.When}}</td></tr>
 {{end}}</table>{{else}}<p>No maintenance in the last versions.</p>{{end}}
@@ -201,6 +204,7 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 						UnflushedBytes: sh.UnflushedBytes, Generations: sh.Generations, GenerationRows: sh.GenerationRows})
 				}
 			}
+			st.Iceberg = h.svc.icebergStats(ctx, tbl)
 			if hist, err := tbl.HistoryFrom(ctx, m.Version, maintenanceScan); err == nil {
 				for _, e := range hist {
 					step := e.Properties[engine.PropMaintenance]

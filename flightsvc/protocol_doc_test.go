@@ -163,6 +163,7 @@ func TestProtocolDocExamples(t *testing.T) {
 		{"compact", action("compact")},
 		{"optimize_indices", action("optimize_indices")},
 		{"table_stats", action("table_stats")},
+		{"publish_iceberg", action("publish_iceberg")},
 		{"cleanup", action("cleanup")},
 		{"doget", func(body []byte) ([]byte, error) {
 			_, err := s.get(ctx, body)

@@ -43,6 +43,7 @@ type Sink interface {
 	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
 	TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error)
 	Store() objstore.Store
+	IcebergSink
 }
 
 var _ Sink = (*streaming.Sink)(nil)

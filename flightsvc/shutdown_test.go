@@ -19,13 +19,23 @@ import (
 func startOwnedServer(t *testing.T, root string, grace time.Duration) (conn *flightConn, stop context.CancelFunc, done chan error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	srv, err := flightsvc.NewServer(ctx, flightsvc.Config{Listen: "127.0.0.1:0", Root: root, ShutdownGrace: grace, Logger: testLogger()})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done = make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
+	served := make(chan struct{})
+	go func() { done <- srv.Serve(ctx); close(served) }()
+	// Wait for Serve at the end, before the root goes: its background maintenance (the Iceberg
+	// publish) still writes there until the sink closes.
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-served:
+		case <-time.After(30 * time.Second):
+		}
+	})
 	addr := srv.Addr().String()
 	return &flightConn{Addr: addr, Client: newClient(t, addr)}, cancel, done
 }

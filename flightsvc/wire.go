@@ -545,6 +545,8 @@ type TableStats struct {
 	Indices []IndexStats `json:"indices,omitempty"`
 	// MemWAL is present for a table with MemWAL shards.
 	MemWAL *MemWALStats `json:"memwal,omitempty"`
+	// Iceberg says how far the table's Iceberg metadata lags (absent when it cannot be read).
+	Iceberg *IcebergStats `json:"iceberg,omitempty"`
 	TableSchema
 }
 

@@ -43,7 +43,7 @@ func (s *Sink) shardSet(t *engine.Table, ids []string) *memwal.ShardSet {
 	}
 	old := ss
 	ss = memwal.NewShardSet(t, ids, &memwal.ShardSetOptions{
-		Shard: s.opts.MemWAL, FoldGenerations: s.opts.MemWALFoldGenerations, Maintainer: s.maintainerOptions(),
+		Shard: s.opts.MemWAL, FoldGenerations: s.opts.MemWALFoldGenerations, Maintainer: s.maintainerOptions(t),
 	})
 	s.memwal[t.Name()] = ss
 	s.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/iceberg"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/memwal"
 )
@@ -58,6 +59,11 @@ type Options struct {
 	ReadSnapshotMaxBytes int64
 	// Logger for warnings. Default slog.Default().
 	Logger *slog.Logger
+	// DisableIceberg turns Iceberg publishing off for every table (the server's
+	// --no-iceberg): no publish step, no publish_iceberg, and cleanup keeps no version for the
+	// Iceberg snapshots (their metadata goes stale). A table turns it off with the
+	// configuration "iceberg.publish": "false".
+	DisableIceberg bool
 }
 
 // EnsureDefaults fills unset options and returns o.
@@ -114,6 +120,9 @@ func NewSink(store objstore.Store, opts *Options) *Sink {
 		o = *opts
 	}
 	o.EnsureDefaults()
+	if !o.DisableIceberg && o.Engine.CleanupRetain == nil {
+		o.Engine.CleanupRetain = iceberg.Retain // cleanup and Iceberg snapshot expiry move together
+	}
 	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*memwal.ShardSet)}
 	s.bg, s.stop = context.WithCancel(context.Background())
 	return s
@@ -461,14 +470,14 @@ func (s *Sink) maintainer(t *engine.Table, m *engine.Manifest) (*engine.TableMai
 	if ss != nil {
 		return ss.Maintainer(), nil
 	}
-	o := s.maintainerOptions()
+	o := s.maintainerOptions(t)
 	return engine.NewTableMaintainer(t, &o), nil
 }
 
-// maintainerOptions are the options of every maintainer of the sink's tables.
-func (s *Sink) maintainerOptions() engine.MaintainerOptions {
+// maintainerOptions are the options of every maintainer of table t.
+func (s *Sink) maintainerOptions(t *engine.Table) engine.MaintainerOptions {
 	return engine.MaintainerOptions{
 		DefaultConfig: s.opts.DefaultMaintenance, MinCleanupGrace: s.opts.CleanupGrace, StageTTL: s.opts.StageTTL,
-		BackgroundContext: s.bg, Logger: s.opts.Logger,
+		BackgroundContext: s.bg, Logger: s.opts.Logger, Steps: s.icebergSteps(t),
 	}
 }

@@ -41,7 +41,9 @@ func newSink(t testing.TB, opts *Options) (*Sink, objstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewSink(store, opts), store
+	s := NewSink(store, opts)
+	t.Cleanup(s.Close) // before the TempDir goes: background maintenance (the Iceberg publish) writes
+	return s, store
 }
 
 func ids(t testing.TB, s *Sink, table string) map[int64]int {

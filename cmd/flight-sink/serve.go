@@ -35,6 +35,7 @@ type ServeCmd struct {
 	AllowRemote     bool          `name:"allow-unauthenticated-remote" env:"FLIGHT_SINK_ALLOW_UNAUTHENTICATED_REMOTE" help:"Serve a non-loopback address without --auth-token (not recommended)."`
 	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
 	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
+	NoIceberg       bool          `name:"no-iceberg" env:"FLIGHT_SINK_NO_ICEBERG" help:"Do not publish tables as Iceberg tables (docs/iceberg.md); a table turns it off with the configuration iceberg.publish=false."`
 	CPUProfile      string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
 }
 
@@ -77,6 +78,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	cfg.EndpointBytes, cfg.Sink.ReadSnapshotTTL = c.EndpointBytes, c.ReadSnapshotTTL
 	cfg.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceMode(c.Maintenance)}
 	cfg.Sink.DefaultLookback = c.DedupeLookback
+	cfg.Sink.DisableIceberg = c.NoIceberg
 	if cfg.HTTPListen == "off" {
 		cfg.HTTPListen = ""
 	}

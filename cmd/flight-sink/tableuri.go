@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/iceberg"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
@@ -102,7 +103,9 @@ func openTable(ctx context.Context, g *Globals, uri string) (*engine.Table, erro
 	if err != nil {
 		return nil, err
 	}
-	return engine.Open(ctx, store, name, nil)
+	// Cleanup keeps what the table's Iceberg snapshots read and expires them with it, as the
+	// servers' does.
+	return engine.Open(ctx, store, name, &engine.Options{CleanupRetain: iceberg.Retain})
 }
 
 // openLatest opens the table at uri and reads its latest version.

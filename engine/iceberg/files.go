@@ -1,0 +1,83 @@
+package iceberg
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// dataFile describes one of the table's Parquet files as an Iceberg data file: record count,
+// size, and the column statistics (value and null counts, lower and upper bounds) of its footer,
+// so that readers prune. Columns resolve by field id when the file carries them, else by name.
+func dataFile(ctx context.Context, fio *storeIO, loc string, sc *iceberg.Schema, props iceberg.Properties) (iceberg.DataFile, error) {
+	df, err := table.FileToDataFile(ctx, fio, loc, sc, *iceberg.UnpartitionedSpec, 0, props)
+	if err != nil {
+		return nil, fmt.Errorf("describe data file %s: %w", loc, err)
+	}
+	return df, nil
+}
+
+// writePositionDeletes writes a position-delete file (Iceberg v2) that deletes the rows at
+// positions of the data file at dataLoc, and returns it described as an Iceberg delete file.
+// Positions are row offsets in the data file, which is what the table's deletion bitmaps hold
+// (engine/deletes.go): a fragment is one data file.
+func writePositionDeletes(ctx context.Context, fio *storeIO, tablePrefix, dataLoc string, positions *roaring.Bitmap) (iceberg.DataFile, error) {
+	mem := memory.DefaultAllocator
+	b := array.NewRecordBuilder(mem, table.PositionalDeleteArrowSchema)
+	defer b.Release()
+	paths := b.Field(0).(*array.StringBuilder)
+	pos := b.Field(1).(*array.Int64Builder)
+	n := int(positions.GetCardinality())
+	paths.Reserve(n)
+	pos.Reserve(n)
+	it := positions.Iterator()
+	for it.HasNext() {
+		paths.Append(dataLoc)
+		pos.Append(int64(it.Next()))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+
+	var buf bytes.Buffer
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithDictionaryDefault(false))
+	fw, err := pqarrow.NewFileWriter(table.PositionalDeleteArrowSchema, &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		return nil, fmt.Errorf("position deletes for %s: %w", dataLoc, err)
+	}
+	if err := fw.Write(rec); err != nil {
+		fw.Close()
+		return nil, fmt.Errorf("position deletes for %s: %w", dataLoc, err)
+	}
+	if err := fw.Close(); err != nil {
+		return nil, fmt.Errorf("position deletes for %s: %w", dataLoc, err)
+	}
+	meta, err := fw.FileMetadata()
+	if err != nil {
+		return nil, fmt.Errorf("position deletes for %s: %w", dataLoc, err)
+	}
+	key := tablePrefix + deletesDir + uuid.NewString() + ".parquet"
+	loc := fio.location(key)
+	if err := fio.WriteFile(loc, buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("write position deletes %s: %w", key, err)
+	}
+	ref := dataLoc
+	df, err := table.DataFileFromMetadata(table.DataFileArgs{
+		Schema: iceberg.PositionalDeleteSchema, Spec: *iceberg.UnpartitionedSpec, Format: iceberg.ParquetFile,
+		Metadata: meta, FilePath: loc, FileSize: int64(buf.Len()), Content: iceberg.EntryContentPosDeletes,
+		FormatVersion: formatVersion, ReferencedDataFile: &ref,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe position deletes %s: %w", key, err)
+	}
+	return df, nil
+}

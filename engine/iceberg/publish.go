@@ -1,0 +1,536 @@
+package iceberg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/flight-sink/flight-sink/engine"
+)
+
+const (
+	// formatVersion is the Iceberg format the publisher writes: v2, with position-delete files,
+	// because PyIceberg 0.12 (and so Polars) does not read v3 deletion vectors.
+	formatVersion = 2
+
+	// PropVersion is the snapshot summary property (and table property) that holds the
+	// flight-sink version an Iceberg snapshot mirrors (DESIGN.md section 7).
+	PropVersion = "flight-sink.version"
+	// propOperation is the summary property naming the flight-sink operations a snapshot mirrors.
+	propOperation = "flight-sink.operation"
+
+	// ConfigPublish is the table configuration key that turns publishing off ("false").
+	ConfigPublish = "iceberg.publish"
+	// ConfigMaxSnapshots is the table configuration key bounding the Iceberg snapshots kept
+	// (DefaultMaxSnapshots; 0 keeps every snapshot of a retained version).
+	ConfigMaxSnapshots = "iceberg.max_snapshots"
+	// DefaultMaxSnapshots is the number of newest snapshots kept when the table does not say.
+	DefaultMaxSnapshots = 100
+
+	// commitAttempts bounds how often a publish starts over after losing a metadata commit to
+	// another publisher.
+	commitAttempts = 16
+)
+
+// ErrDisabled: publishing is turned off for the table (ConfigPublish).
+var ErrDisabled = errors.New("iceberg publishing is off for this table")
+
+// Enabled reports whether version m of a table is to be published: unless its configuration
+// sets ConfigPublish to "false".
+func Enabled(m *engine.Manifest) bool {
+	v, ok := m.Config[ConfigPublish]
+	if !ok {
+		return true
+	}
+	on, err := strconv.ParseBool(v)
+	return err != nil || on
+}
+
+// maxSnapshots is the table's ConfigMaxSnapshots.
+func maxSnapshots(m *engine.Manifest) int {
+	if n, err := strconv.Atoi(m.Config[ConfigMaxSnapshots]); err == nil && n >= 0 {
+		return n
+	}
+	return DefaultMaxSnapshots
+}
+
+// Options tune a Publisher. The zero value is usable.
+type Options struct {
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Publisher keeps a table's Iceberg metadata (DESIGN.md section 7) in step with its versions.
+// It holds no state: every Publish starts from the newest metadata file and the newest version,
+// so it catches up after a crash, after publishing was off for a while and after another server
+// published or committed. Safe for concurrent use, across processes too (commits are
+// put-if-absent).
+type Publisher struct {
+	t   *engine.Table
+	log *slog.Logger
+}
+
+// New returns the publisher of t.
+func New(t *engine.Table, o *Options) *Publisher {
+	p := &Publisher{t: t, log: slog.Default()}
+	if o != nil && o.Logger != nil {
+		p.log = o.Logger
+	}
+	return p
+}
+
+// Report says what one Publish did.
+type Report struct {
+	// From is the version the Iceberg metadata mirrored before, To the one it mirrors after.
+	From, To uint64
+	// Snapshots counts the Iceberg snapshots added (coalesced versions make one).
+	Snapshots int
+	// MetadataFile is the newest metadata file.
+	MetadataFile string
+}
+
+// Publish brings the table's Iceberg metadata up to its newest version: one snapshot mirroring
+// the newest version however many versions it lags (several versions coalesce), or, when the
+// versions since the last one changed no data file (an index, a configuration), a metadata
+// commit that records the version without a snapshot. It returns ErrDisabled when the table's
+// configuration turns publishing off.
+func (p *Publisher) Publish(ctx context.Context) (Report, error) {
+	start := time.Now()
+	rep, err := p.publish(ctx)
+	var lag time.Duration
+	if err == nil && rep.To > rep.From {
+		lag = lagSince(ctx, p.t, rep.To)
+	}
+	var behind uint64
+	if latest, lerr := p.t.Latest(ctx); lerr == nil && latest.Version > rep.To {
+		behind = latest.Version - rep.To
+	}
+	recordPublish(ctx, p.t.Name(), rep, err, time.Since(start), lag, behind)
+	return rep, err
+}
+
+func (p *Publisher) publish(ctx context.Context) (Report, error) {
+	var rep Report
+	latest, err := p.t.Latest(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if !Enabled(latest) {
+		return rep, ErrDisabled
+	}
+	fio := newStoreIO(ctx, p.t.Store())
+	cat := newStoreCatalog(fio, p.t.Name())
+	first := true
+	for range commitAttempts {
+		tbl, _, err := cat.load(ctx)
+		if err != nil {
+			return rep, err
+		}
+		if tbl == nil {
+			if tbl, err = p.create(ctx, cat, latest); errors.Is(err, table.ErrCommitFailed) {
+				continue
+			} else if err != nil {
+				return rep, err
+			}
+		}
+		pub := publishedVersion(tbl.Metadata())
+		if first {
+			rep.From, first = pub, false
+		}
+		rep.To, rep.MetadataFile = pub, tbl.MetadataLocation()
+		if pub >= latest.Version {
+			return rep, nil
+		}
+		next, snap, err := p.step(ctx, fio, cat, tbl, pub, latest)
+		if errors.Is(err, table.ErrCommitFailed) {
+			continue // another publisher moved first: start over from its metadata
+		}
+		if err != nil {
+			return rep, fmt.Errorf("publish iceberg snapshot of %s version %d: %w", p.t.Name(), latest.Version, err)
+		}
+		if snap {
+			rep.Snapshots++
+		}
+		rep.To, rep.MetadataFile = publishedVersion(next.Metadata()), next.MetadataLocation()
+		if err := capSnapshots(ctx, cat, next, maxSnapshots(latest)); err != nil && !errors.Is(err, table.ErrCommitFailed) {
+			return rep, err // the snapshot landed; the next publish expires again
+		}
+		if rep.To >= latest.Version {
+			return rep, nil
+		}
+	}
+	return rep, fmt.Errorf("publish iceberg metadata of %s: lost %d commits in a row to other publishers", p.t.Name(), commitAttempts)
+}
+
+// publishedVersion is the flight-sink version the metadata mirrors (0: none yet).
+func publishedVersion(m table.Metadata) uint64 {
+	v, _ := strconv.ParseUint(m.Properties().Get(PropVersion, "0"), 10, 64)
+	return v
+}
+
+// tableProperties are the Iceberg table properties the publisher sets at creation.
+func tableProperties(sc *iceberg.Schema) (iceberg.Properties, error) {
+	nm, err := nameMapping(sc)
+	if err != nil {
+		return nil, err
+	}
+	return iceberg.Properties{
+		"format-version":                             strconv.Itoa(formatVersion),
+		table.DefaultNameMappingKey:                  nm,
+		table.ManifestMergeEnabledKey:                "true",
+		"write.metadata.previous-versions-max":       strconv.Itoa(keptMetadataFiles),
+		"write.metadata.delete-after-commit.enabled": "true",
+		"write.parquet.compression-codec":            "zstd",
+		PropVersion:                                  "0",
+	}, nil
+}
+
+// create writes the table's first metadata file: its schema and no snapshot.
+func (p *Publisher) create(ctx context.Context, cat *storeCatalog, latest *engine.Manifest) (*table.Table, error) {
+	sc, err := icebergSchema(latest.ArrowSchema())
+	if err != nil {
+		return nil, err
+	}
+	props, err := tableProperties(sc)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, table.UnsortedSortOrder, cat.location(), props)
+	if err != nil {
+		return nil, fmt.Errorf("new iceberg metadata: %w", err)
+	}
+	return cat.create(ctx, meta)
+}
+
+// liveFiles is what the current Iceberg snapshot reads: its data files by location, and the
+// position-delete files by the data file they reference.
+type liveFiles struct {
+	data    map[string]iceberg.DataFile
+	deletes map[string][]iceberg.DataFile
+	// seq holds every file's data sequence number.
+	seq map[string]int64
+}
+
+func currentFiles(fio *storeIO, tbl *table.Table) (liveFiles, error) {
+	lf := liveFiles{data: map[string]iceberg.DataFile{}, deletes: map[string][]iceberg.DataFile{}, seq: map[string]int64{}}
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return lf, nil
+	}
+	mans, err := snap.Manifests(fio)
+	if err != nil {
+		return lf, fmt.Errorf("read manifest list %s: %w", snap.ManifestList, err)
+	}
+	for _, m := range mans {
+		entries, err := m.FetchEntries(fio, true)
+		if err != nil {
+			return lf, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+		}
+		for _, e := range entries {
+			df := e.DataFile()
+			lf.seq[df.FilePath()] = e.SequenceNum()
+			switch df.ContentType() {
+			case iceberg.EntryContentData:
+				lf.data[df.FilePath()] = df
+			case iceberg.EntryContentPosDeletes:
+				if ref, ok := referencedDataFile(df); ok {
+					lf.deletes[ref] = append(lf.deletes[ref], df)
+				}
+			}
+		}
+	}
+	return lf, nil
+}
+
+// referencedDataFile returns the data file a position-delete file deletes from. Format v2
+// manifests do not keep referenced_data_file, so it is read from the file_path column's bounds,
+// which are equal for the publisher's files (one data file each, full metrics on file_path).
+func referencedDataFile(df iceberg.DataFile) (string, bool) {
+	if ref := df.ReferencedDataFile(); ref != nil {
+		return *ref, true
+	}
+	lo, hi := df.LowerBoundValues()[filePathFieldID], df.UpperBoundValues()[filePathFieldID]
+	if lo == nil || string(lo) != string(hi) {
+		return "", false
+	}
+	return string(lo), true
+}
+
+// filePathFieldID is the field id of the file_path column of position-delete files.
+const filePathFieldID = 2147483546
+
+// step commits one Iceberg snapshot (or a metadata-only commit) that moves tbl, which mirrors
+// version pub, to version target. It reports whether a snapshot was added.
+//
+// The snapshot is computed from what the Iceberg snapshot reads and what target holds, so its
+// rows are target's base table with deletions applied, whatever happened in between:
+//   - data files of target that the snapshot lacks are added (appends, MemWAL folds, upserts'
+//     new rows, compactions' outputs), with their footer statistics;
+//   - data files the snapshot reads that target no longer has are removed (overwrites,
+//     compactions' inputs), with their position deletes;
+//   - a data file whose deletion bitmap changed gets a position-delete file holding the
+//     positions deleted since pub (position deletes add up; a bitmap only grows).
+//
+// Operations: only additions is an append; additions and deletes a RowDelta (delete or
+// overwrite); removals a replace when every version since pub is a compaction, else an
+// overwrite. A step that both removes data files and adds deletes over versions that are not
+// all compactions is split: one version at a time, so every snapshot still mirrors a version.
+func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, tbl *table.Table, pub uint64, target *engine.Manifest) (*table.Table, bool, error) {
+	prefix := p.t.Name() + "/"
+	sc, err := icebergSchema(target.ArrowSchema())
+	if err != nil {
+		return nil, false, err
+	}
+	if !sameColumns(sc, tbl.Schema()) {
+		if tbl, err = p.evolveSchema(ctx, cat, tbl, sc); err != nil {
+			return nil, false, err
+		}
+	}
+	sc = tbl.Schema()
+	// The snapshot reads exactly version pub (it was made from it), so pub's fragments say what
+	// it reads without reading its manifests; only removals need the snapshot's own entries.
+	// A base that cleanup removed (the retention hook keeps it, but another process may not
+	// run it) is read from the snapshot instead, and costs position deletes written again:
+	// they add up.
+	baseKnown := pub == 0
+	baseFrags := map[string]engine.Fragment{}
+	if pub > 0 {
+		base, err := p.t.Manifest(ctx, pub)
+		if err != nil && !errors.Is(err, engine.ErrVersionNotFound) {
+			return nil, false, err
+		}
+		if base != nil {
+			baseKnown = true
+			for _, f := range base.Fragments {
+				baseFrags[f.Files[0].Path] = f
+			}
+		}
+	}
+	needLive := !baseKnown
+	if !needLive {
+		inTarget := make(map[string]bool, len(target.Fragments))
+		for _, f := range target.Fragments {
+			inTarget[f.Files[0].Path] = true
+		}
+		for path := range baseFrags {
+			needLive = needLive || !inTarget[path]
+		}
+	}
+	live := liveFiles{}
+	if needLive {
+		if live, err = currentFiles(fio, tbl); err != nil {
+			return nil, false, err
+		}
+	}
+	isLive := func(rel, loc string) bool {
+		if baseKnown {
+			_, ok := baseFrags[rel]
+			return ok
+		}
+		_, ok := live.data[loc]
+		return ok
+	}
+	ops, err := p.operations(ctx, pub, target.Version)
+	if err != nil {
+		return nil, false, err
+	}
+
+	var (
+		added, removed, newDeletes, removedDeletes []iceberg.DataFile
+		inTarget                                   = map[string]bool{}
+		addedRows, deletedRows                     int64
+	)
+	for _, f := range target.Fragments {
+		if len(f.Files) != 1 {
+			return nil, false, fmt.Errorf("fragment %d has %d data files; iceberg needs one", f.ID, len(f.Files))
+		}
+		loc := fio.location(prefix + f.Files[0].Path)
+		inTarget[loc] = true
+		isLive := isLive(f.Files[0].Path, loc)
+		if !isLive {
+			df, err := dataFile(ctx, fio, loc, sc, tbl.Properties())
+			if err != nil {
+				return nil, false, err
+			}
+			added = append(added, df)
+			addedRows += f.PhysicalRows
+		}
+		if f.DeletionFile == "" {
+			continue
+		}
+		prev, inBase := baseFrags[f.Files[0].Path]
+		if isLive && inBase && prev.DeletionFile == f.DeletionFile {
+			continue
+		}
+		bm, err := p.t.Deletions(ctx, f)
+		if err != nil {
+			return nil, false, err
+		}
+		if isLive && inBase && prev.DeletionFile != "" {
+			old, err := p.t.Deletions(ctx, prev)
+			if err != nil {
+				return nil, false, err
+			}
+			bm = roaring.AndNot(bm, old)
+		}
+		if bm.IsEmpty() {
+			continue
+		}
+		pd, err := writePositionDeletes(ctx, fio, prefix, loc, bm)
+		if err != nil {
+			return nil, false, err
+		}
+		newDeletes = append(newDeletes, pd)
+		deletedRows += int64(bm.GetCardinality())
+	}
+	for loc, df := range live.data {
+		if !inTarget[loc] {
+			removed = append(removed, df)
+			removedDeletes = append(removedDeletes, live.deletes[loc]...)
+		}
+	}
+
+	rewriteOnly := len(ops) > 0
+	for _, op := range ops {
+		rewriteOnly = rewriteOnly && op == engine.OpRewrite
+	}
+	if len(removed) > 0 && len(newDeletes) > 0 && !rewriteOnly && target.Version > pub+1 {
+		// Split: publish the next version alone (its own step may split no further).
+		next, err := p.nextVersion(ctx, pub, target.Version)
+		if err != nil {
+			return nil, false, err
+		}
+		return p.step(ctx, fio, cat, tbl, pub, next)
+	}
+
+	props := iceberg.Properties{PropVersion: strconv.FormatUint(target.Version, 10), propOperation: joinOps(ops)}
+	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{PropVersion: props[PropVersion]}); err != nil {
+		return nil, false, err
+	}
+	snap := true
+	switch {
+	case len(removed) == 0 && len(newDeletes) == 0 && len(added) == 0:
+		snap = false // nothing a reader sees changed: record the version only
+	case len(removed) == 0 && len(newDeletes) == 0:
+		// No duplicate check: only files the snapshot does not read are added (it would read
+		// every manifest).
+		err = tx.AddDataFiles(ctx, added, props, table.WithoutDuplicateCheck())
+	case len(removed) == 0:
+		err = tx.NewRowDelta(props).AddRows(added...).AddDeletes(newDeletes...).Commit(ctx)
+	case rewriteOnly || len(newDeletes) > 0:
+		rw := tx.NewRewrite(props)
+		if len(newDeletes) > 0 {
+			// The rewritten files keep the data sequence number of the deletes they replace,
+			// so that the position deletes added for them (which inherit it) apply to them.
+			var seq int64
+			for _, df := range removedDeletes {
+				seq = max(seq, live.seq[df.FilePath()])
+			}
+			rw.DataSequenceNumber(seq)
+		}
+		for _, df := range removed {
+			rw.DeleteFile(df)
+		}
+		for _, df := range removedDeletes {
+			rw.DeleteFile(df)
+		}
+		for _, df := range added {
+			rw.AddDataFile(df)
+		}
+		for _, df := range newDeletes {
+			rw.AddDeleteFile(df)
+		}
+		err = rw.Commit(ctx)
+	default:
+		err = tx.ReplaceFiles(ctx, removed, added, removedDeletes, props)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	p.log.Debug("published iceberg snapshot", "table", p.t.Name(), "version", target.Version, "from", pub,
+		"added_files", len(added), "removed_files", len(removed), "delete_files", len(newDeletes),
+		"added_rows", addedRows, "deleted_rows", deletedRows, "metadata", next.MetadataLocation())
+	return next, snap, nil
+}
+
+// evolveSchema commits sc as the table's current schema (a metadata commit before the snapshot
+// that needs it; the snapshots before it keep their schema id) and the name mapping for it.
+func (p *Publisher) evolveSchema(ctx context.Context, cat *storeCatalog, tbl *table.Table, sc *iceberg.Schema) (*table.Table, error) {
+	nm, err := nameMapping(sc)
+	if err != nil {
+		return nil, err
+	}
+	reqs := []table.Requirement{table.AssertCurrentSchemaID(tbl.Schema().ID), table.AssertTableUUID(tbl.Metadata().TableUUID())}
+	updates := []table.Update{table.NewAddSchemaUpdate(sc), table.NewSetCurrentSchemaUpdate(-1),
+		table.NewSetPropertiesUpdate(iceberg.Properties{table.DefaultNameMappingKey: nm})}
+	meta, loc, err := cat.CommitTable(ctx, cat.ident, reqs, updates)
+	if err != nil {
+		return nil, err
+	}
+	return table.New(cat.ident, meta, loc, tbl.FS, cat), nil
+}
+
+// operations returns the operations of the versions after pub up to target, oldest first
+// (versions cleanup removed are left out).
+func (p *Publisher) operations(ctx context.Context, pub, target uint64) ([]engine.Operation, error) {
+	hist, err := p.t.HistoryFrom(ctx, target, int(min(target-pub, 1<<20)))
+	if err != nil {
+		return nil, err
+	}
+	var ops []engine.Operation
+	for i := len(hist) - 1; i >= 0; i-- {
+		if h := hist[i]; !h.Missing && h.Version > pub {
+			ops = append(ops, h.Operation)
+		}
+	}
+	return ops, nil
+}
+
+// nextVersion returns the oldest existing version after pub, up to target.
+func (p *Publisher) nextVersion(ctx context.Context, pub, target uint64) (*engine.Manifest, error) {
+	for v := pub + 1; v <= target; v++ {
+		m, err := p.t.Manifest(ctx, v)
+		if errors.Is(err, engine.ErrVersionNotFound) {
+			continue
+		}
+		return m, err
+	}
+	return p.t.Manifest(ctx, target)
+}
+
+func joinOps(ops []engine.Operation) string {
+	seen := map[engine.Operation]bool{}
+	s := ""
+	for _, op := range ops {
+		if seen[op] {
+			continue
+		}
+		seen[op] = true
+		if s != "" {
+			s += ","
+		}
+		s += string(op)
+	}
+	return s
+}
+
+// sameColumns reports whether two Iceberg schemas have the same columns (ids, names, types),
+// whatever their schema ids.
+func sameColumns(a, b *iceberg.Schema) bool {
+	return a != nil && b != nil && a.Equals(b)
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

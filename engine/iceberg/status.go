@@ -1,0 +1,65 @@
+package iceberg
+
+import (
+	"context"
+	"time"
+
+	"github.com/flight-sink/flight-sink/engine"
+)
+
+// Status is how far a table's Iceberg metadata is behind its versions.
+type Status struct {
+	// Enabled is false when the table's configuration turns publishing off.
+	Enabled bool
+	// Version is the table's newest version; IcebergVersion the one its Iceberg metadata
+	// mirrors (0: never published).
+	Version, IcebergVersion uint64
+	// LagVersions is Version - IcebergVersion; LagSeconds how long ago the oldest unpublished
+	// version was committed (0 when up to date).
+	LagVersions uint64
+	LagSeconds  float64
+	// MetadataFile is the newest metadata file ("" before the first publish), Snapshots the
+	// number of snapshots it retains and CurrentSnapshotID its current one (0: none).
+	MetadataFile      string
+	Snapshots         int
+	CurrentSnapshotID int64
+}
+
+// Status reports how far the table's Iceberg metadata is behind. It reads and changes nothing
+// but the newest metadata file.
+func (p *Publisher) Status(ctx context.Context) (Status, error) {
+	latest, err := p.t.Latest(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Enabled: Enabled(latest), Version: latest.Version}
+	cat := newStoreCatalog(newStoreIO(ctx, p.t.Store()), p.t.Name())
+	tbl, _, err := cat.load(ctx)
+	if err != nil {
+		return st, err
+	}
+	if tbl != nil {
+		st.IcebergVersion = publishedVersion(tbl.Metadata())
+		st.MetadataFile = tbl.MetadataLocation()
+		st.Snapshots = len(tbl.Metadata().Snapshots())
+		if s := tbl.CurrentSnapshot(); s != nil {
+			st.CurrentSnapshotID = s.SnapshotID
+		}
+	}
+	if st.IcebergVersion < st.Version {
+		st.LagVersions = st.Version - st.IcebergVersion
+		if h, err := p.t.HistoryFrom(ctx, st.IcebergVersion+1, 1); err == nil && len(h) == 1 && !h[0].Missing {
+			st.LagSeconds = time.Since(h[0].Timestamp).Seconds()
+		}
+	}
+	return st, nil
+}
+
+// lagSince returns how long ago version v was committed (0 when unknown).
+func lagSince(ctx context.Context, t *engine.Table, v uint64) time.Duration {
+	h, err := t.HistoryFrom(ctx, v, 1)
+	if err != nil || len(h) != 1 || h[0].Missing {
+		return 0
+	}
+	return time.Since(h[0].Timestamp)
+}

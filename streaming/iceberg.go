@@ -1,0 +1,60 @@
+package streaming
+
+import (
+	"context"
+	"errors"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/iceberg"
+)
+
+// MaintainIcebergPublish names the Iceberg publish step of table maintenance.
+const MaintainIcebergPublish engine.MaintenanceOperation = "iceberg_publish"
+
+// icebergSteps returns the Iceberg publish as a maintenance step of table t (after compaction,
+// before cleanup: DESIGN.md section 7), or none when the sink's Options turn publishing off.
+// Best effort: a failed publish is logged and counted (flight_sink.maintenance.operations and
+// flight_sink.iceberg.publishes, outcome failed), never fails the commit that triggered it, and
+// the next run catches up.
+func (s *Sink) icebergSteps(t *engine.Table) []engine.MaintenanceStep {
+	if s.opts.DisableIceberg {
+		return nil
+	}
+	p := iceberg.New(t, &iceberg.Options{Logger: s.opts.Logger})
+	return []engine.MaintenanceStep{{
+		Operation:     MaintainIcebergPublish,
+		Policy:        engine.BestEffort,
+		BeforeCleanup: true,
+		Due:           func(_ context.Context, m *engine.Manifest) (bool, error) { return iceberg.Enabled(m), nil },
+		Run: func(ctx context.Context, _ map[string]string) error {
+			_, err := p.Publish(ctx)
+			if errors.Is(err, iceberg.ErrDisabled) {
+				return nil
+			}
+			return err
+		},
+	}}
+}
+
+// PublishIceberg brings table's Iceberg metadata up to its newest version now (the
+// publish_iceberg action); iceberg.ErrDisabled when the table or the sink turns publishing off.
+func (s *Sink) PublishIceberg(ctx context.Context, table string) (iceberg.Report, error) {
+	t, err := s.Table(ctx, table)
+	if err != nil {
+		return iceberg.Report{}, err
+	}
+	if s.opts.DisableIceberg {
+		return iceberg.Report{}, iceberg.ErrDisabled
+	}
+	return iceberg.New(t, &iceberg.Options{Logger: s.opts.Logger}).Publish(ctx)
+}
+
+// IcebergStatus reports how far table t's Iceberg metadata lags (table_stats, the status page);
+// Enabled is false when the table or the sink turns publishing off.
+func (s *Sink) IcebergStatus(ctx context.Context, t *engine.Table) (iceberg.Status, error) {
+	st, err := iceberg.New(t, nil).Status(ctx)
+	if s.opts.DisableIceberg {
+		st.Enabled = false
+	}
+	return st, err
+}
