@@ -195,7 +195,8 @@ def test_batch_write_merge_schema_adds_nullable_column(dspark, server, table_nam
     with pytest.raises(Exception) as refused:
         _opts(wider.write, server, table_name).mode("append").save()
     msg = str(refused.value)
-    assert "SchemaMismatchError" in msg and "extra" in msg and "merge_schema" in msg, msg[-3000:]
+    assert "SchemaMismatchError" in msg and "SCHEMA_MISMATCH" in msg, msg[-3000:]
+    assert '"extra"' in msg and "merge_schema" in msg, msg[-3000:]
     print("refused:", next(line for line in msg.splitlines() if "SchemaMismatchError" in line))
     assert client.read(table_name).num_rows == 20, "a refused write committed rows"
     assert client.table_stats(table_name)["version"] == before["version"]
