@@ -178,6 +178,43 @@ def test_batch_write_append_and_overwrite(dspark, server, table_name):
 
 
 @pytest.mark.matrix
+def test_batch_write_merge_schema_adds_nullable_column(dspark, server, table_name):
+    """A write with a new nullable column is refused without mergeSchema (the error names the
+    column and merge_schema, nothing is committed); with mergeSchema it lands: older rows read
+    null in it and it gets a new field id."""
+    client = fs.Client(server.uri)
+    base = dspark.range(0, 20, numPartitions=2).selectExpr("id", "CAST(id AS STRING) AS v")
+    _opts(base.write, server, table_name).mode("append").save()
+    before = client.table_stats(table_name)
+    assert [c["name"] for c in before["schema"]] == ["id", "v"]
+
+    # IF(..., NULL) makes `extra` nullable; every new row has a value.
+    wider = dspark.range(100, 110, numPartitions=2).selectExpr(
+        "id", "CAST(id AS STRING) AS v", "IF(id >= 0, CONCAT('x', CAST(id AS STRING)), NULL) AS extra")
+    assert wider.schema["extra"].nullable
+    with pytest.raises(Exception) as refused:
+        _opts(wider.write, server, table_name).mode("append").save()
+    msg = str(refused.value)
+    assert "SchemaMismatchError" in msg and "SCHEMA_MISMATCH" in msg, msg[-3000:]
+    assert '"extra"' in msg and "merge_schema" in msg, msg[-3000:]
+    print("refused:", next(line for line in msg.splitlines() if "SchemaMismatchError" in line))
+    assert client.read(table_name).num_rows == 20, "a refused write committed rows"
+    assert client.table_stats(table_name)["version"] == before["version"]
+
+    _opts(wider.write, server, table_name).option("mergeSchema", "true").mode("append").save()
+    got = {r["id"]: (r["v"], r["extra"]) for r in client.read(table_name).to_pylist()}
+    assert got == {**{i: (str(i), None) for i in range(20)},
+                   **{i: (str(i), f"x{i}") for i in range(100, 110)}}
+    after = client.table_stats(table_name)
+    ids = {c["name"]: c["id"] for c in after["schema"]}
+    assert list(ids) == ["id", "v", "extra"]
+    assert {c["name"]: c["id"] for c in before["schema"]} == {"id": ids["id"], "v": ids["v"]}
+    assert ids["extra"] > before["last_field_id"] and after["last_field_id"] == ids["extra"]
+    assert after["schema_id"] == before["schema_id"] + 1
+    assert after["version"] == before["version"] + 1, "the change and the rows in one version"
+
+
+@pytest.mark.matrix
 def test_batch_read_equals_doget_with_pushed_filter(dspark, server_factory, table_name):
     server = server_factory(extra_args=["--endpoint-bytes", "1"])  # an endpoint per fragment
     client = fs.Client(server.uri)
