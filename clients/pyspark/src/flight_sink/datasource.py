@@ -432,37 +432,6 @@ else:
 # -- reads --------------------------------------------------------------------------------------
 
 
-def _flight_info(
-    client: Client, table: str, version: Optional[int] = None,
-    columns: Optional[List[str]] = None, predicate: Optional[Dict[str, Any]] = None,
-) -> fl.FlightInfo:
-    """GetFlightInfo of ``table`` at ``version`` (None: the latest), through the client.
-
-    ``columns`` and ``predicate`` go into the descriptor command, and the server copies them
-    into every endpoint's ticket (``docs/protocol.md``, *Metadata*): tickets stay opaque.
-    """
-    cmd: Dict[str, Any] = {"table": table}
-    if version is not None:
-        cmd["version"] = int(version)
-    if columns is not None:
-        cmd["columns"] = list(columns)
-    if predicate is not None:
-        cmd["filter"] = predicate
-    if len(cmd) == 1:
-        desc = fl.FlightDescriptor.for_path(table)
-    else:
-        desc = fl.FlightDescriptor.for_command(json.dumps(cmd))
-    what = f"GetFlightInfo {table}"
-
-    def attempt() -> fl.FlightInfo:
-        try:
-            return client._client().get_flight_info(desc, client._options())
-        except pa.ArrowException as e:
-            raise from_arrow_error(e, what, client.uri) from e
-
-    return client.retry.call(what, attempt)
-
-
 def _read_ticket(client: Client, ticket: bytes) -> Iterator[pa.RecordBatch]:
     """The record batches of one DoGet ticket, through the client's connection."""
     what = f"DoGet {ticket[:200].decode(errors='replace')}"
@@ -553,7 +522,7 @@ class _BatchReader:
             pred = self.predicates[0]
         elif self.predicates:
             pred = {"op": "and", "args": list(self.predicates)}
-        info = _flight_info(self.opts.client(), self.opts.table, self.opts.version, self.columns, pred)
+        info = self.opts.client().flight_info(self.opts.table, version=self.opts.version, columns=self.columns, filter=pred)
         return _endpoint_partitions(info)
 
     def read(self, partition: FlightSinkPartition) -> Iterator[pa.RecordBatch]:
@@ -684,8 +653,8 @@ class FlightSinkStreamReader(DataSourceStreamReader):
 
     def _run_partitions(self, run: _VersionRun) -> List[FlightSinkPartition]:
         client = self.opts.client()
-        before = _base_fragments(_flight_info(client, self.opts.table, run.first - 1))
-        after = _base_fragments(_flight_info(client, self.opts.table, run.last))
+        before = _base_fragments(client.flight_info(self.opts.table, version=run.first - 1))
+        after = _base_fragments(client.flight_info(self.opts.table, version=run.last))
         if before is None or after is None:
             raise FlightSinkError(
                 "flight-sink streaming reads need a server whose GetFlightInfo tickets list "
@@ -706,7 +675,7 @@ class FlightSinkStreamReader(DataSourceStreamReader):
         if e <= s:
             return []
         if s == 0:
-            return _endpoint_partitions(_flight_info(self.opts.client(), self.opts.table, e, self.columns))
+            return _endpoint_partitions(self.opts.client().flight_info(self.opts.table, version=e, columns=self.columns))
         out: List[InputPartition] = []
         for run in self._runs(s, e):
             out.extend(self._run_partitions(run))
@@ -736,7 +705,7 @@ class FlightSinkDataSource(DataSource):
     def schema(self) -> StructType:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        info = _flight_info(self.opts.client(), self.opts.table, self.opts.version)
+        info = self.opts.client().flight_info(self.opts.table, version=self.opts.version)
         return from_arrow_schema(info.schema, prefer_timestamp_ntz=True)
 
     def reader(self, schema: StructType) -> DataSourceReader:
