@@ -228,7 +228,7 @@ def test_errors_are_clear(client: fs.Client, table_name: str) -> None:
         client.put_epoch(table_name, wrong, query_id="q", epoch_id=1)
     msg = str(mm.value)
     assert 'column "id"' in msg and "int64" in msg and "utf8" in msg and "gRPC" not in msg
-    assert isinstance(mm.value, ValueError) and mm.value.reason == "SCHEMA_MISMATCH"
+    assert isinstance(mm.value, ValueError) and mm.value.reason == "SCHEMA_CHANGE_REFUSED"
     assert mm.value.server_message.startswith(f"table {table_name}: schema mismatch")
 
     def reason(exc_type, fn, *args, **kwargs):

@@ -257,6 +257,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "EPOCH_ALREADY_COMMITTED": FailedPreconditionError,
     "COMMIT_CONFLICT": FailedPreconditionError,
     "FENCED": FailedPreconditionError,
+    "ICEBERG_DISABLED": FailedPreconditionError,
     "TOO_MANY_RETRIES": AbortedError,
     "LIMIT_EXCEEDED": ResourceExhaustedError,
     "BACKPRESSURE": ResourceExhaustedError,
