@@ -89,6 +89,11 @@ type MaintenanceStep struct {
 	// Iceberg publish (engine/iceberg), which mirrors what the fold and compaction committed and
 	// must run before cleanup may expire what it mirrored.
 	BeforeCleanup bool
+	// MinInterval, when set, is the least time between two runs of the step in one table, judged
+	// on the latest version m (0: no limit): a step that is due sooner is deferred, and the
+	// background runner runs the table's maintenance again once the interval has passed (the
+	// trailing run), so the last commits of a burst are served too. The Iceberg publish sets it.
+	MinInterval func(m *Manifest) time.Duration
 }
 
 // ErrMaintenanceFailed is wrapped by every *MaintenanceError.
@@ -214,9 +219,13 @@ func (mt *TableMaintainer) maintain(ctx context.Context, mode MaintenanceMode, a
 		return nil
 	case MaintenanceInline:
 		st := mt.t.maintenance()
-		st.run.Lock()
-		defer st.run.Unlock()
-		_, err := mt.run(ctx, after)
+		err := func() error {
+			st.run.Lock()
+			defer st.run.Unlock()
+			_, err := mt.run(ctx, after)
+			return err
+		}()
+		mt.scheduleTrailing(ctx)
 		return err
 	default:
 		mt.schedule(ctx, after)
@@ -234,6 +243,7 @@ func (mt *TableMaintainer) Run(ctx context.Context) (MaintenanceReport, error) {
 	if err != nil {
 		return MaintenanceReport{}, err
 	}
+	defer mt.scheduleTrailing(ctx) // a step this run deferred gets its trailing run
 	return mt.run(ctx, m.Version)
 }
 
@@ -276,6 +286,10 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 	ctx, span := tracer.Start(ctx, "engine.Maintain")
 	defer span.End()
 	rep := MaintenanceReport{After: after}
+	// trailing is when the earliest step this run deferred falls due (zero: none); the
+	// background runner reads it to schedule the trailing run.
+	var trailing time.Time
+	defer func() { mt.setTrailing(trailing) }()
 	latest, err := mt.t.Latest(ctx)
 	if err != nil {
 		return rep, err
@@ -302,6 +316,11 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 		if err == nil && !worth {
 			rep.Skipped = append(rep.Skipped, op)
 			maintenanceOps.Add(ctx, 1, opAttrs(op, "skipped"))
+			continue
+		}
+		if err == nil && mt.deferred(step, latest, &trailing) {
+			rep.Skipped = append(rep.Skipped, op)
+			maintenanceOps.Add(ctx, 1, opAttrs(op, "deferred"))
 			continue
 		}
 		start := time.Now()
@@ -462,11 +481,29 @@ func (mt *TableMaintainer) runStep(ctx context.Context, step MaintenanceStep, af
 
 // schedule starts a background run, or marks one pending if a run is in flight.
 func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
+	mt.startBackground(ctx, after, false)
+}
+
+// startBackground starts the table's background runner, or, if it is active, marks a run
+// pending (and wakes the runner if it waits for a trailing run) unless only a trailing run is
+// asked for (trailingOnly: the runner picks up the trailing time itself after its run).
+//
+// The runner runs, then runs again at once while commits arrived during its run, then, while a
+// step it deferred (MaintenanceStep.MinInterval) is outstanding, waits until that step falls due
+// or a commit arrives and runs again. It ends when nothing is pending or deferred, or when its
+// context ends; Wait waits for all of it, trailing runs included.
+func (mt *TableMaintainer) startBackground(ctx context.Context, after uint64, trailingOnly bool) {
 	st := mt.t.maintenance()
 	st.mu.Lock()
 	if st.running {
-		st.pending = true
-		st.pendingAfter = max(st.pendingAfter, after)
+		if !trailingOnly {
+			st.pending = true
+			st.pendingAfter = max(st.pendingAfter, after)
+			select {
+			case st.wake <- struct{}{}:
+			default:
+			}
+		}
 		st.mu.Unlock()
 		return
 	}
@@ -478,7 +515,18 @@ func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
 		bg = context.WithoutCancel(ctx)
 	}
 	go func() {
+		waitFirst := trailingOnly
 		for {
+			if waitFirst {
+				var ok bool
+				if after, ok = mt.waitTrailing(bg, after); !ok {
+					st.mu.Lock()
+					st.running, st.pending = false, false
+					close(st.idle)
+					st.mu.Unlock()
+					return
+				}
+			}
 			st.run.Lock()
 			err := RecoverError(mt.opts.Logger, "background table maintenance", func() error {
 				_, err := mt.run(bg, after)
@@ -489,13 +537,16 @@ func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
 				mt.opts.Logger.Error("background table maintenance failed", "table", mt.t.name, "after_version", after, "err", err)
 			}
 			st.mu.Lock()
-			if !st.pending || bg.Err() != nil {
+			if bg.Err() != nil || (!st.pending && st.trailing.IsZero()) {
 				st.running, st.pending = false, false
 				close(st.idle)
 				st.mu.Unlock()
 				return
 			}
-			st.pending, after = false, st.pendingAfter
+			waitFirst = !st.pending
+			if st.pending {
+				st.pending, after = false, st.pendingAfter
+			}
 			st.mu.Unlock()
 		}
 	}()
@@ -511,6 +562,9 @@ type maintenanceState struct {
 	pendingAfter     uint64        // the newest such commit
 	idle             chan struct{} // closed when the background goroutine ends
 	lastCleanupCheck time.Time
+	lastStepRun      map[MaintenanceOperation]time.Time // when steps with a MinInterval last ran
+	trailing         time.Time                          // when the earliest deferred step falls due
+	wake             chan struct{}                      // a commit for a runner waiting for trailing
 
 	// compacting holds a token while a maintenance compaction or a fragment-ceiling compaction
 	// of the table runs in this process (capacity 1; a channel so that waiting honours ctx).
@@ -585,7 +639,8 @@ func (mn *Maintenance) stateOf(t *Table) *maintenanceState {
 	defer mn.mu.Unlock()
 	st := mn.tables[k]
 	if st == nil {
-		st = &maintenanceState{compacting: make(chan struct{}, 1)}
+		st = &maintenanceState{compacting: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+			lastStepRun: make(map[MaintenanceOperation]time.Time)}
 		mn.tables[k] = st
 	}
 	return st
