@@ -38,6 +38,9 @@ import (
 // committed manifest. In background mode (the default) it returns at once and the run happens in
 // a goroutine; in inline mode it returns when the run is over. Runs of one table never overlap
 // within a process, and commits arriving during a background run trigger exactly one more run.
+// A contributed step with a MinInterval (the Iceberg publish) runs at most once per interval per
+// table; a run within it defers the step, and the background runner runs again once the interval
+// has passed (the trailing run, maintain_interval.go), so the last commits of a burst are served.
 //
 // Maintenance commits never trigger maintenance: they carry PropMaintenance, and a run marks its
 // context, and MaintainAfterCommit ignores both.
@@ -670,7 +673,7 @@ var (
 
 func init() {
 	maintenanceOps, _ = meter.Int64Counter("flight_sink.maintenance.operations",
-		metric.WithDescription("Table maintenance steps after user commits, by operation and outcome (ok, skipped, failed)."))
+		metric.WithDescription("Table maintenance steps after user commits, by operation and outcome (ok, skipped, deferred, failed)."))
 	maintenanceDuration, _ = meter.Float64Histogram("flight_sink.maintenance.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a table maintenance step took."),
 		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300))
