@@ -228,7 +228,7 @@ func (mt *TableMaintainer) maintain(ctx context.Context, mode MaintenanceMode, a
 			_, err := mt.run(ctx, after)
 			return err
 		}()
-		mt.scheduleTrailing(ctx)
+		mt.scheduleTrailing(ctx, after)
 		return err
 	default:
 		mt.schedule(ctx, after)
@@ -246,7 +246,7 @@ func (mt *TableMaintainer) Run(ctx context.Context) (MaintenanceReport, error) {
 	if err != nil {
 		return MaintenanceReport{}, err
 	}
-	defer mt.scheduleTrailing(ctx) // a step this run deferred gets its trailing run
+	defer mt.scheduleTrailing(ctx, m.Version) // a step this run deferred gets its trailing run
 	return mt.run(ctx, m.Version)
 }
 

@@ -48,14 +48,14 @@ func (mt *TableMaintainer) setTrailing(trailing time.Time) {
 
 // scheduleTrailing starts the background runner for a trailing run when a run outside it (an
 // inline one) deferred a step and no runner is active; an active runner picks the trailing time
-// up after its current run.
-func (mt *TableMaintainer) scheduleTrailing(ctx context.Context) {
+// up after its current run. after is the user version the deferring run followed.
+func (mt *TableMaintainer) scheduleTrailing(ctx context.Context, after uint64) {
 	st := mt.t.maintenance()
 	st.mu.Lock()
 	due := !st.trailing.IsZero()
 	st.mu.Unlock()
 	if due {
-		mt.startBackground(ctx, 0, true)
+		mt.startBackground(ctx, after, true)
 	}
 }
 
