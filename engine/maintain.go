@@ -38,6 +38,9 @@ import (
 // committed manifest. In background mode (the default) it returns at once and the run happens in
 // a goroutine; in inline mode it returns when the run is over. Runs of one table never overlap
 // within a process, and commits arriving during a background run trigger exactly one more run.
+// A contributed step with a MinInterval (the Iceberg publish) runs at most once per interval per
+// table; a run within it defers the step, and the background runner runs again once the interval
+// has passed (the trailing run, maintain_interval.go), so the last commits of a burst are served.
 //
 // Maintenance commits never trigger maintenance: they carry PropMaintenance, and a run marks its
 // context, and MaintainAfterCommit ignores both.
@@ -89,6 +92,11 @@ type MaintenanceStep struct {
 	// Iceberg publish (engine/iceberg), which mirrors what the fold and compaction committed and
 	// must run before cleanup may expire what it mirrored.
 	BeforeCleanup bool
+	// MinInterval, when set, is the least time between two runs of the step in one table, judged
+	// on the latest version m (0: no limit): a step that is due sooner is deferred, and the
+	// background runner runs the table's maintenance again once the interval has passed (the
+	// trailing run), so the last commits of a burst are served too. The Iceberg publish sets it.
+	MinInterval func(m *Manifest) time.Duration
 }
 
 // ErrMaintenanceFailed is wrapped by every *MaintenanceError.
@@ -214,9 +222,13 @@ func (mt *TableMaintainer) maintain(ctx context.Context, mode MaintenanceMode, a
 		return nil
 	case MaintenanceInline:
 		st := mt.t.maintenance()
-		st.run.Lock()
-		defer st.run.Unlock()
-		_, err := mt.run(ctx, after)
+		err := func() error {
+			st.run.Lock()
+			defer st.run.Unlock()
+			_, err := mt.run(ctx, after)
+			return err
+		}()
+		mt.scheduleTrailing(ctx, after)
 		return err
 	default:
 		mt.schedule(ctx, after)
@@ -234,6 +246,7 @@ func (mt *TableMaintainer) Run(ctx context.Context) (MaintenanceReport, error) {
 	if err != nil {
 		return MaintenanceReport{}, err
 	}
+	defer mt.scheduleTrailing(ctx, m.Version) // a step this run deferred gets its trailing run
 	return mt.run(ctx, m.Version)
 }
 
@@ -276,6 +289,10 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 	ctx, span := tracer.Start(ctx, "engine.Maintain")
 	defer span.End()
 	rep := MaintenanceReport{After: after}
+	// trailing is when the earliest step this run deferred falls due (zero: none); the
+	// background runner reads it to schedule the trailing run.
+	var trailing time.Time
+	defer func() { mt.setTrailing(trailing) }()
 	latest, err := mt.t.Latest(ctx)
 	if err != nil {
 		return rep, err
@@ -302,6 +319,11 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 		if err == nil && !worth {
 			rep.Skipped = append(rep.Skipped, op)
 			maintenanceOps.Add(ctx, 1, opAttrs(op, "skipped"))
+			continue
+		}
+		if err == nil && mt.deferred(step, latest, &trailing) {
+			rep.Skipped = append(rep.Skipped, op)
+			maintenanceOps.Add(ctx, 1, opAttrs(op, "deferred"))
 			continue
 		}
 		start := time.Now()
@@ -462,11 +484,29 @@ func (mt *TableMaintainer) runStep(ctx context.Context, step MaintenanceStep, af
 
 // schedule starts a background run, or marks one pending if a run is in flight.
 func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
+	mt.startBackground(ctx, after, false)
+}
+
+// startBackground starts the table's background runner, or, if it is active, marks a run
+// pending (and wakes the runner if it waits for a trailing run) unless only a trailing run is
+// asked for (trailingOnly: the runner picks up the trailing time itself after its run).
+//
+// The runner runs, then runs again at once while commits arrived during its run, then, while a
+// step it deferred (MaintenanceStep.MinInterval) is outstanding, waits until that step falls due
+// or a commit arrives and runs again. It ends when nothing is pending or deferred, or when its
+// context ends; Wait waits for all of it, trailing runs included.
+func (mt *TableMaintainer) startBackground(ctx context.Context, after uint64, trailingOnly bool) {
 	st := mt.t.maintenance()
 	st.mu.Lock()
 	if st.running {
-		st.pending = true
-		st.pendingAfter = max(st.pendingAfter, after)
+		if !trailingOnly {
+			st.pending = true
+			st.pendingAfter = max(st.pendingAfter, after)
+			select {
+			case st.wake <- struct{}{}:
+			default:
+			}
+		}
 		st.mu.Unlock()
 		return
 	}
@@ -478,7 +518,18 @@ func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
 		bg = context.WithoutCancel(ctx)
 	}
 	go func() {
+		waitFirst := trailingOnly
 		for {
+			if waitFirst {
+				var ok bool
+				if after, ok = mt.waitTrailing(bg, after); !ok {
+					st.mu.Lock()
+					st.running, st.pending = false, false
+					close(st.idle)
+					st.mu.Unlock()
+					return
+				}
+			}
 			st.run.Lock()
 			err := RecoverError(mt.opts.Logger, "background table maintenance", func() error {
 				_, err := mt.run(bg, after)
@@ -489,13 +540,16 @@ func (mt *TableMaintainer) schedule(ctx context.Context, after uint64) {
 				mt.opts.Logger.Error("background table maintenance failed", "table", mt.t.name, "after_version", after, "err", err)
 			}
 			st.mu.Lock()
-			if !st.pending || bg.Err() != nil {
+			if bg.Err() != nil || (!st.pending && st.trailing.IsZero()) {
 				st.running, st.pending = false, false
 				close(st.idle)
 				st.mu.Unlock()
 				return
 			}
-			st.pending, after = false, st.pendingAfter
+			waitFirst = !st.pending
+			if st.pending {
+				st.pending, after = false, st.pendingAfter
+			}
 			st.mu.Unlock()
 		}
 	}()
@@ -511,6 +565,9 @@ type maintenanceState struct {
 	pendingAfter     uint64        // the newest such commit
 	idle             chan struct{} // closed when the background goroutine ends
 	lastCleanupCheck time.Time
+	lastStepRun      map[MaintenanceOperation]time.Time // when steps with a MinInterval last ran
+	trailing         time.Time                          // when the earliest deferred step falls due
+	wake             chan struct{}                      // a commit for a runner waiting for trailing
 
 	// compacting holds a token while a maintenance compaction or a fragment-ceiling compaction
 	// of the table runs in this process (capacity 1; a channel so that waiting honours ctx).
@@ -585,7 +642,8 @@ func (mn *Maintenance) stateOf(t *Table) *maintenanceState {
 	defer mn.mu.Unlock()
 	st := mn.tables[k]
 	if st == nil {
-		st = &maintenanceState{compacting: make(chan struct{}, 1)}
+		st = &maintenanceState{compacting: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+			lastStepRun: make(map[MaintenanceOperation]time.Time)}
 		mn.tables[k] = st
 	}
 	return st
@@ -615,7 +673,7 @@ var (
 
 func init() {
 	maintenanceOps, _ = meter.Int64Counter("flight_sink.maintenance.operations",
-		metric.WithDescription("Table maintenance steps after user commits, by operation and outcome (ok, skipped, failed)."))
+		metric.WithDescription("Table maintenance steps after user commits, by operation and outcome (ok, skipped, deferred, failed)."))
 	maintenanceDuration, _ = meter.Float64Histogram("flight_sink.maintenance.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time a table maintenance step took."),
 		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300))

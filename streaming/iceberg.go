@@ -3,6 +3,7 @@ package streaming
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/iceberg"
@@ -13,6 +14,8 @@ const MaintainIcebergPublish engine.MaintenanceOperation = "iceberg_publish"
 
 // icebergSteps returns the Iceberg publish as a maintenance step of table t (after compaction,
 // before cleanup: DESIGN.md section 7), or none when the sink's Options turn publishing off.
+// It runs at most once per publish interval (Options.IcebergPublishInterval, the table's
+// iceberg.publish_interval_ms), the last commits of a burst by the trailing run.
 // Best effort: a failed publish is logged and counted (flight_sink.maintenance.operations and
 // flight_sink.iceberg.publishes, outcome failed), never fails the commit that triggered it, and
 // the next run catches up.
@@ -25,7 +28,12 @@ func (s *Sink) icebergSteps(t *engine.Table) []engine.MaintenanceStep {
 		Operation:     MaintainIcebergPublish,
 		Policy:        engine.BestEffort,
 		BeforeCleanup: true,
-		Due:           func(_ context.Context, m *engine.Manifest) (bool, error) { return iceberg.Enabled(m), nil },
+		// At most one publish per interval: a burst of commits costs one publish per interval,
+		// and the runner's trailing run publishes the last of them (lag about one interval).
+		MinInterval: func(m *engine.Manifest) time.Duration {
+			return iceberg.PublishInterval(m, s.opts.IcebergPublishInterval)
+		},
+		Due: func(_ context.Context, m *engine.Manifest) (bool, error) { return iceberg.Enabled(m), nil },
 		Run: func(ctx context.Context, _ map[string]string) error {
 			_, err := p.Publish(ctx)
 			if errors.Is(err, iceberg.ErrDisabled) {

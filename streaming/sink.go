@@ -64,6 +64,11 @@ type Options struct {
 	// Iceberg snapshots (their metadata goes stale). A table turns it off with the
 	// configuration "iceberg.publish": "false".
 	DisableIceberg bool
+	// IcebergPublishInterval is the least time between two publishes of a table after commits
+	// (the server's --iceberg-publish-interval); a table overrides it with the configuration
+	// "iceberg.publish_interval_ms". 0 means iceberg.DefaultPublishInterval, negative publishes
+	// after every commit.
+	IcebergPublishInterval time.Duration
 }
 
 // EnsureDefaults fills unset options and returns o.
@@ -89,6 +94,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.ReadSnapshotTTL <= 0 {
 		o.ReadSnapshotTTL = DefaultReadSnapshotTTL
+	}
+	if o.IcebergPublishInterval == 0 {
+		o.IcebergPublishInterval = iceberg.DefaultPublishInterval
 	}
 	if o.ReadSnapshotMaxBytes <= 0 {
 		o.ReadSnapshotMaxBytes = DefaultReadSnapshotMaxBytes

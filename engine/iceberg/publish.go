@@ -32,6 +32,13 @@ const (
 	// ConfigMaxSnapshots is the table configuration key bounding the Iceberg snapshots kept
 	// (DefaultMaxSnapshots; 0 keeps every snapshot of a retained version).
 	ConfigMaxSnapshots = "iceberg.max_snapshots"
+	// ConfigPublishInterval is the table configuration key of the least time between two publishes
+	// after commits, in milliseconds (0: publish after every commit); default the server's
+	// (DefaultPublishInterval). The publish_iceberg action and the CLI publish at once regardless.
+	ConfigPublishInterval = "iceberg.publish_interval_ms"
+	// DefaultPublishInterval is the publish interval of a table that configures none, unless the
+	// server sets another.
+	DefaultPublishInterval = time.Second
 	// DefaultMaxSnapshots is the number of newest snapshots kept when the table does not say.
 	DefaultMaxSnapshots = 100
 
@@ -52,6 +59,15 @@ func Enabled(m *engine.Manifest) bool {
 	}
 	on, err := strconv.ParseBool(v)
 	return err != nil || on
+}
+
+// PublishInterval is version m's ConfigPublishInterval, or def when it sets none (or no valid
+// non-negative number of milliseconds).
+func PublishInterval(m *engine.Manifest, def time.Duration) time.Duration {
+	if ms, err := strconv.ParseInt(m.Config[ConfigPublishInterval], 10, 64); err == nil && ms >= 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return def
 }
 
 // maxSnapshots is the table's ConfigMaxSnapshots.
