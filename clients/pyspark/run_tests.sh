@@ -23,10 +23,11 @@ if [ -z "${FLIGHT_SINK_BIN:-}" ]; then
 	export FLIGHT_SINK_BIN="$tmp/flight-sink"
 fi
 
-if ! "$PYTHON" -c "import pyspark, pyarrow, pandas, pytest, google.rpc.error_details_pb2" >/dev/null 2>&1; then
-	echo "=== installing test dependencies: $PYSPARK_SPEC pyarrow protobuf googleapis-common-protos pandas pytest"
+if ! "$PYTHON" -c "import pyspark, pyarrow, pandas, pytest, google.rpc.error_details_pb2, pyiceberg, polars" >/dev/null 2>&1; then
+	echo "=== installing test dependencies: $PYSPARK_SPEC pyarrow protobuf googleapis-common-protos pandas pytest pyiceberg polars"
 	"$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-		"$PYSPARK_SPEC" "pyarrow>=14" "protobuf>=4.21" "googleapis-common-protos>=1.56" "pandas>=2,<3" "pytest>=7"
+		"$PYSPARK_SPEC" "pyarrow>=14" "protobuf>=4.21" "googleapis-common-protos>=1.56" "pandas>=2,<3" "pytest>=7" \
+		"pyiceberg==0.12.0" "polars==2.1.0"
 fi
 
 # (Re)install the package in editable mode unless this checkout's copy is already the one imported.
