@@ -283,18 +283,7 @@ func (s *Sink) Scan(ctx context.Context, table string, version uint64, columns [
 	if version != 0 {
 		return t.Scan(ctx, o)
 	}
-	m, err := t.Latest(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ss, err := s.tableShards(t, m)
-	if err != nil {
-		return nil, err
-	}
-	if ss == nil {
-		return t.ScanManifest(ctx, m, o)
-	}
-	return ss.Scan(ctx, o)
+	return s.scanLatest(ctx, t, o)
 }
 
 // Close closes the MemWAL writers this sink opened, after its background maintenance (folds

@@ -213,7 +213,7 @@ func (s *Sink) Read(ctx context.Context, r ReadRequest) (array.RecordReader, err
 		r.Version = pv
 	}
 	if pin == nil && r.Fragments == nil && r.Version == 0 {
-		return s.scanLatest(ctx, t, r)
+		return s.scanLatest(ctx, t, engine.ScanOptions{Columns: r.Columns, Filter: r.Filter})
 	}
 	rd, err := s.readPart(ctx, t, r, pin)
 	if err != nil {
@@ -229,13 +229,12 @@ func (s *Sink) Read(ctx context.Context, r ReadRequest) (array.RecordReader, err
 	}}, nil
 }
 
-// scanLatest reads the latest version merged with the MemWAL rows of now.
-func (s *Sink) scanLatest(ctx context.Context, t *engine.Table, r ReadRequest) (array.RecordReader, error) {
+// scanLatest reads the latest version merged with the MemWAL rows of now (o.Version unused).
+func (s *Sink) scanLatest(ctx context.Context, t *engine.Table, o engine.ScanOptions) (array.RecordReader, error) {
 	m, err := t.Latest(ctx)
 	if err != nil {
 		return nil, err
 	}
-	o := engine.ScanOptions{Columns: r.Columns, Filter: r.Filter}
 	ss, err := s.tableShards(t, m)
 	if err != nil {
 		return nil, err
