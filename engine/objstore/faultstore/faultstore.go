@@ -20,6 +20,9 @@
 //     store the wrapper also leaves a truncated temporary file beside the key, as a process that
 //     died mid-write would: it must never be listed or read.
 //   - Latency: the call is delayed up to a maximum, then proceeds (it may still fail).
+//   - Fixed latency (Schedule.Latency, FixedLatency): every call waits the same time before it
+//     proceeds, the round trip of a remote object store. It is a regime, not a fault: it is not
+//     counted among the faults and draws nothing from the generator.
 //
 // A torn *named* object cannot happen on either real store, so it is never injected.
 //
@@ -144,7 +147,15 @@ type Schedule struct {
 	PerOp   map[Op]Rates
 	// Match, when set, limits faults to the calls it accepts (key is the call's key or prefix).
 	Match func(op Op, key string) bool
+	// Latency, when positive, delays every call (of those Match accepts, while injection is
+	// enabled) by exactly this long before it proceeds, on top of any latency drawn from the
+	// rates: an object store's round trip (20 ms is typical of S3) on a store that has none.
+	Latency time.Duration
 }
+
+// FixedLatency is a schedule that injects no failures and delays every call by d: a local store
+// or a loopback S3 server put in the regime of a remote object store.
+func FixedLatency(d time.Duration) Schedule { return Schedule{Latency: d} }
 
 // Uniform is a schedule under which every call fails with probability rate: reads with an error;
 // writes half with an error, a quarter after the write landed, a quarter torn; deletes half before
@@ -255,6 +266,7 @@ func (s *Store) decide(op Op, key string) plan {
 		p.latency = time.Duration(s.rng.Int64N(int64(r.MaxLatency))) + 1
 		s.record(op, key, KindLatency, p.latency)
 	}
+	p.latency += max(s.sched.Latency, 0)
 	errP, afterP, tornP := r.Error, 0.0, 0.0
 	if op.mutates() {
 		afterP = r.After

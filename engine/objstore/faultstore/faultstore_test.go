@@ -257,3 +257,67 @@ func TestMatchAndLatency(t *testing.T) {
 		t.Fatalf("delayed call under a 50ms deadline: %v", err)
 	}
 }
+
+// TestFixedLatency: under FixedLatency every operation waits at least the latency and then
+// proceeds normally, nothing counts as a fault, and calls that Match rejects or that run while
+// injection is disabled are not delayed. It runs on every store kind: the bench puts versitygw in
+// this regime.
+func TestFixedLatency(t *testing.T) {
+	calls := []struct {
+		op   faultstore.Op
+		call func(ctx context.Context, s *faultstore.Store) error
+	}{
+		{faultstore.OpPut, func(ctx context.Context, s *faultstore.Store) error {
+			return s.Put(ctx, "lat/put", strings.NewReader("p"))
+		}},
+		{faultstore.OpPutIfAbsent, func(ctx context.Context, s *faultstore.Store) error {
+			return s.PutIfAbsent(ctx, "lat/pia", []byte("x"))
+		}},
+		{faultstore.OpGet, func(ctx context.Context, s *faultstore.Store) error { _, err := s.Get(ctx, "lat/put"); return err }},
+		{faultstore.OpGetRange, func(ctx context.Context, s *faultstore.Store) error {
+			_, err := s.GetRange(ctx, "lat/put", 0, 1)
+			return err
+		}},
+		{faultstore.OpStat, func(ctx context.Context, s *faultstore.Store) error { _, err := s.Stat(ctx, "lat/put"); return err }},
+		{faultstore.OpList, func(ctx context.Context, s *faultstore.Store) error { _, err := s.List(ctx, "lat/", ""); return err }},
+		{faultstore.OpListPrefixes, func(ctx context.Context, s *faultstore.Store) error { _, err := s.ListPrefixes(ctx, ""); return err }},
+		{faultstore.OpDelete, func(ctx context.Context, s *faultstore.Store) error { return s.Delete(ctx, "lat/gone") }},
+		{faultstore.OpDeletePrefix, func(ctx context.Context, s *faultstore.Store) error { return s.DeletePrefix(ctx, "lat/none/") }},
+	}
+	storetest.ForEach(t, true, func(t *testing.T, inner objstore.Store) {
+		const d = 25 * time.Millisecond
+		s := faultstore.New(inner, faultstore.FixedLatency(d))
+		for _, c := range calls {
+			start := time.Now()
+			if err := c.call(t.Context(), s); err != nil {
+				t.Fatalf("%s under fixed latency: %v", c.op, err)
+			}
+			if el := time.Since(start); el < d {
+				t.Fatalf("%s returned after %v, before its fixed latency of %v", c.op, el, d)
+			}
+		}
+		st := s.Stats()
+		if st.TotalCalls() != int64(len(calls)) || len(st.Faults) != 0 || len(s.Events()) != 0 {
+			t.Fatalf("fixed latency counted as faults or calls miscounted: %s, events %v", st, s.Events())
+		}
+
+		// A delay of an hour: a delayed call can only end by its context; one that is not
+		// delayed returns at once.
+		slow := faultstore.Schedule{Latency: time.Hour, Match: func(op faultstore.Op, key string) bool { return key != "lat/put" }}
+		hs := faultstore.New(inner, slow)
+		short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		if _, err := hs.Stat(short, "lat/other"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call under an hour's fixed latency and a 100ms deadline: %v, want DeadlineExceeded", err)
+		}
+		generous, cancel2 := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel2()
+		if _, err := hs.Get(generous, "lat/put"); err != nil {
+			t.Fatalf("call Match rejects was delayed or failed: %v", err)
+		}
+		hs.SetEnabled(false)
+		if _, err := hs.Stat(generous, "lat/put"); err != nil {
+			t.Fatalf("call while injection is disabled was delayed or failed: %v", err)
+		}
+	})
+}
