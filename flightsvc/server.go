@@ -33,6 +33,10 @@ type Config struct {
 	Root string
 	// S3 configures s3:// roots; nil uses the standard AWS environment.
 	S3 *objstore.S3Options
+	// Store, when set, is the store the server keeps its tables in, instead of opening Root
+	// (which then only names it in logs): for a store wrapped by the caller, such as a
+	// benchmark's faultstore with a fixed latency.
+	Store objstore.Store
 	// MaxMessageBytes is the gRPC receive limit for one message. Default 256 MiB.
 	MaxMessageBytes int
 	// MaxConcurrentPuts bounds the DoPut streams served at once; more get ResourceExhausted.
@@ -167,9 +171,12 @@ func panicStatus(method string) error {
 // NewServer opens the root and binds the listener; Serve starts answering.
 func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.EnsureDefaults()
-	store, err := objstore.Open(ctx, cfg.Root, cfg.S3)
-	if err != nil {
-		return nil, err
+	store := cfg.Store
+	if store == nil {
+		var err error
+		if store, err = objstore.Open(ctx, cfg.Root, cfg.S3); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.HTTPListen != "" && !isLoopback(cfg.HTTPListen) && !cfg.AllowUnauthenticatedRemote {
 		return nil, fmt.Errorf("refusing to serve the HTTP endpoints (/metrics, /status) on %s: they have no authentication, so only loopback addresses are served (pass --allow-unauthenticated-remote to override)", cfg.HTTPListen)

@@ -36,8 +36,17 @@ type Config struct {
 	LatencyEpochs   int    // epochs timed per table in the latency run (200)
 	RouteEpochs     int    // epochs per route in the direct-vs-MemWAL run (3,600)
 	RouteStreams    []int  // concurrent streaming queries in the direct-vs-MemWAL run (1 and 8)
-	Only            string // run only "throughput", "epochs", "history", "memwal" or "memwal-floor" (only on request)
+	Only            string // run only "throughput", "epochs", "history", "memwal", or one run only on request: "memwal-floor", "memwal-servers"
 	Maintenance     string // the server's default maintenance: background (the default), inline or off
+
+	// The memwal-servers workload (runServers).
+	Store         string              // store URI the servers share (s3://bucket/prefix); Root when empty
+	S3            *objstore.S3Options // reaches an s3:// Store; nil uses the standard AWS environment
+	StoreLatency  time.Duration       // added to every store call (20ms); negative for none
+	Servers       int                 // in-process servers (2)
+	ServerQueries int                 // streaming queries, pinned evenly to the servers (16)
+	RouteDuration time.Duration       // how long the queries write each route (30s)
+	Shards        int                 // shards of the MemWAL table (Servers)
 }
 
 // EnsureDefaults fills unset fields.
@@ -68,6 +77,22 @@ func (c *Config) EnsureDefaults() {
 	}
 	if len(c.RouteStreams) == 0 {
 		c.RouteStreams = []int{1, 8}
+	}
+	if c.StoreLatency == 0 {
+		c.StoreLatency = defaultStoreLatency
+	}
+	c.StoreLatency = max(c.StoreLatency, 0)
+	if c.Servers <= 0 {
+		c.Servers = defaultServers
+	}
+	if c.ServerQueries <= 0 {
+		c.ServerQueries = defaultServerQueries
+	}
+	if c.RouteDuration <= 0 {
+		c.RouteDuration = defaultRouteDuration
+	}
+	if c.Shards <= 0 {
+		c.Shards = c.Servers
 	}
 }
 
@@ -209,6 +234,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.Only == "memwal-floor" { // not part of the default run: it measures the machine, not only flight-sink
 		if err := runFloor(ctx, cfg, out); err != nil {
 			return fmt.Errorf("memwal-floor: %w", err)
+		}
+	}
+	if cfg.Only == "memwal-servers" { // not part of the default run: it wants an S3 server
+		if err := runServers(ctx, cfg, out); err != nil {
+			return fmt.Errorf("memwal-servers: %w", err)
 		}
 	}
 	return nil

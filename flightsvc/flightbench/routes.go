@@ -43,30 +43,40 @@ func action(ctx context.Context, c flight.Client, typ string, body, out any) err
 // readAll reads a table with DoGet and returns its row count, its distinct ids and the time taken.
 func readAll(ctx context.Context, c flight.Client, table string) (int64, int, time.Duration, error) {
 	start := time.Now()
-	tk, _ := json.Marshal(map[string]any{"table": table})
-	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: tk})
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	rdr, err := flight.NewRecordReader(stream)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer rdr.Release()
 	seen := map[int64]bool{}
 	var rows int64
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		ids := rec.Column(0).(*array.Int64)
-		for i := 0; i < ids.Len(); i++ {
-			seen[ids.Value(i)] = true
-		}
-		rows += rec.NumRows()
-	}
-	if err := rdr.Err(); err != nil && err != io.EOF {
+	err := scanIDs(ctx, c, table, func(id int64) {
+		seen[id] = true
+		rows++
+	})
+	if err != nil {
 		return 0, 0, 0, err
 	}
 	return rows, len(seen), time.Since(start), nil
+}
+
+// scanIDs reads a table with DoGet and calls fn with the id (column 0) of every row.
+func scanIDs(ctx context.Context, c flight.Client, table string, fn func(id int64)) error {
+	tk, _ := json.Marshal(map[string]any{"table": table})
+	stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: tk})
+	if err != nil {
+		return err
+	}
+	rdr, err := flight.NewRecordReader(stream)
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	for rdr.Next() {
+		ids := rdr.RecordBatch().Column(0).(*array.Int64)
+		for i := 0; i < ids.Len(); i++ {
+			fn(ids.Value(i))
+		}
+	}
+	if err := rdr.Err(); err != nil && err != io.EOF {
+		return err
+	}
+	return nil
 }
 
 type tableStats struct {
