@@ -94,10 +94,12 @@ bench-servers: tools build
 
 # Reliability: kill -9 torture, several servers, fault-injected storage, fuzzing.
 # `make test` already runs the short versions (go test ./... includes ./reliability: 10 kill
-# cycles, 6 kills of three servers, one 1%-fault round per store) and every fuzz seed corpus.
+# cycles, 6 kills of three servers, one 1%-fault round per store, one kill of two MemWAL servers)
+# and every fuzz seed corpus.
 TORTURE_CYCLES ?= 100
 TORTURE_MULTI_KILLS ?= 30
 TORTURE_FAULT_ROUNDS ?= 10
+TORTURE_MEMWAL_KILLS ?= 10
 # Fuzzing time per target: `make fuzz FUZZTIME=5m` for a longer hunt.
 FUZZTIME ?= 10s
 FUZZ_TARGETS := \
@@ -112,8 +114,9 @@ FUZZ_TARGETS := \
 torture: tools
 	FLIGHT_SINK_REQUIRE_S3=1 FLIGHT_SINK_TORTURE_CYCLES=$(TORTURE_CYCLES) \
 	FLIGHT_SINK_MULTI_KILLS=$(TORTURE_MULTI_KILLS) FLIGHT_SINK_FAULT_ROUNDS=$(TORTURE_FAULT_ROUNDS) \
+	FLIGHT_SINK_MEMWAL_KILLS=$(TORTURE_MEMWAL_KILLS) \
 		$(GO) test ./reliability -count=1 -v -timeout 120m \
-		-run '^(TestTorture|TestThreeServersOneTable|TestEngineUnderStoreFaults|TestMemWALUnderStoreFaults)$$'
+		-run '^(TestTorture|TestThreeServersOneTable|TestEngineUnderStoreFaults|TestMemWALUnderStoreFaults|TestMemWALServerKilled)$$'
 
 # Each fuzz target for FUZZTIME; a failing input lands in <pkg>/testdata/fuzz/<Target>/ (commit it
 # with the fix: plain `go test` then replays it). Runs every target, then fails if any found one.
