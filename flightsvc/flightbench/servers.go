@@ -87,8 +87,8 @@ func runServers(ctx context.Context, cfg Config, out io.Writer) error {
 		{route: "direct", table: "servers_direct_" + suffix, create: true},
 		{route: "memwal", table: "servers_memwal_" + suffix, create: map[string]any{"memwal": map[string]any{"shards": cfg.Shards}}},
 	}
-	fmt.Fprintf(out, "%-7s %9s %9s %8s %8s %8s %7s %11s %8s %7s %s\n",
-		"route", "epochs", "epochs/s", "p50 ms", "p99 ms", "retries", "frags", "frags fold", "ceiling", "claims", "exact")
+	fmt.Fprintf(out, "%-7s %9s %9s %8s %8s %8s %11s %7s %11s %8s %7s %s\n",
+		"route", "epochs", "epochs/s", "p50 ms", "p99 ms", "retries", "calls/epoch", "frags", "frags fold", "ceiling", "claims", "exact")
 	var rates []float64
 	for _, r := range routes {
 		before, _ := readClaims(ctx, reader)
@@ -102,13 +102,13 @@ func runServers(ctx context.Context, cfg Config, out io.Writer) error {
 			claims = strconv.FormatInt(after-before, 10)
 		}
 		rates = append(rates, res.rate())
-		fmt.Fprintf(out, "%-7s %9d %9.1f %8.1f %8.1f %8d %7d %11s %8d %7s %s\n", r.route, res.acked, res.rate(),
-			ms(percentile(res.lat, 0.5)), ms(percentile(res.lat, 0.99)), res.retries, res.frags, res.foldedFrags, ceiling, claims, res.exact)
+		fmt.Fprintf(out, "%-7s %9d %9.1f %8.1f %8.1f %8d %11.1f %7d %11s %8d %7s %s\n", r.route, res.acked, res.rate(),
+			ms(percentile(res.lat, 0.5)), ms(percentile(res.lat, 0.99)), res.retries, float64(res.calls)/float64(res.acked), res.frags, res.foldedFrags, ceiling, claims, res.exact)
 		if res.problems != nil {
 			return fmt.Errorf("%s route: exactly-once violated: %s", r.route, strings.Join(res.problems, "; "))
 		}
 	}
-	fmt.Fprintf(out, "MemWAL / direct epochs/s: %.2fx (target >= 10x); frags = base fragments at the end of the run, frags fold = after flush + fold (MemWAL); claims = %s during the route (n/a: not recorded by this build)\n",
+	fmt.Fprintf(out, "MemWAL / direct epochs/s: %.2fx (target >= 10x); frags = base fragments at the end of the run, frags fold = after flush + fold (MemWAL); calls/epoch = store calls of both servers per acknowledged epoch while the queries wrote; claims = %s during the route (n/a: not recorded by this build)\n",
 		rates[1]/rates[0], claimsMetric)
 	return nil
 }
@@ -124,7 +124,17 @@ type serverRoute struct {
 type benchServer struct {
 	addr        string
 	client      flight.Client // for the actions and the read-back
+	store       *faultstore.Store
 	maintenance *engine.MaintenanceConfig
+}
+
+// storeCalls is the number of calls the servers made to the store so far.
+func storeCalls(srvs []*benchServer) int64 {
+	var n int64
+	for _, s := range srvs {
+		n += s.store.Stats().TotalCalls()
+	}
+	return n
 }
 
 // startServers starts cfg.Servers Flight servers on uri, each on its own store handle wrapped in
@@ -147,7 +157,8 @@ func startServers(ctx context.Context, cfg Config, uri string) ([]*benchServer, 
 			stop()
 			return nil, nil, err
 		}
-		sc := flightsvc.Config{Listen: "127.0.0.1:0", Root: uri, Store: faultstore.New(inner, faultstore.FixedLatency(cfg.StoreLatency)), Logger: quietLogger()}
+		fs := faultstore.New(inner, faultstore.FixedLatency(cfg.StoreLatency))
+		sc := flightsvc.Config{Listen: "127.0.0.1:0", Root: uri, Store: fs, Logger: quietLogger()}
 		if cfg.Maintenance != "" {
 			sc.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceMode(cfg.Maintenance)}
 		}
@@ -164,7 +175,7 @@ func startServers(ctx context.Context, cfg Config, uri string) ([]*benchServer, 
 			return nil, nil, err
 		}
 		clients = append(clients, c)
-		srvs = append(srvs, &benchServer{addr: srv.Addr().String(), client: c, maintenance: sc.Sink.DefaultMaintenance})
+		srvs = append(srvs, &benchServer{addr: srv.Addr().String(), client: c, store: fs, maintenance: sc.Sink.DefaultMaintenance})
 	}
 	return srvs, stop, nil
 }
@@ -173,6 +184,7 @@ func startServers(ctx context.Context, cfg Config, uri string) ([]*benchServer, 
 type serverRouteResult struct {
 	acked       int64
 	wall        time.Duration
+	calls       int64           // store calls of both servers while the queries wrote (background maintenance included)
 	lat         []time.Duration // first send to acknowledgement, retries included
 	retries     int64
 	frags       int
@@ -212,6 +224,7 @@ func runServerRoute(ctx context.Context, cfg Config, srvs []*benchServer, r serv
 		clients[q] = c
 		tmpls[q] = Batch(mem, 0, cfg.EpochRows, uint64(7+q))
 	}
+	calls0 := storeCalls(srvs)
 	start := time.Now()
 	deadline := start.Add(cfg.RouteDuration)
 	g, gctx := errgroup.WithContext(ctx)
@@ -237,6 +250,7 @@ func runServerRoute(ctx context.Context, cfg Config, srvs []*benchServer, r serv
 		return nil, err
 	}
 	res.wall = time.Since(start)
+	res.calls = storeCalls(srvs) - calls0
 	res.retries = retries.Load()
 	for q := range lat {
 		res.lat = append(res.lat, lat[q]...)
