@@ -90,6 +90,7 @@ func runServers(ctx context.Context, cfg Config, out io.Writer) error {
 	fmt.Fprintf(out, "%-7s %9s %9s %8s %8s %8s %11s %7s %11s %8s %7s %s\n",
 		"route", "epochs", "epochs/s", "p50 ms", "p99 ms", "retries", "calls/epoch", "frags", "frags fold", "ceiling", "claims", "exact")
 	var rates []float64
+	var callLines []string
 	for _, r := range routes {
 		before, _ := readClaims(ctx, reader)
 		res, err := runServerRoute(ctx, cfg, srvs, r)
@@ -102,14 +103,19 @@ func runServers(ctx context.Context, cfg Config, out io.Writer) error {
 			claims = strconv.FormatInt(after-before, 10)
 		}
 		rates = append(rates, res.rate())
+		perEpoch, byOp := res.callsPerEpoch()
 		fmt.Fprintf(out, "%-7s %9d %9.1f %8.1f %8.1f %8d %11.1f %7d %11s %8d %7s %s\n", r.route, res.acked, res.rate(),
-			ms(percentile(res.lat, 0.5)), ms(percentile(res.lat, 0.99)), res.retries, float64(res.calls)/float64(res.acked), res.frags, res.foldedFrags, ceiling, claims, res.exact)
+			ms(percentile(res.lat, 0.5)), ms(percentile(res.lat, 0.99)), res.retries, perEpoch, res.frags, res.foldedFrags, ceiling, claims, res.exact)
+		callLines = append(callLines, fmt.Sprintf("%s store calls per epoch: %s", r.route, byOp))
 		if res.problems != nil {
 			return fmt.Errorf("%s route: exactly-once violated: %s", r.route, strings.Join(res.problems, "; "))
 		}
 	}
 	fmt.Fprintf(out, "MemWAL / direct epochs/s: %.2fx (target >= 10x); frags = base fragments at the end of the run, frags fold = after flush + fold (MemWAL); calls/epoch = store calls of both servers per acknowledged epoch while the queries wrote; claims = %s during the route (n/a: not recorded by this build)\n",
 		rates[1]/rates[0], claimsMetric)
+	for _, l := range callLines {
+		fmt.Fprintln(out, l)
+	}
 	return nil
 }
 
@@ -128,11 +134,13 @@ type benchServer struct {
 	maintenance *engine.MaintenanceConfig
 }
 
-// storeCalls is the number of calls the servers made to the store so far.
-func storeCalls(srvs []*benchServer) int64 {
-	var n int64
+// storeCalls is the number of calls of each operation the servers made to the store so far.
+func storeCalls(srvs []*benchServer) map[faultstore.Op]int64 {
+	n := map[faultstore.Op]int64{}
 	for _, s := range srvs {
-		n += s.store.Stats().TotalCalls()
+		for op, c := range s.store.Stats().Calls {
+			n[op] += c
+		}
 	}
 	return n
 }
@@ -184,8 +192,8 @@ func startServers(ctx context.Context, cfg Config, uri string) ([]*benchServer, 
 type serverRouteResult struct {
 	acked       int64
 	wall        time.Duration
-	calls       int64           // store calls of both servers while the queries wrote (background maintenance included)
-	lat         []time.Duration // first send to acknowledgement, retries included
+	calls       map[faultstore.Op]int64 // store calls of the servers while the queries wrote (background maintenance included)
+	lat         []time.Duration         // first send to acknowledgement, retries included
 	retries     int64
 	frags       int
 	foldedFrags string // "-" on the direct route
@@ -194,6 +202,19 @@ type serverRouteResult struct {
 }
 
 func (r *serverRouteResult) rate() float64 { return float64(r.acked) / r.wall.Seconds() }
+
+// callsPerEpoch returns the store calls per acknowledged epoch, in all and by operation.
+func (r *serverRouteResult) callsPerEpoch() (float64, string) {
+	var total int64
+	var ops []string
+	for _, op := range faultstore.Ops {
+		if n := r.calls[op]; n > 0 {
+			total += n
+			ops = append(ops, fmt.Sprintf("%s %.2f", op, float64(n)/float64(r.acked)))
+		}
+	}
+	return float64(total) / float64(r.acked), strings.Join(ops, ", ")
+}
 
 // runServerRoute runs the queries of one route for cfg.RouteDuration, then checks the table.
 func runServerRoute(ctx context.Context, cfg Config, srvs []*benchServer, r serverRoute) (*serverRouteResult, error) {
@@ -250,7 +271,10 @@ func runServerRoute(ctx context.Context, cfg Config, srvs []*benchServer, r serv
 		return nil, err
 	}
 	res.wall = time.Since(start)
-	res.calls = storeCalls(srvs) - calls0
+	res.calls = map[faultstore.Op]int64{}
+	for op, n := range storeCalls(srvs) {
+		res.calls[op] = n - calls0[op]
+	}
 	res.retries = retries.Load()
 	for q := range lat {
 		res.lat = append(res.lat, lat[q]...)
