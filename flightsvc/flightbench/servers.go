@@ -111,7 +111,7 @@ func runServers(ctx context.Context, cfg Config, out io.Writer) error {
 			return fmt.Errorf("%s route: exactly-once violated: %s", r.route, strings.Join(res.problems, "; "))
 		}
 	}
-	fmt.Fprintf(out, "MemWAL / direct epochs/s: %.2fx (target >= 10x); frags = base fragments at the end of the run, frags fold = after flush + fold (MemWAL); calls/epoch = store calls of both servers per acknowledged epoch while the queries wrote; claims = %s during the route (n/a: not recorded by this build)\n",
+	fmt.Fprintf(out, "MemWAL / direct epochs/s: %.2fx (target >= 10x); frags = base fragments at the end of the run, frags fold = after flush + fold (MemWAL); calls/epoch = store calls of the servers per acknowledged epoch while the queries wrote; claims = %s during the route (n/a: not recorded by this build)\n",
 		rates[1]/rates[0], claimsMetric)
 	for _, l := range callLines {
 		fmt.Fprintln(out, l)
