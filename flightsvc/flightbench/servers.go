@@ -87,25 +87,22 @@ func runServers(ctx context.Context, cfg Config, out io.Writer) error {
 		{route: "direct", table: "servers_direct_" + suffix, create: true},
 		{route: "memwal", table: "servers_memwal_" + suffix, create: map[string]any{"memwal": map[string]any{"shards": cfg.Shards}}},
 	}
-	fmt.Fprintf(out, "%-7s %9s %9s %8s %8s %8s %11s %7s %11s %8s %7s %s\n",
-		"route", "epochs", "epochs/s", "p50 ms", "p99 ms", "retries", "calls/epoch", "frags", "frags fold", "ceiling", "claims", "exact")
+	fmt.Fprintf(out, "%-7s %9s %9s %8s %8s %8s %11s %7s %11s %8s  %-40s %s\n",
+		"route", "epochs", "epochs/s", "p50 ms", "p99 ms", "retries", "calls/epoch", "frags", "frags fold", "ceiling", "exact", "claims")
 	var rates []float64
 	var callLines []string
 	for _, r := range routes {
-		before, _ := readClaims(ctx, reader)
+		before, beforeBy, _ := readClaims(ctx, reader)
 		res, err := runServerRoute(ctx, cfg, srvs, r)
 		if err != nil {
 			return fmt.Errorf("%s route: %w", r.route, err)
 		}
-		after, found := readClaims(ctx, reader)
-		claims := "n/a"
-		if found {
-			claims = strconv.FormatInt(after-before, 10)
-		}
+		after, afterBy, found := readClaims(ctx, reader)
+		claims := claimsDelta(beforeBy, afterBy, after-before, found)
 		rates = append(rates, res.rate())
 		perEpoch, byOp := res.callsPerEpoch()
-		fmt.Fprintf(out, "%-7s %9d %9.1f %8.1f %8.1f %8d %11.1f %7d %11s %8d %7s %s\n", r.route, res.acked, res.rate(),
-			ms(percentile(res.lat, 0.5)), ms(percentile(res.lat, 0.99)), res.retries, perEpoch, res.frags, res.foldedFrags, ceiling, claims, res.exact)
+		fmt.Fprintf(out, "%-7s %9d %9.1f %8.1f %8.1f %8d %11.1f %7d %11s %8d  %-40s %s\n", r.route, res.acked, res.rate(),
+			ms(percentile(res.lat, 0.5)), ms(percentile(res.lat, 0.99)), res.retries, perEpoch, res.frags, res.foldedFrags, ceiling, res.exact, claims)
 		callLines = append(callLines, fmt.Sprintf("%s store calls per epoch: %s", r.route, byOp))
 		if res.problems != nil {
 			return fmt.Errorf("%s route: exactly-once violated: %s", r.route, strings.Join(res.problems, "; "))
@@ -449,26 +446,48 @@ func claimsReader() *sdkmetric.ManualReader {
 	return claimsManual
 }
 
-// readClaims returns the sum of claimsMetric over its attributes, and false when the process
-// has recorded none (a build without the counter).
-func readClaims(ctx context.Context, r *sdkmetric.ManualReader) (int64, bool) {
+// readClaims returns claimsMetric summed over every scope, in all and by its reason attribute,
+// and false when the process has recorded none (a build without the counter).
+func readClaims(ctx context.Context, r *sdkmetric.ManualReader) (int64, map[string]int64, bool) {
 	var rm metricdata.ResourceMetrics
 	if err := r.Collect(ctx, &rm); err != nil {
-		return 0, false
+		return 0, nil, false
 	}
+	var total int64
+	byReason := map[string]int64{}
+	found := false
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != claimsMetric {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != claimsMetric || !ok {
 				continue
 			}
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-				var n int64
-				for _, dp := range sum.DataPoints {
-					n += dp.Value
-				}
-				return n, true
+			found = true
+			for _, dp := range sum.DataPoints {
+				total += dp.Value
+				reason, _ := dp.Attributes.Value("reason")
+				byReason[reason.Emit()] += dp.Value
 			}
 		}
 	}
-	return 0, false
+	return total, byReason, found
+}
+
+// claimsDelta formats the claims recorded between two readings: "n/a" without the counter,
+// else the total and, when the counter has reasons, the nonzero ones.
+func claimsDelta(before, after map[string]int64, total int64, found bool) string {
+	if !found {
+		return "n/a"
+	}
+	var parts []string
+	for reason, n := range after {
+		if d := n - before[reason]; d != 0 && reason != "" {
+			parts = append(parts, fmt.Sprintf("%s %d", reason, d))
+		}
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return strconv.FormatInt(total, 10)
+	}
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
 }

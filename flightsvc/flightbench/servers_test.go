@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 )
 
@@ -44,5 +48,29 @@ func TestCheckEpochCounts(t *testing.T) {
 				t.Fatalf("problems %q, want %d", got, tc.bad)
 			}
 		})
+	}
+}
+
+// TestReadClaims: the workload reads the claims counter through its OpenTelemetry reader, summed
+// over scopes and split by reason, and reports n/a while nothing has recorded it.
+func TestReadClaims(t *testing.T) {
+	ctx := context.Background()
+	r := claimsReader()
+	before, beforeBy, _ := readClaims(ctx, r)
+	c, err := otel.Meter("flightbench-test").Int64Counter(claimsMetric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(ctx, 2, metric.WithAttributes(attribute.String("reason", "start")))
+	c.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "takeover")))
+	after, afterBy, found := readClaims(ctx, r)
+	if !found || after-before != 3 {
+		t.Fatalf("claims %d -> %d (found %v), want 3 more", before, after, found)
+	}
+	if got := claimsDelta(beforeBy, afterBy, after-before, found); got != "3 (start 2, takeover 1)" {
+		t.Fatalf("claimsDelta = %q", got)
+	}
+	if got := claimsDelta(nil, nil, 0, false); got != "n/a" {
+		t.Fatalf("claimsDelta without the counter = %q, want n/a", got)
 	}
 }
