@@ -26,7 +26,12 @@ type EpochState struct {
 //
 // scan false skips the history scan when q has no watermark (the MemWAL route: its epochs are
 // never base transactions), so the answer is then O(1) "not committed".
-func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64, lookback int, scan bool) (st EpochState, err error) {
+//
+// m is the latest version as the caller just read it (nil: findEpoch reads it). Reading it again
+// here would prove nothing more, since a commit may land right after any read; what makes a
+// concurrent duplicate impossible is the commit's own check of the versions in between (and, on
+// the MemWAL route, the shard's), and on object storage a second read is a round trip per epoch.
+func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, q string, e int64, lookback int, scan bool) (st EpochState, err error) {
 	ctx, span := tracer.Start(ctx, "streaming.Dedupe")
 	defer func() {
 		span.SetAttributes(attribute.Bool("committed", st.Committed))
@@ -35,9 +40,10 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, q string, e int64
 		}
 		span.End()
 	}()
-	m, err := t.Latest(ctx)
-	if err != nil {
-		return EpochState{}, err
+	if m == nil {
+		if m, err = t.Latest(ctx); err != nil {
+			return EpochState{}, err
+		}
 	}
 	wm, hasWM := m.Streams[q]
 	switch {
@@ -103,7 +109,7 @@ func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (Epoch
 	if err != nil {
 		return EpochState{}, err
 	}
-	st, err := s.findEpoch(ctx, t, r.QueryID, e, r.Lookback, true)
+	st, err := s.findEpoch(ctx, t, nil, r.QueryID, e, r.Lookback, true)
 	if err != nil || st.Committed {
 		return st, err
 	}

@@ -144,7 +144,7 @@ func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochReque
 	// the MemWAL route only the base watermark is consulted here (an epoch that went direct);
 	// the shards answer for their own epochs, and a history scan per epoch would cost more than
 	// the put it guards.
-	st, err := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback, !viaMemWAL)
+	st, err := s.findEpoch(ctx, t, m, r.QueryID, r.EpochID, r.Lookback, !viaMemWAL)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -264,7 +264,7 @@ func (s *Sink) commitTxn(ctx context.Context, t *engine.Table, r *EpochRequest, 
 		}
 		if errors.Is(err, engine.ErrEpochAlreadyCommitted) {
 			// Another writer committed this query's epoch while we wrote: answer as a replay.
-			st, ferr := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback, true)
+			st, ferr := s.findEpoch(ctx, t, nil, r.QueryID, r.EpochID, r.Lookback, true)
 			if ferr != nil {
 				return Ack{}, ferr
 			}

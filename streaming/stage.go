@@ -77,7 +77,7 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 			ErrUnsupported, t.Name(), m.PrimaryKey)
 	}
 	r.Route = RouteDirect // multi-writer epochs always commit to the base table
-	st, err := s.findEpoch(ctx, t, r.QueryID, r.EpochID, r.Lookback, true)
+	st, err := s.findEpoch(ctx, t, m, r.QueryID, r.EpochID, r.Lookback, true)
 	if err != nil {
 		return Ack{}, err
 	}
