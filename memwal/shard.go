@@ -212,6 +212,14 @@ func (s *Shard) Put(ctx context.Context, epoch *engine.EpochIdentity, batches ..
 		releasePut(put)
 		return PutResult{}, err
 	}
+	return s.enqueue(ctx, req)
+}
+
+// enqueue queues an admitted put for the next group, writes the group when the WAL is idle, and
+// waits for the put's outcome. The put's batches are the shard's from here on: released on
+// failure, kept by the memtable on success.
+func (s *Shard) enqueue(ctx context.Context, req *putRequest) (PutResult, error) {
+	put := req.put
 	s.qmu.Lock()
 	if s.qclosed {
 		s.qmu.Unlock()
