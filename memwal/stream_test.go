@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,6 +59,56 @@ func streamEpoch(t testing.TB, s *Shard, q string, epoch int64, n int, tag strin
 	return ps
 }
 
+// onDisk counts what the segments under dir hold: stream records, the distinct streams they
+// belong to, the segments holding them, and entries committing a streamed put.
+type onDisk struct{ records, streams, segments, commits int }
+
+func diskRecords(t *testing.T, dir string) onDisk {
+	t.Helper()
+	var d onDisk
+	ids := map[string]bool{}
+	err := filepath.WalkDir(dir, func(path string, de os.DirEntry, err error) error {
+		if err != nil || de.IsDir() || filepath.Ext(path) != segmentExt {
+			return err
+		}
+		n, ok := parseSegmentKey("x/" + walDir + filepath.Base(path))
+		if !ok {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		payloads, _ := segmentRecords(b, n)
+		holds := false
+		for _, p := range payloads {
+			h, err := decodeWALHeader("t", p)
+			if err != nil {
+				return err
+			}
+			if h.StreamID != "" {
+				d.records++
+				ids[h.StreamID] = true
+				holds = true
+			}
+			for _, put := range h.Puts {
+				if put.Stream != nil {
+					d.commits++
+				}
+			}
+		}
+		if holds {
+			d.segments++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.streams = len(ids)
+	return d
+}
+
 // streamedRows are the rows streamEpoch(epoch, n, tag) appends.
 func streamedRows(epoch int64, n int, tag string) []row {
 	return expectRows(int(epoch)*100000, n*streamBatchRows, tag)
@@ -66,7 +117,7 @@ func streamedRows(epoch int64, n int, tag string) []row {
 // A large streamed epoch lands exactly once, is refused as a replay, and replays after a reopen,
 // across segments, flushes and the recycling of the segments below replay_after.
 func TestStreamPutLandsOnceAndReplays(t *testing.T) {
-	tbl, _ := localTable(t)
+	tbl, dir := localTable(t)
 	s := openShard(t, tbl, testShardID, smallSegments())
 	if !s.CanStream() {
 		t.Fatal("a shard on a local disk cannot stream")
@@ -84,6 +135,9 @@ func TestStreamPutLandsOnceAndReplays(t *testing.T) {
 	want := append(expectRows(0, 10, "small", 10, 10, "between"), streamedRows(2, streamBatches, "big")...)
 	sortRows(want)
 	checkRows(t, "after the streamed commit", readMerged(t, tbl, s), want)
+	if d := diskRecords(t, dir); d.records != streamBatches || d.segments < 2 || d.commits != 1 {
+		t.Fatalf("on disk: %+v, want %d stream records over several segments and one commit", d, streamBatches)
+	}
 	if _, err := s.StreamPut(context.Background(), &engine.EpochIdentity{QueryID: "q", EpochID: 2}); !errors.Is(err, ErrEpochCommitted) {
 		t.Fatalf("a second stream of epoch 2: %v, want ErrEpochCommitted", err)
 	}
@@ -118,7 +172,7 @@ func TestStreamPutLandsOnceAndReplays(t *testing.T) {
 // An aborted stream, or one whose context ends, leaves nothing: not after a reopen either, and
 // the epoch can be written again.
 func TestStreamPutAbortLeavesNothing(t *testing.T) {
-	tbl, _ := localTable(t)
+	tbl, dir := localTable(t)
 	s := openShard(t, tbl, testShardID, smallSegments())
 	streamEpoch(t, s, "q", 1, streamBatches, "aborted").Abort()
 
@@ -136,6 +190,9 @@ func TestStreamPutAbortLeavesNothing(t *testing.T) {
 		t.Fatal("commit after the context ended succeeded")
 	}
 	rec.Release()
+	if d := diskRecords(t, dir); d.streams != 2 || d.commits != 0 {
+		t.Fatalf("on disk: %+v, want the records of 2 streams and no commit", d)
+	}
 	if got := readMerged(t, tbl, s); len(got) != 0 {
 		t.Fatalf("aborted streams left %d rows", len(got))
 	}
@@ -159,7 +216,7 @@ func TestStreamPutAbortLeavesNothing(t *testing.T) {
 // A stream whose epoch lands meanwhile through another put is refused at commit: the shard holds
 // the epoch once, before and after a reopen.
 func TestStreamPutDuplicateAtCommit(t *testing.T) {
-	tbl, _ := localTable(t)
+	tbl, dir := localTable(t)
 	s := openShard(t, tbl, testShardID, smallSegments())
 	ps := streamEpoch(t, s, "q", 1, streamBatches, "streamed")
 	put(t, s, "q", 1, 0, 10, "put")
@@ -167,6 +224,9 @@ func TestStreamPutDuplicateAtCommit(t *testing.T) {
 		t.Fatalf("commit of a duplicate stream: %v, want ErrEpochCommitted", err)
 	}
 	checkRows(t, "before a reopen", readMerged(t, tbl, s), expectRows(0, 10, "put"))
+	if d := diskRecords(t, dir); d.records != streamBatches || d.commits != 0 {
+		t.Fatalf("on disk: %+v, want the stream's %d records and no commit", d, streamBatches)
+	}
 	s.Close()
 	s = openShard(t, tbl, testShardID, smallSegments())
 	checkRows(t, "after a reopen", readMerged(t, tbl, s), expectRows(0, 10, "put"))
@@ -175,7 +235,7 @@ func TestStreamPutDuplicateAtCommit(t *testing.T) {
 // A fenced writer's streamed put is never acknowledged and its records never count, whether
 // the claim came before the stream's records or between them and the commit.
 func TestStreamPutFencedNeverCounts(t *testing.T) {
-	tbl, _ := localTable(t)
+	tbl, dir := localTable(t)
 	old := openShard(t, tbl, testShardID, smallSegments())
 	ps := streamEpoch(t, old, "q", 1, streamBatches/2, "fenced")
 	cur := openShard(t, tbl, testShardID, smallSegments()) // the claim fences old
@@ -189,6 +249,9 @@ func TestStreamPutFencedNeverCounts(t *testing.T) {
 	}
 	if _, err := ps.Commit(); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced writer's commit: %v, want ErrFenced", err)
+	}
+	if d := diskRecords(t, dir); d.records != streamBatches || d.commits != 1 {
+		t.Fatalf("on disk: %+v, want the fenced stream's %d records and its commit entry", d, streamBatches)
 	}
 	put(t, cur, "q", 2, 0, 10, "owner")
 	checkRows(t, "the new owner", readMerged(t, tbl, cur), expectRows(0, 10, "owner"))
@@ -271,6 +334,9 @@ func TestKillBetweenStreamAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+	if d := diskRecords(t, dir); d.streams != 2 || d.commits != 1 {
+		t.Fatalf("on disk after the kill: %+v, want the records of 2 streams and 1 commit", d)
+	}
 
 	s := openShard(t, tbl, testShardID, smallSegments())
 	checkRows(t, "after kill -9 and a restart", readMerged(t, tbl, s), streamedRows(1, streamBatches, "acked"))

@@ -26,7 +26,7 @@ const (
 	metaKind        = "flight_sink.memwal.kind" // "data" or "fence"
 	metaWriterEpoch = "flight_sink.memwal.writer_epoch"
 	metaPosition    = "flight_sink.memwal.position"
-	metaPuts        = "flight_sink.memwal.puts" // JSON []walPutMeta
+	metaPuts        = "flight_sink.memwal.puts"       // JSON []walPutMeta
 	metaStreamID    = "flight_sink.memwal.stream"     // a stream record's stream id (stream.go)
 	metaStreamSeq   = "flight_sink.memwal.stream_seq" // a stream record's index in its stream, from 0
 
