@@ -32,9 +32,11 @@ import (
 //     position, writer epoch, kind and puts, self-describing), encoded straight into the file.
 //   - A reader takes a segment's records in order up to the first that does not check out: zeros
 //     of a preallocated tail, a torn write (its CRC fails) or a stale record of the segment's
-//     previous life (a recycled file keeps its old bytes; they carry the old log number). A
-//     writer appends a record only after the one before it is durable, so only the last can be
-//     torn, and nothing past the end was acknowledged.
+//     previous life (a recycled file keeps its old bytes; they carry the old log number).
+//     Entries are appended after everything before them is durable; stream records (stream.go)
+//     are not synced one by one, so any record after the last completed fdatasync may be torn.
+//     But an fdatasync makes every earlier byte of the file durable, and nothing is acknowledged
+//     before one completes after its record: nothing past the first bad record was acknowledged.
 //   - Segments are preallocated (zero-filled and synced: a full-size spare in the background
 //     once the current segment is half full, a 1 MiB one on the spot when none is at hand) and
 //     recycled: a segment whose entries are all flushed (at or below the manifest's
