@@ -195,7 +195,7 @@ func (p *PutStream) Append(batches ...arrow.RecordBatch) error {
 	add, err := p.s.conform(nil, batches)
 	if err == nil {
 		n := batchBytes([]walPut{add})
-		if err = p.s.admit(p.ctx, n); err == nil {
+		if err = p.s.admit(p.ctx, n, p.admitted); err == nil {
 			p.admitted += n
 		}
 	}

@@ -347,3 +347,16 @@ func TestKillBetweenStreamAndCommit(t *testing.T) {
 		t.Fatal("uncommitted streamed epoch 2 counts after the restart")
 	}
 }
+
+// A streamed put larger than the backlog limit is admitted as a buffered one is when the shard
+// has nothing else unflushed: its own batches never make it wait for itself.
+func TestStreamPutLargerThanBacklogLimit(t *testing.T) {
+	tbl, _ := localTable(t)
+	o := smallSegments()
+	o.MaxUnflushedBytes = 1
+	s := openShard(t, tbl, testShardID, o)
+	if _, err := streamEpoch(t, s, "q", 1, streamBatches, "big").Commit(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	checkRows(t, "the streamed put", readMerged(t, tbl, s), streamedRows(1, streamBatches, "big"))
+}
