@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
 // Streamed puts: a large put written to the WAL as its batches arrive.
@@ -61,7 +62,10 @@ func (w *walLog) streamRecords(ref *walStreamRef, epoch uint64) ([][]byte, error
 	recs := slices.Clone(w.streams[ref.ID])
 	slices.SortStableFunc(recs, func(a, b streamRecord) int { return a.seq - b.seq })
 	if len(recs) != ref.Records {
-		return nil, fmt.Errorf("%w: stream %s: %d of its %d records found", ErrCorrupt, ref.ID, len(recs), ref.Records)
+		// Corrupt for a writer's replay: nothing frees a segment holding the records of a commit
+		// above replay_after. A read-only view may have read the WAL after a flush freed them (its
+		// manifest is older): ErrNotFound makes it start over, as for a vanished entry.
+		return nil, fmt.Errorf("%w: stream %s: %d of its %d records found: %w", ErrCorrupt, ref.ID, len(recs), ref.Records, objstore.ErrNotFound)
 	}
 	out := make([][]byte, len(recs))
 	var crc uint32
