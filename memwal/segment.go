@@ -145,8 +145,9 @@ type segmentFile struct {
 	maxPos uint64
 }
 
-// segmentWriter appends one writer epoch's records to its segments. It is used by the shard's
-// committer goroutine only, except release (the flusher), which takes mu.
+// segmentWriter appends one writer epoch's records to its segments. Entries are appended by
+// whoever writes the shard's groups (commitMu); stream records (appendData, pin, unpin) by the
+// goroutines of streamed puts, and release by the flusher: every method takes mu.
 type segmentWriter struct {
 	dir   string // the shard's wal directory on disk
 	epoch uint64
