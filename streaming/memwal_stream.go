@@ -3,6 +3,8 @@ package streaming
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -55,7 +57,16 @@ func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src Batc
 func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *memwal.ShardSet, r *EpochRequest, head []arrow.RecordBatch, src BatchSource) (Ack, error) {
 	defer releaseBatches(head)
 	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
-	i := memwal.ShardForPartition(r.QueryID, 0, len(ss.IDs()))
+	// The shard is the one the buffered path picks (shardPuts, the one home of the routing rule):
+	// without a primary key an epoch's rows all go to one shard.
+	route, err := shardPuts(ctx, r, m, len(ss.IDs()), nil)
+	if err != nil {
+		return Ack{}, err
+	}
+	if len(route) != 1 {
+		return Ack{}, fmt.Errorf("table %s: a streamed epoch routes to %d shards, want 1", t.Name(), len(route))
+	}
+	i := slices.Collect(maps.Keys(route))[0]
 	st, held, err := ss.StreamPut(ctx, i, m, &id, func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
 	if err != nil {
 		return Ack{}, err
