@@ -469,15 +469,24 @@ func (w *segmentWriter) release(replayAfter uint64) {
 	if deleted {
 		syncDir(w.dir) // the deletions are durable before a fence segment is recycled
 	}
-	for len(w.own) > 1 && w.own[0].maxPos <= replayAfter && !w.pinnedLocked(w.own[0].logNum) {
-		s := w.own[0]
-		w.own = w.own[1:]
+	// Then the writer's own, oldest first, every one but the current whose entries are all
+	// flushed and that no open stream needs: a segment holding only records of ended streams (it
+	// holds no position) goes as soon as it is full, so aborted streams never pile up. Its own
+	// segments hold only this writer's records, which no fence of its own hides: their order
+	// does not matter once the older writers' segments are gone.
+	kept := w.own[:0]
+	for i, s := range w.own {
+		if i == len(w.own)-1 || s.maxPos > replayAfter || w.pinnedLocked(s.logNum) {
+			kept = append(kept, s)
+			continue
+		}
 		if len(w.free) < maxFreeSegments {
 			w.free = append(w.free, s)
 		} else {
 			os.Remove(s.path)
 		}
 	}
+	w.own = kept
 }
 
 // close closes the current segment and drops a prepared spare.

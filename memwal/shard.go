@@ -236,7 +236,9 @@ func (s *Shard) enqueue(ctx context.Context, req *putRequest) (PutResult, error)
 		s.queued -= req.bytes
 		s.mu.Unlock()
 		releasePut(put)
-		return PutResult{}, fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+		req.err = fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+		close(req.done)
+		return PutResult{}, req.err
 	}
 	s.queue = append(s.queue, req)
 	s.qmu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -125,7 +126,12 @@ type PutStream struct {
 	wfail chan struct{}
 	werr  error
 	buf   bytes.Buffer
+	// pending counts the batches sent on work and not yet written (or failed): waitWritten.
+	pending sync.WaitGroup
 }
+
+// waitWritten waits until every batch appended so far is written as a stream record or failed.
+func (p *PutStream) waitWritten() { p.pending.Wait() }
 
 // CanStream reports whether the shard's WAL takes streamed puts: a local disk's segments.
 func (s *Shard) CanStream() bool { return s.wal.seg != nil }
@@ -169,6 +175,7 @@ func (p *PutStream) writeRecords() {
 	defer close(p.wdone)
 	for b := range p.work {
 		if p.werr != nil {
+			p.pending.Done()
 			continue // drain: Append sees the error
 		}
 		err := writeStreamRecord(&p.buf, segmentHeaderSize, p.s.epoch, p.ref.ID, p.ref.Records, p.s.schema, b)
@@ -183,9 +190,11 @@ func (p *PutStream) writeRecords() {
 		if err != nil {
 			p.werr = err
 			close(p.wfail)
+			p.pending.Done()
 			continue
 		}
 		p.ref.Records++
+		p.pending.Done()
 	}
 }
 
@@ -211,13 +220,16 @@ func (p *PutStream) Append(batches ...arrow.RecordBatch) error {
 	p.put.Batches = append(p.put.Batches, add.Batches...)
 	p.put.Rows += add.Rows
 	for _, b := range add.Batches {
+		p.pending.Add(1)
 		select {
 		case p.work <- b:
 		case <-p.wfail:
+			p.pending.Done()
 			err := p.werr
 			p.Abort()
 			return err
 		case <-p.ctx.Done():
+			p.pending.Done()
 			p.Abort()
 			return p.ctx.Err()
 		}
@@ -235,18 +247,42 @@ func (p *PutStream) Commit() (PutResult, error) {
 	p.ended = true
 	close(p.work)
 	<-p.wdone
-	defer p.s.wal.seg.unpin(p.ref.first)
 	if p.werr == nil {
 		p.werr = p.ctx.Err()
 	}
 	if p.werr != nil {
 		p.release()
+		p.unpin()
 		return PutResult{}, p.werr
 	}
 	p.put.Stream = p.ref
 	req := &putRequest{ctx: p.ctx, put: p.put, bytes: p.admitted, done: make(chan struct{})}
 	// From here the put is the group committer's: it releases or keeps the batches.
-	return p.s.enqueue(p.ctx, req)
+	res, err := p.s.enqueue(p.ctx, req)
+	select {
+	case <-req.done:
+		p.unpin()
+	default:
+		// The caller's context ended while the group is still being written: the commit's
+		// entry may land yet, and the records it names must not be freed before it raised their
+		// segments' positions (appendWith), so the pin ends once the group is done.
+		go func() {
+			<-req.done
+			p.unpin()
+		}()
+	}
+	return res, err
+}
+
+// unpin ends the stream's hold on its segments and, when they hold nothing else that is needed
+// (the stream did not commit), frees them now rather than at the next flush.
+func (p *PutStream) unpin() {
+	seg := p.s.wal.seg
+	seg.unpin(p.ref.first)
+	p.s.mu.Lock()
+	replayAfter := p.s.replayAfter
+	p.s.mu.Unlock()
+	seg.release(replayAfter)
 }
 
 // Abort ends the stream without a commit: its records are left for no reader to count. It is a
@@ -258,8 +294,8 @@ func (p *PutStream) Abort() {
 	p.ended = true
 	close(p.work)
 	<-p.wdone
-	p.s.wal.seg.unpin(p.ref.first)
 	p.release()
+	p.unpin()
 }
 
 // release drops the stream's batches and their admission.
