@@ -287,7 +287,9 @@ func (w *segmentWriter) appendData(rec []byte) error {
 	_ = unix.SyncFileRange(int(w.cur.Fd()), w.off, int64(len(rec)), unix.SYNC_FILE_RANGE_WRITE)
 	w.dirty = true
 	w.off += int64(len(rec))
-	w.prepareLocked()
+	// No spare is prepared for stream records: zero-filling and syncing a full segment in the
+	// background per segment a large stream fills would double its disk writes. A stream that
+	// outruns the free list gets small segments that grow; its one fdatasync pays the metadata.
 	return nil
 }
 
