@@ -19,6 +19,10 @@ type Options struct {
 	// WALSegmentBytes is the preallocated size of a WAL segment on a local disk (segment.go);
 	// an entry larger than a segment gets a segment of its own. Default 16 MiB.
 	WALSegmentBytes int64
+	// StreamPutBytes is the size from which an epoch's put is streamed into a local-disk WAL
+	// as its batches arrive (stream.go) instead of being written once all of it is received.
+	// Default 4 MiB; negative: never stream.
+	StreamPutBytes int64
 
 	// MemtableMaxRows, MemtableMaxBytes and MemtableMaxAge seal the memtable and flush it to a
 	// generation once any is passed. Defaults 100,000 rows, 256 MiB, 5 minutes; a negative age
@@ -78,6 +82,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.WALSegmentBytes <= 0 {
 		o.WALSegmentBytes = defaultSegmentBytes
+	}
+	if o.StreamPutBytes == 0 {
+		o.StreamPutBytes = 4 << 20
 	}
 	if o.MemtableMaxRows <= 0 {
 		o.MemtableMaxRows = 100_000

@@ -32,9 +32,11 @@ import (
 //     position, writer epoch, kind and puts, self-describing), encoded straight into the file.
 //   - A reader takes a segment's records in order up to the first that does not check out: zeros
 //     of a preallocated tail, a torn write (its CRC fails) or a stale record of the segment's
-//     previous life (a recycled file keeps its old bytes; they carry the old log number). A
-//     writer appends a record only after the one before it is durable, so only the last can be
-//     torn, and nothing past the end was acknowledged.
+//     previous life (a recycled file keeps its old bytes; they carry the old log number).
+//     Entries are appended after everything before them is durable; stream records (stream.go)
+//     are not synced one by one, so any record after the last completed fdatasync may be torn.
+//     But an fdatasync makes every earlier byte of the file durable, and nothing is acknowledged
+//     before one completes after its record: nothing past the first bad record was acknowledged.
 //   - Segments are preallocated (zero-filled and synced: a full-size spare in the background
 //     once the current segment is half full, a 1 MiB one on the spot when none is at hand) and
 //     recycled: a segment whose entries are all flushed (at or below the manifest's
@@ -143,8 +145,9 @@ type segmentFile struct {
 	maxPos uint64
 }
 
-// segmentWriter appends one writer epoch's records to its segments. It is used by the shard's
-// committer goroutine only, except release (the flusher), which takes mu.
+// segmentWriter appends one writer epoch's records to its segments. Entries are appended by
+// whoever writes the shard's groups (commitMu); stream records (appendData, pin, unpin) by the
+// goroutines of streamed puts, and release by the flusher: every method takes mu.
 type segmentWriter struct {
 	dir   string // the shard's wal directory on disk
 	epoch uint64
@@ -159,6 +162,12 @@ type segmentWriter struct {
 	own  []segmentFile // written segments, oldest first; the last is cur
 	free []segmentFile // flushed segments to recycle, oldest first
 	old  []segmentFile // older writers' segments, deleted once flushed
+	// dirty: cur holds stream records written since its last fdatasync (appendData).
+	dirty bool
+	// pins counts the open streams by the log number of the segment holding their first
+	// record: those segments and every later one stay until the stream commits or ends.
+	pins   map[uint64]int
+	closed bool // by close: appendData fails (a stream outliving the writer)
 
 	bw        *bufio.Writer // reused by appendWith
 	spare     chan string   // a preallocated temporary file, when one is ready
@@ -197,6 +206,7 @@ func (w *segmentWriter) append(rec []byte, pos uint64) error {
 	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
 		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
 	}
+	w.dirty = false
 	w.off += int64(len(rec))
 	w.own[len(w.own)-1].maxPos = pos
 	w.prepareLocked()
@@ -205,8 +215,10 @@ func (w *segmentWriter) append(rec []byte, pos uint64) error {
 
 // appendWith writes the record whose payload write produces (about estimate bytes) as the next
 // record, streamed into the segment as it is encoded (no copy of the entry in memory), and makes
-// it durable with one fdatasync. pos is the entry's position.
-func (w *segmentWriter) appendWith(pos uint64, estimate int64, write func(io.Writer) error) error {
+// it durable with one fdatasync. pos is the entry's position. streamsFrom, when not 0, is the
+// log number of the oldest segment holding stream records the entry commits: that segment and
+// the later ones count as holding pos (they are freed only once pos is flushed).
+func (w *segmentWriter) appendWith(pos uint64, estimate int64, streamsFrom uint64, write func(io.Writer) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cur == nil || (w.off > 0 && w.off+segmentHeaderSize+estimate > w.cap) {
@@ -233,13 +245,89 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, write func(io.Wri
 	if _, err := w.cur.WriteAt(header[:], w.off); err != nil {
 		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
 	}
+	// This one fdatasync also makes durable the stream records the entry commits that are in this
+	// segment; those in earlier segments were synced when the segment was closed.
 	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
 		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
 	}
+	w.dirty = false
 	w.off += segmentHeaderSize + rw.n
 	w.own[len(w.own)-1].maxPos = pos
+	if streamsFrom != 0 {
+		for i := range w.own {
+			if w.own[i].logNum >= streamsFrom {
+				w.own[i].maxPos = max(w.own[i].maxPos, pos)
+			}
+		}
+	}
 	w.prepareLocked()
 	return nil
+}
+
+// appendData writes rec (header room + payload, framed here) as the next record without making
+// it durable: a stream record, which counts only once a later entry commits its stream, and that
+// entry's fdatasync (or the one closing this segment) makes it durable. Its write-back is
+// started now, so the commit's fdatasync has little left to write.
+func (w *segmentWriter) appendData(rec []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("append wal segment: %w", ErrClosed)
+	}
+	if w.cur == nil || (w.off > 0 && w.off+int64(len(rec)) > w.cap) {
+		if err := w.nextSegmentLocked(); err != nil {
+			return err
+		}
+	}
+	frameRecord(rec, w.curN)
+	if _, err := w.cur.WriteAt(rec, w.off); err != nil {
+		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	}
+	// Best effort: without it the commit's fdatasync writes the whole stream at the end.
+	_ = unix.SyncFileRange(int(w.cur.Fd()), w.off, int64(len(rec)), unix.SYNC_FILE_RANGE_WRITE)
+	w.dirty = true
+	w.off += int64(len(rec))
+	// No spare is prepared for stream records: zero-filling and syncing a full segment in the
+	// background per segment a large stream fills would double its disk writes. A stream that
+	// outruns the free list gets small segments that grow; its one fdatasync pays the metadata.
+	return nil
+}
+
+// pin marks the start of a stream: the current segment (where its first record goes, or an
+// earlier one) and every later segment are kept until unpin. It returns the pinned log number.
+func (w *segmentWriter) pin() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.curN
+	if w.cur == nil {
+		n = segmentLogNumber(w.epoch, w.seq+1)
+	}
+	if w.pins == nil {
+		w.pins = make(map[uint64]int)
+	}
+	w.pins[n]++
+	return n
+}
+
+// unpin ends the pin of a stream that started at log number n.
+func (w *segmentWriter) unpin(n uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pins[n]--; w.pins[n] <= 0 {
+		delete(w.pins, n)
+	}
+}
+
+// pinnedLocked reports whether segment logNum holds records of an open stream.
+//
+// REQUIRES: w.mu held.
+func (w *segmentWriter) pinnedLocked(logNum uint64) bool {
+	for n := range w.pins {
+		if n <= logNum {
+			return true
+		}
+	}
+	return false
 }
 
 // prepareLocked starts preparing a full-size spare segment once the current one is half full and
@@ -264,6 +352,14 @@ func (w *segmentWriter) nextSegmentLocked() error {
 		return fmt.Errorf("wal segments of writer epoch %d exhausted", w.epoch)
 	}
 	if w.cur != nil {
+		if w.dirty {
+			// Stream records in cur are durable before any record goes into the next segment:
+			// the fdatasync of a commit there covers its own segment only.
+			if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
+				return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
+			}
+			w.dirty = false
+		}
 		w.cur.Close()
 		w.cur = nil
 	}
@@ -375,15 +471,24 @@ func (w *segmentWriter) release(replayAfter uint64) {
 	if deleted {
 		syncDir(w.dir) // the deletions are durable before a fence segment is recycled
 	}
-	for len(w.own) > 1 && w.own[0].maxPos <= replayAfter {
-		s := w.own[0]
-		w.own = w.own[1:]
+	// Then the writer's own, oldest first, every one but the current whose entries are all
+	// flushed and that no open stream needs: a segment holding only records of ended streams (it
+	// holds no position) goes as soon as it is full, so aborted streams never pile up. Its own
+	// segments hold only this writer's records, which no fence of its own hides: their order
+	// does not matter once the older writers' segments are gone.
+	kept := w.own[:0]
+	for i, s := range w.own {
+		if i == len(w.own)-1 || s.maxPos > replayAfter || w.pinnedLocked(s.logNum) {
+			kept = append(kept, s)
+			continue
+		}
 		if len(w.free) < maxFreeSegments {
 			w.free = append(w.free, s)
 		} else {
 			os.Remove(s.path)
 		}
 	}
+	w.own = kept
 }
 
 // close closes the current segment and drops a prepared spare.
@@ -391,6 +496,7 @@ func (w *segmentWriter) close() {
 	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closed = true
 	if w.cur != nil {
 		w.cur.Close()
 		w.cur = nil

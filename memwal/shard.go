@@ -74,6 +74,15 @@ type putRequest struct {
 	err   error
 }
 
+// entryBytes is what the put adds to its group's WAL entry: its batches, or nothing for a
+// streamed put (its batches are in stream records already).
+func (r *putRequest) entryBytes() int64 {
+	if r.put.Stream != nil {
+		return 0
+	}
+	return r.bytes
+}
+
 // OpenShard claims shard shardID of tbl for this process and replays its WAL: the writer epoch is
 // bumped (fencing any other writer), a fence entry is left at the WAL tip, and every entry after
 // replay_after_wal_entry_position is read back into the memtable. The shard's schema is the
@@ -208,10 +217,18 @@ func (s *Shard) Put(ctx context.Context, epoch *engine.EpochIdentity, batches ..
 		return PutResult{}, nil
 	}
 	req := &putRequest{ctx: ctx, put: put, bytes: batchBytes([]walPut{put}), done: make(chan struct{})}
-	if err := s.admit(ctx, req.bytes); err != nil {
+	if err := s.admit(ctx, req.bytes, 0); err != nil {
 		releasePut(put)
 		return PutResult{}, err
 	}
+	return s.enqueue(ctx, req)
+}
+
+// enqueue queues an admitted put for the next group, writes the group when the WAL is idle, and
+// waits for the put's outcome. The put's batches are the shard's from here on: released on
+// failure, kept by the memtable on success.
+func (s *Shard) enqueue(ctx context.Context, req *putRequest) (PutResult, error) {
+	put := req.put
 	s.qmu.Lock()
 	if s.qclosed {
 		s.qmu.Unlock()
@@ -219,7 +236,9 @@ func (s *Shard) Put(ctx context.Context, epoch *engine.EpochIdentity, batches ..
 		s.queued -= req.bytes
 		s.mu.Unlock()
 		releasePut(put)
-		return PutResult{}, fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+		req.err = fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+		close(req.done)
+		return PutResult{}, req.err
 	}
 	s.queue = append(s.queue, req)
 	s.qmu.Unlock()
@@ -290,8 +309,9 @@ func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch
 }
 
 // admit applies back-pressure: while the unflushed backlog is over MaxUnflushedBytes it forces a
-// flush and waits for progress, up to BackpressureWait.
-func (s *Shard) admit(ctx context.Context, bytes int64) error {
+// flush and waits for progress, up to BackpressureWait. own is what the same put (a streamed
+// one) has admitted already: a backlog that is all its own admits, as an empty one does.
+func (s *Shard) admit(ctx context.Context, bytes, own int64) error {
 	timer := time.NewTimer(s.opts.BackpressureWait)
 	defer timer.Stop()
 	s.mu.Lock()
@@ -305,7 +325,7 @@ func (s *Shard) admit(ctx context.Context, bytes int64) error {
 		}
 		backlog := s.unflushed + s.queued
 		// An empty backlog always admits, so one oversized put cannot wedge the shard.
-		if backlog == 0 || backlog+bytes <= s.opts.MaxUnflushedBytes {
+		if backlog == own || backlog+bytes <= s.opts.MaxUnflushedBytes {
 			s.queued += bytes
 			return nil
 		}
@@ -361,8 +381,8 @@ func (s *Shard) takeGroup() []*putRequest {
 		s.qmu.Lock()
 		defer s.qmu.Unlock()
 		n := 0
-		for n < len(s.queue) && (len(group) == 0 || bytes+s.queue[n].bytes <= s.opts.WALMaxEntryBytes) {
-			bytes += s.queue[n].bytes
+		for n < len(s.queue) && (len(group) == 0 || bytes+s.queue[n].entryBytes() <= s.opts.WALMaxEntryBytes) {
+			bytes += s.queue[n].entryBytes()
 			group = append(group, s.queue[n])
 			n++
 		}

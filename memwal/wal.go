@@ -26,10 +26,15 @@ const (
 	metaKind        = "flight_sink.memwal.kind" // "data" or "fence"
 	metaWriterEpoch = "flight_sink.memwal.writer_epoch"
 	metaPosition    = "flight_sink.memwal.position"
-	metaPuts        = "flight_sink.memwal.puts" // JSON []walPutMeta
+	metaPuts        = "flight_sink.memwal.puts"       // JSON []walPutMeta
+	metaStreamID    = "flight_sink.memwal.stream"     // a stream record's stream id (stream.go)
+	metaStreamSeq   = "flight_sink.memwal.stream_seq" // a stream record's index in its stream, from 0
 
 	kindData  = "data"
 	kindFence = "fence"
+	// kindStream is a data record of a streamed put (stream.go): batches without a position,
+	// counted only through the commit entry that names their stream.
+	kindStream = "stream"
 )
 
 // walPutMeta describes one put inside an entry: its epoch identity (none for a plain append)
@@ -39,6 +44,19 @@ type walPutMeta struct {
 	EpochID *int64 `json:"epoch_id,omitempty"`
 	Batches int    `json:"batches"`
 	Rows    int64  `json:"rows"`
+	// Stream, for a streamed put, names the stream records that hold its batches; the entry
+	// itself then holds none of them.
+	Stream *walStreamRef `json:"stream,omitempty"`
+}
+
+// walStreamRef is a streamed put's reference to its data records (stream.go): the stream id, how
+// many records it wrote and the CRC-32C (Castagnoli) of their payloads, in order.
+type walStreamRef struct {
+	ID      string `json:"id"`
+	Records int    `json:"records"`
+	CRC     uint32 `json:"crc"`
+
+	first uint64 // writer side: log number of the segment holding the first record
 }
 
 // walPut is one put of an entry.
@@ -46,15 +64,24 @@ type walPut struct {
 	Epoch   *engine.EpochIdentity // nil for a put without epoch identity
 	Batches []arrow.RecordBatch   // in the table schema
 	Rows    int64
+	Stream  *walStreamRef // set for a streamed put: its batches are in stream records
 }
 
-// walEntry is a decoded WAL entry.
+// walEntry is a decoded WAL entry or, with StreamID set, a stream record (no position; one put
+// holding the record's batches, without identity).
 type walEntry struct {
 	Position    uint64
 	WriterEpoch uint64
 	Fence       bool
 	Puts        []walPut
+	StreamID    string
+	StreamSeq   int
 }
+
+// streamRecords returns the payloads of the stream records ref names, written by writer epoch
+// epoch, checked against the ref (count and CRC); an error wraps ErrCorrupt. Nil when the entry
+// was not read from a segment listing.
+type streamRecords func(ref *walStreamRef, epoch uint64) ([][]byte, error)
 
 func (e *walEntry) release() {
 	for _, p := range e.Puts {
@@ -89,7 +116,7 @@ func writeWALEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts 
 	}
 	metas := make([]walPutMeta, len(puts))
 	for i, p := range puts {
-		metas[i] = walPutMeta{Batches: len(p.Batches), Rows: p.Rows}
+		metas[i] = walPutMeta{Batches: len(p.Batches), Rows: p.Rows, Stream: p.Stream}
 		if p.Epoch != nil {
 			e := p.Epoch.EpochID
 			metas[i].QueryID, metas[i].EpochID = p.Epoch.QueryID, &e
@@ -108,6 +135,9 @@ func writeWALEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts 
 
 	w := ipc.NewWriter(out, ipc.WithSchema(entrySchema), ipc.WithAllocator(alloc))
 	for _, p := range puts {
+		if p.Stream != nil {
+			continue // in the stream's records already
+		}
 		for _, b := range p.Batches {
 			rb := array.NewRecordBatch(entrySchema, b.Columns(), b.NumRows())
 			err := w.Write(rb)
@@ -125,8 +155,15 @@ func writeWALEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts 
 }
 
 // decodeWALEntry parses an entry. Its batches are returned in tableSchema (the WAL metadata
-// stripped); the caller releases them with entry.release.
+// stripped); the caller releases them with entry.release. A streamed put is corrupt here: its
+// batches are in stream records, which only a segment listing finds (decodeWALEntryFrom).
 func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
+	return decodeWALEntryFrom(key, b, tableSchema, alloc, nil)
+}
+
+// decodeWALEntryFrom is decodeWALEntry reading streamed puts' batches from the stream records
+// streams returns.
+func decodeWALEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator, streams streamRecords) (*walEntry, error) {
 	r, e, metas, err := openWALEntry(key, b, alloc)
 	if err != nil {
 		return nil, err
@@ -135,44 +172,54 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 	if e.Fence {
 		return e, nil
 	}
-	if tableSchema != nil && !engine.EqualIgnoringFieldIDs(tableSchema, r.Schema()) {
-		// An entry written in an older schema of the table (before a schema merge) is read
-		// through the current one; an entry that does not fit it is corrupt.
-		if err := engine.CheckWriteSchema(tableSchema, stripWALMetadata(r.Schema()), nil); err != nil {
-			return nil, fmt.Errorf("%w: wal entry %s: schema %s does not fit the table's %s: %v", ErrCorrupt, key, r.Schema(), tableSchema, err)
-		}
+	batches, err := readEntryBatches(key, r, tableSchema)
+	if err != nil {
+		return nil, err
 	}
-	if tableSchema == nil {
-		tableSchema = stripWALMetadata(r.Schema())
-	}
-	var batches []arrow.RecordBatch
-	for r.Next() {
-		rec := r.RecordBatch()
-		b, err := engine.ConformColumnsOrByName(tableSchema, rec)
-		if err != nil {
-			for _, b := range batches {
-				b.Release()
-			}
-			return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
-		}
-		batches = append(batches, b)
-	}
+	var extra []arrow.RecordBatch // the streamed puts' batches
 	release := func() {
 		for _, b := range batches {
 			b.Release()
 		}
+		for _, b := range extra {
+			b.Release()
+		}
 	}
-	if err := r.Err(); err != nil {
-		release()
-		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+	if e.StreamID != "" {
+		var rows int64
+		for _, b := range batches {
+			rows += b.NumRows()
+		}
+		e.Puts = []walPut{{Batches: batches, Rows: rows}}
+		return e, nil
 	}
 	next := 0
 	for i, m := range metas {
-		if m.Batches < 0 || next+m.Batches > len(batches) {
+		var p walPut
+		switch {
+		case m.Stream != nil:
+			if streams == nil {
+				release()
+				return nil, fmt.Errorf("%w: wal entry %s: put %d is streamed (stream %s) and its records are not at hand", ErrCorrupt, key, i, m.Stream.ID)
+			}
+			got, err := readStreamBatches(key, m.Stream, e.WriterEpoch, tableSchema, alloc, streams)
+			if err != nil {
+				release()
+				return nil, err
+			}
+			extra = append(extra, got...)
+			if len(got) != m.Batches {
+				release()
+				return nil, fmt.Errorf("%w: wal entry %s: streamed put %d claims %d batches, its records hold %d", ErrCorrupt, key, i, m.Batches, len(got))
+			}
+			p = walPut{Batches: got, Rows: m.Rows, Stream: m.Stream}
+		case m.Batches < 0 || next+m.Batches > len(batches):
 			release()
 			return nil, fmt.Errorf("%w: wal entry %s: puts name %d+ batches, entry holds %d", ErrCorrupt, key, next+m.Batches, len(batches))
+		default:
+			p = walPut{Batches: batches[next : next+m.Batches], Rows: m.Rows}
+			next += m.Batches
 		}
-		p := walPut{Batches: batches[next : next+m.Batches], Rows: m.Rows}
 		var rows int64
 		for _, b := range p.Batches {
 			rows += b.NumRows()
@@ -185,13 +232,82 @@ func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memor
 			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
 		}
 		e.Puts = append(e.Puts, p)
-		next += m.Batches
 	}
 	if next != len(batches) {
 		release()
 		return nil, fmt.Errorf("%w: wal entry %s: %d of its %d batches belong to no put", ErrCorrupt, key, len(batches)-next, len(batches))
 	}
 	return e, nil
+}
+
+// readEntryBatches reads the batches of an opened entry or stream record in tableSchema (nil: the
+// record's own, its WAL metadata stripped).
+func readEntryBatches(key string, r *ipc.Reader, tableSchema *arrow.Schema) ([]arrow.RecordBatch, error) {
+	if tableSchema != nil && !engine.EqualIgnoringFieldIDs(tableSchema, r.Schema()) {
+		// An entry written in an older schema of the table (before a schema merge) is read
+		// through the current one; an entry that does not fit it is corrupt.
+		if err := engine.CheckWriteSchema(tableSchema, stripWALMetadata(r.Schema()), nil); err != nil {
+			return nil, fmt.Errorf("%w: wal entry %s: schema %s does not fit the table's %s: %v", ErrCorrupt, key, r.Schema(), tableSchema, err)
+		}
+	}
+	if tableSchema == nil {
+		tableSchema = stripWALMetadata(r.Schema())
+	}
+	var batches []arrow.RecordBatch
+	release := func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}
+	for r.Next() {
+		rec := r.RecordBatch()
+		b, err := engine.ConformColumnsOrByName(tableSchema, rec)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+		}
+		batches = append(batches, b)
+	}
+	if err := r.Err(); err != nil {
+		release()
+		return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+	}
+	return batches, nil
+}
+
+// readStreamBatches decodes the batches of the stream records ref names (streams finds and checks
+// them), in order. Each record must be a stream record of ref's stream, of writer epoch epoch, at
+// its index.
+func readStreamBatches(key string, ref *walStreamRef, epoch uint64, tableSchema *arrow.Schema, alloc memory.Allocator, streams streamRecords) ([]arrow.RecordBatch, error) {
+	payloads, err := streams(ref, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("wal entry %s: %w", key, err)
+	}
+	var out []arrow.RecordBatch
+	fail := func(err error) ([]arrow.RecordBatch, error) {
+		for _, b := range out {
+			b.Release()
+		}
+		return nil, err
+	}
+	for i, p := range payloads {
+		rkey := fmt.Sprintf("%s stream %s record %d", key, ref.ID, i)
+		r, e, _, err := openWALEntry(rkey, p, alloc)
+		if err != nil {
+			return fail(err)
+		}
+		if e.StreamID != ref.ID || e.StreamSeq != i || e.WriterEpoch != epoch {
+			r.Release()
+			return fail(fmt.Errorf("%w: wal entry %s: record %d of stream %s is record %d of stream %q, writer epoch %d", ErrCorrupt, key, i, ref.ID, e.StreamSeq, e.StreamID, e.WriterEpoch))
+		}
+		bs, err := readEntryBatches(rkey, r, tableSchema)
+		r.Release()
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, bs...)
+	}
+	return out, nil
 }
 
 // decodeWALHeader parses an entry's header only: its position, writer epoch, kind and, for a
@@ -208,7 +324,10 @@ func decodeWALHeader(key string, b []byte) (*walEntry, error) {
 		if m.Batches < 0 || m.Rows < 0 {
 			return nil, fmt.Errorf("%w: wal entry %s: put %d claims %d batches, %d rows", ErrCorrupt, key, i, m.Batches, m.Rows)
 		}
-		p := walPut{Rows: m.Rows}
+		if m.Stream != nil && (m.Stream.ID == "" || m.Stream.Records < 0) {
+			return nil, fmt.Errorf("%w: wal entry %s: put %d names stream %q of %d records", ErrCorrupt, key, i, m.Stream.ID, m.Stream.Records)
+		}
+		p := walPut{Rows: m.Rows, Stream: m.Stream}
 		if m.EpochID != nil {
 			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
 		}
@@ -259,6 +378,14 @@ func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *w
 	case kindFence:
 		e.Fence = true
 		return r, e, nil, nil
+	case kindStream:
+		if e.StreamID = get(metaStreamID); e.StreamID == "" {
+			return fail(fmt.Errorf("%w: wal entry %s: stream record without a stream id", ErrCorrupt, key))
+		}
+		if e.StreamSeq, err = strconv.Atoi(get(metaStreamSeq)); err != nil || e.StreamSeq < 0 {
+			return fail(fmt.Errorf("%w: wal entry %s: bad stream record index %q", ErrCorrupt, key, get(metaStreamSeq)))
+		}
+		return r, e, nil, nil
 	case kindData:
 	default:
 		return fail(fmt.Errorf("%w: wal entry %s: unknown kind %q", ErrCorrupt, key, get(metaKind)))
@@ -276,7 +403,7 @@ func stripWALMetadata(s *arrow.Schema) *arrow.Schema {
 	var keys, vals []string
 	for i, k := range md.Keys() {
 		switch k {
-		case metaKind, metaWriterEpoch, metaPosition, metaPuts:
+		case metaKind, metaWriterEpoch, metaPosition, metaPuts, metaStreamID, metaStreamSeq:
 		default:
 			keys, vals = append(keys, k), append(vals, md.Values()[i])
 		}
@@ -301,6 +428,9 @@ type walLog struct {
 	listed   map[uint64]walRef
 	objects  []uint64
 	segments []segmentFile
+	// The stream records of the streams a counting entry commits, by stream id, in order
+	// (stream.go); records of streams nothing commits are dropped by the list.
+	streams map[string][]streamRecord
 }
 
 // walRef is a listed entry: its key (for messages) and its bytes.
@@ -319,7 +449,7 @@ func (w *walLog) localDir() (string, bool) {
 }
 
 // forget drops the entry bytes the last list read.
-func (w *walLog) forget() { w.listed = nil }
+func (w *walLog) forget() { w.listed, w.streams = nil, nil }
 
 // close closes the writer's segment, if it has one.
 func (w *walLog) close() {
@@ -346,7 +476,7 @@ func (w *walLog) create(ctx context.Context, pos uint64, data []byte) error {
 // read decodes the entry at pos.
 func (w *walLog) read(ctx context.Context, pos uint64, schema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
 	if r, ok := w.listed[pos]; ok {
-		return decodeWALEntry(r.key, r.data, schema, alloc)
+		return decodeWALEntryFrom(r.key, r.data, schema, alloc, w.streamRecords)
 	}
 	key := w.paths.makeWALKey(pos)
 	b, err := w.store.Get(ctx, key)

@@ -26,7 +26,8 @@ type listedEntry struct {
 	pos, epoch uint64
 	fence      bool
 	ref        walRef
-	segment    int // index into the segments found, -1 for an object
+	segment    int      // index into the segments found, -1 for an object
+	streams    []string // the streams whose records the entry's streamed puts commit
 }
 
 // listAll reads every entry of the shard's WAL listed in objs, objects and segment records, keeps
@@ -34,15 +35,28 @@ type listedEntry struct {
 // later epoch sits at a position <= p) and returns the positions after after, ascending. The
 // entries' bytes stay in w.listed for read and readHeader until the next list or forget.
 func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uint64) ([]uint64, error) {
-	w.listed, w.objects, w.segments = nil, nil, nil
+	w.listed, w.objects, w.segments, w.streams = nil, nil, nil, nil
 	var all []listedEntry
 	var segs []segmentFile
+	streams := make(map[string][]streamRecord) // every stream record found, by stream
 	add := func(key string, data []byte, seg int) error {
 		h, err := decodeWALHeader(key, data)
 		if err != nil {
 			return fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
 		}
-		all = append(all, listedEntry{pos: h.Position, epoch: h.WriterEpoch, fence: h.Fence, ref: walRef{key: key, data: data}, segment: seg})
+		if h.StreamID != "" {
+			if seg >= 0 { // stream records live in segments only
+				streams[h.StreamID] = append(streams[h.StreamID], streamRecord{epoch: h.WriterEpoch, seq: h.StreamSeq, data: data, segment: seg})
+			}
+			return nil
+		}
+		le := listedEntry{pos: h.Position, epoch: h.WriterEpoch, fence: h.Fence, ref: walRef{key: key, data: data}, segment: seg}
+		for _, p := range h.Puts {
+			if p.Stream != nil {
+				le.streams = append(le.streams, p.Stream.ID)
+			}
+		}
+		all = append(all, le)
 		return nil
 	}
 	for _, o := range objs {
@@ -111,6 +125,19 @@ func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after 
 		if e.segment >= 0 && e.pos > segs[e.segment].maxPos {
 			segs[e.segment].maxPos = e.pos
 		}
+		for _, id := range e.streams {
+			// The segments holding a counting commit's stream records are as needed as the
+			// commit itself: they are freed only once it is flushed.
+			for _, r := range streams[id] {
+				segs[r.segment].maxPos = max(segs[r.segment].maxPos, e.pos)
+			}
+			if e.pos > after {
+				if w.streams == nil {
+					w.streams = make(map[string][]streamRecord)
+				}
+				w.streams[id] = streams[id]
+			}
+		}
 		if e.pos <= after {
 			continue
 		}
@@ -165,7 +192,17 @@ func (w *walLog) placeSegmentFence(dir string, epoch, replayAfter uint64, positi
 // straight into it, with one fdatasync.
 func (w *walLog) appendEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) error {
 	write := func(out io.Writer) error { return writeWALEntry(out, pos, epoch, schema, puts, alloc) }
-	if err := w.seg.appendWith(pos, batchBytes(puts)+16<<10, write); err != nil {
+	var estimate int64
+	var streamsFrom uint64 // the oldest segment holding stream records this entry commits
+	for _, p := range puts {
+		switch {
+		case p.Stream == nil:
+			estimate += batchBytes([]walPut{p})
+		case streamsFrom == 0 || p.Stream.first < streamsFrom:
+			streamsFrom = p.Stream.first
+		}
+	}
+	if err := w.seg.appendWith(pos, estimate+16<<10, streamsFrom, write); err != nil {
 		return fmt.Errorf("memwal shard %s: write wal entry %d: %w", w.shard, pos, err)
 	}
 	return nil

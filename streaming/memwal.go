@@ -134,9 +134,12 @@ func releasePuts(puts map[int][]arrow.RecordBatch) {
 
 // writeMemWALEpoch lands an epoch in the table's MemWAL shards, exactly once.
 func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *memwal.ShardSet, r *EpochRequest, src BatchSource) (Ack, error) {
-	recs, err := readBatches(ctx, src)
+	recs, rest, err := s.memwalEpochHead(ctx, m, src)
 	if err != nil {
 		return Ack{}, err
+	}
+	if rest != nil { // a large epoch: streamed into its shard as it arrives (memwal_stream.go)
+		return s.streamMemWALEpoch(ctx, t, m, ss, r, recs, rest)
 	}
 	defer releaseBatches(recs)
 	for _, rec := range recs {

@@ -1,0 +1,425 @@
+package memwal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/google/uuid"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+)
+
+// Streamed puts: a large put written to the WAL as its batches arrive.
+//
+// A put is one WAL entry written by the group committer once all of it is at hand: receive,
+// encode and write run one after the other. On a local disk (segment.go) a large put can instead
+// be streamed (Shard.StreamPut): each batch, as it arrives, is encoded as a stream record — an
+// Arrow IPC stream like an entry, of kind "stream", carrying the writer epoch, a stream id (a
+// random UUID) and the record's index in its stream, and no position — and appended to the
+// writer's segment without an fdatasync, its write-back started at once (sync_file_range), while
+// the next batch is received. At the end the put goes through the group committer as a normal
+// put whose metadata names its stream (id, record count, CRC-32C of the records' payloads in
+// order) instead of carrying batches: the commit entry. Its one fdatasync makes the records in
+// its segment durable with it; a segment holding stream records is fdatasync'd before the next
+// one is opened.
+//
+// Stream records count only through a commit entry that counts (the fence rule,
+// docs/storage.md): one of the same writer epoch naming their stream, whose records are all there
+// and match its count and CRC (anything else is corrupt: a durable commit covers its records).
+// Records of a stream without a counting commit — an aborted stream, a crash before the commit, a
+// commit refused as a duplicate, a fenced writer's — are ignored by every reader and never
+// resurrect: a stream id is never reused. A segment holding records of an open stream is not
+// recycled; one holding records of a committed stream is freed only once the commit is flushed.
+//
+// Replay holds stream records as slices of the segment bytes it reads anyway; the records of
+// streams no counting entry commits are dropped from the index when the list ends, and records
+// are decoded only when their commit is read.
+//
+// On an object store every entry is an object created put-if-absent: the store arbitrates
+// positions, and an object cannot grow as batches arrive. A streamed put there (ShardSet's
+// ShardStream) keeps the buffered path: its batches are held and put as one entry at the end.
+
+// streamRecord is a stream record found by a list: its writer epoch, index, payload and segment.
+type streamRecord struct {
+	epoch   uint64
+	seq     int
+	data    []byte
+	segment int // index into the segments the list found
+}
+
+// streamRecords returns the payloads of the records of ref's stream from the last list, checked:
+// writer epoch, one record per index in order, count and CRC. It implements streamRecords.
+func (w *walLog) streamRecords(ref *walStreamRef, epoch uint64) ([][]byte, error) {
+	recs := slices.Clone(w.streams[ref.ID])
+	slices.SortStableFunc(recs, func(a, b streamRecord) int { return a.seq - b.seq })
+	if len(recs) != ref.Records {
+		// Corrupt for a writer's replay: nothing frees a segment holding the records of a commit
+		// above replay_after. A read-only view may have read the WAL after a flush freed them (its
+		// manifest is older): ErrNotFound makes it start over, as for a vanished entry.
+		return nil, fmt.Errorf("%w: stream %s: %d of its %d records found: %w", ErrCorrupt, ref.ID, len(recs), ref.Records, objstore.ErrNotFound)
+	}
+	out := make([][]byte, len(recs))
+	var crc uint32
+	for i, r := range recs {
+		if r.seq != i || r.epoch != epoch {
+			return nil, fmt.Errorf("%w: stream %s: record %d is index %d of writer epoch %d, want writer epoch %d", ErrCorrupt, ref.ID, i, r.seq, r.epoch, epoch)
+		}
+		crc = crc32.Update(crc, castagnoli, r.data)
+		out[i] = r.data
+	}
+	if crc != ref.CRC {
+		return nil, fmt.Errorf("%w: stream %s: records checksum %08x, commit says %08x", ErrCorrupt, ref.ID, crc, ref.CRC)
+	}
+	return out, nil
+}
+
+// writeStreamRecord encodes record seq of stream id, of writer epoch, holding batch b (in
+// schema, the table schema), into buf after room bytes of header.
+func writeStreamRecord(buf *bytes.Buffer, room int, epoch uint64, id string, seq int, schema *arrow.Schema, b arrow.RecordBatch) error {
+	buf.Reset()
+	buf.Grow(room + int(engine.RecordBytes(b)) + 16<<10)
+	buf.Write(make([]byte, room))
+	md := schema.Metadata()
+	keys := slices.Concat(md.Keys(), []string{metaKind, metaWriterEpoch, metaPosition, metaStreamID, metaStreamSeq})
+	vals := slices.Concat(md.Values(), []string{kindStream, strconv.FormatUint(epoch, 10), "0", id, strconv.Itoa(seq)})
+	meta := arrow.NewMetadata(keys, vals)
+	recSchema := arrow.NewSchema(schema.Fields(), &meta)
+	w := ipc.NewWriter(buf, ipc.WithSchema(recSchema))
+	rb := array.NewRecordBatch(recSchema, b.Columns(), b.NumRows())
+	err := w.Write(rb)
+	rb.Release()
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("encode stream %s record %d: %w", id, seq, err)
+	}
+	return nil
+}
+
+// PutStream is a put being streamed into the shard's WAL (Shard.StreamPut). Append adds batches;
+// Commit makes the put durable as Put does; Abort (or a failed Append or Commit) leaves only
+// records no reader counts. A PutStream is used by one goroutine.
+type PutStream struct {
+	s        *Shard
+	ctx      context.Context
+	put      walPut
+	ref      *walStreamRef
+	admitted int64 // bytes admitted (Shard.admit) for the put so far
+	ended    bool
+
+	// The writer goroutine encodes and appends the batches sent on work; it owns buf, seq and
+	// ref's count and CRC until wdone is closed, and sets werr (read by Append once wfail is
+	// closed, or after wdone).
+	work  chan arrow.RecordBatch
+	wdone chan struct{}
+	wfail chan struct{}
+	werr  error
+	buf   bytes.Buffer
+	// pending counts the batches sent on work and not yet written (or failed): waitWritten.
+	pending sync.WaitGroup
+}
+
+// waitWritten waits until every batch appended so far is written as a stream record or failed.
+func (p *PutStream) waitWritten() { p.pending.Wait() }
+
+// CanStream reports whether the shard's WAL takes streamed puts: a local disk's segments.
+func (s *Shard) CanStream() bool { return s.wal.seg != nil }
+
+// StreamPut starts a streamed put of epoch (nil: no identity) into the shard, on a local disk
+// only (CanStream). It fails with an *EpochCommittedError when the shard already holds the epoch,
+// and with the writer's sticky error once it failed. ctx bounds the whole stream: when it ends,
+// the put's outcome is as for Put.
+func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*PutStream, error) {
+	if !s.CanStream() {
+		return nil, fmt.Errorf("memwal shard %s: streamed puts need a WAL on a local disk", s.id)
+	}
+	s.mu.Lock()
+	err := s.failed
+	switch {
+	case err != nil:
+	case s.closed:
+		err = fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
+	case epoch != nil:
+		if loc, dup := s.epochLocationLocked(epoch.QueryID, epoch.EpochID); dup {
+			err = &EpochCommittedError{Shard: s.id, QueryID: epoch.QueryID, EpochID: epoch.EpochID, Location: loc}
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	p := &PutStream{s: s, ctx: ctx, work: make(chan arrow.RecordBatch, 2), wdone: make(chan struct{}), wfail: make(chan struct{})}
+	if epoch != nil {
+		e := *epoch
+		p.put.Epoch = &e
+	}
+	p.ref = &walStreamRef{ID: uuid.NewString(), first: s.wal.seg.pin()}
+	go p.writeRecords()
+	return p, nil
+}
+
+// writeRecords is the stream's writer goroutine: it appends each batch as the next stream record
+// while the caller receives the next one.
+func (p *PutStream) writeRecords() {
+	defer close(p.wdone)
+	for b := range p.work {
+		if p.werr != nil {
+			p.pending.Done()
+			continue // drain: Append sees the error
+		}
+		err := writeStreamRecord(&p.buf, segmentHeaderSize, p.s.epoch, p.ref.ID, p.ref.Records, p.s.schema, b)
+		if err == nil {
+			payload := p.buf.Bytes()[segmentHeaderSize:]
+			p.ref.CRC = crc32.Update(p.ref.CRC, castagnoli, payload)
+			if err = p.s.wal.seg.appendData(p.buf.Bytes()); err != nil {
+				// The segment's state after a failed write is unknown: the writer stops.
+				err = p.s.fail(fmt.Errorf("memwal shard %s: write stream record: %w, reopen the shard", p.s.id, err))
+			}
+		}
+		if err != nil {
+			p.werr = err
+			close(p.wfail)
+			p.pending.Done()
+			continue
+		}
+		p.ref.Records++
+		p.pending.Done()
+	}
+}
+
+// Append adds batches to the put: each must fit the shard's schema, as for Put; it is retained,
+// not copied, and written as a stream record in the background. An error ends the stream (as
+// Abort): nothing of it is acknowledged.
+func (p *PutStream) Append(batches ...arrow.RecordBatch) error {
+	if p.ended {
+		return fmt.Errorf("memwal shard %s: append to an ended stream", p.s.id)
+	}
+	add, err := p.s.conform(nil, batches)
+	if err == nil {
+		n := batchBytes([]walPut{add})
+		if err = p.s.admit(p.ctx, n, p.admitted); err == nil {
+			p.admitted += n
+		}
+	}
+	if err != nil {
+		releasePut(add)
+		p.Abort()
+		return err
+	}
+	p.put.Batches = append(p.put.Batches, add.Batches...)
+	p.put.Rows += add.Rows
+	for _, b := range add.Batches {
+		p.pending.Add(1)
+		select {
+		case p.work <- b:
+		case <-p.wfail:
+			p.pending.Done()
+			err := p.werr
+			p.Abort()
+			return err
+		case <-p.ctx.Done():
+			p.pending.Done()
+			p.Abort()
+			return p.ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Commit makes the streamed put durable and acknowledged, as Put does for a put of every batch
+// appended: it fails with an *EpochCommittedError when the epoch landed meanwhile (the stream's
+// records then never count), ErrFenced when another writer claimed the shard.
+func (p *PutStream) Commit() (PutResult, error) {
+	if p.ended {
+		return PutResult{}, fmt.Errorf("memwal shard %s: commit of an ended stream", p.s.id)
+	}
+	p.ended = true
+	close(p.work)
+	<-p.wdone
+	if p.werr == nil {
+		p.werr = p.ctx.Err()
+	}
+	if p.werr != nil {
+		p.release()
+		p.unpin()
+		return PutResult{}, p.werr
+	}
+	p.put.Stream = p.ref
+	req := &putRequest{ctx: p.ctx, put: p.put, bytes: p.admitted, done: make(chan struct{})}
+	// From here the put is the group committer's: it releases or keeps the batches.
+	res, err := p.s.enqueue(p.ctx, req)
+	select {
+	case <-req.done:
+		p.unpin()
+	default:
+		// The caller's context ended while the group is still being written: the commit's
+		// entry may land yet, and the records it names must not be freed before it raised their
+		// segments' positions (appendWith), so the pin ends once the group is done.
+		go func() {
+			<-req.done
+			p.unpin()
+		}()
+	}
+	return res, err
+}
+
+// unpin ends the stream's hold on its segments and, when they hold nothing else that is needed
+// (the stream did not commit), frees them now rather than at the next flush.
+func (p *PutStream) unpin() {
+	seg := p.s.wal.seg
+	seg.unpin(p.ref.first)
+	p.s.mu.Lock()
+	replayAfter := p.s.replayAfter
+	p.s.mu.Unlock()
+	seg.release(replayAfter)
+}
+
+// Abort ends the stream without a commit: its records are left for no reader to count. It is a
+// no-op after Commit or Abort.
+func (p *PutStream) Abort() {
+	if p.ended {
+		return
+	}
+	p.ended = true
+	close(p.work)
+	<-p.wdone
+	p.release()
+	p.unpin()
+}
+
+// release drops the stream's batches and their admission.
+func (p *PutStream) release() {
+	releasePut(p.put)
+	p.put.Batches = nil
+	p.s.mu.Lock()
+	p.s.queued -= p.admitted
+	p.s.mu.Unlock()
+	p.admitted = 0
+}
+
+// ShardStream is a streamed put into shard i of a ShardSet (ShardSet.StreamPut): streamed into
+// the WAL on a local disk, buffered and put at Commit on an object store. It keeps a reference
+// to every batch appended (no copy), so a commit that finds the writer fenced is put again
+// through a reopened writer, as ShardSet.Put does.
+type ShardStream struct {
+	ss      *ShardSet
+	i       int
+	m       *engine.Manifest
+	id      *engine.EpochIdentity
+	held    func(*Shard) (bool, error)
+	w       *Shard
+	ps      *PutStream // nil: buffered
+	batches []arrow.RecordBatch
+	ended   bool
+}
+
+// StreamPut starts a streamed put of epoch id into shard i, with ShardSet.Put's rules: held is
+// asked first and, when it says the shard holds the epoch, StreamPut returns (nil, true, nil) —
+// the caller drains its stream and writes nothing. The fold ceiling is held before the stream
+// starts. End the stream with Commit or Abort.
+func (ss *ShardSet) StreamPut(ctx context.Context, i int, m *engine.Manifest, id *engine.EpochIdentity, held func(*Shard) (bool, error)) (*ShardStream, bool, error) {
+	for attempt := 0; ; attempt++ {
+		w, err := ss.writer(ctx, i)
+		if err != nil {
+			return nil, false, err
+		}
+		if done, err := held(w); err != nil || done {
+			return nil, done, err
+		}
+		if attempt == 0 && m != nil && !engine.EqualIgnoringFieldIDs(w.Schema(), m.ArrowSchema()) {
+			ss.dropWriter(i, w) // as in Put: reopen to store the rows in the new schema
+			continue
+		}
+		if err := ss.holdCeiling(ctx, m, i, w); err != nil {
+			return nil, false, err
+		}
+		st := &ShardStream{ss: ss, i: i, m: m, id: id, held: held, w: w}
+		if !w.CanStream() {
+			return st, false, nil
+		}
+		st.ps, err = w.StreamPut(ctx, id)
+		switch {
+		case err == nil:
+			return st, false, nil
+		case errors.Is(err, ErrEpochCommitted):
+			return nil, true, nil
+		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && attempt == 0:
+			ss.dropWriter(i, w)
+			continue
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// Append adds batches to the put (retained, not copied). After an error the stream is ended.
+func (st *ShardStream) Append(batches ...arrow.RecordBatch) error {
+	for _, b := range batches {
+		b.Retain()
+		st.batches = append(st.batches, b)
+	}
+	if st.ps != nil {
+		if err := st.ps.Append(batches...); err != nil {
+			st.Abort()
+			return err
+		}
+	}
+	return nil
+}
+
+// Commit makes the put durable; it reports true when the shard turned out to hold the epoch
+// already (nothing of this put counts), as ShardSet.Put does.
+func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
+	if st.ended {
+		return false, fmt.Errorf("memwal: commit of an ended stream")
+	}
+	st.ended = true
+	defer releaseBatches(st.batches)
+	if st.ps == nil {
+		return st.ss.Put(ctx, st.i, st.m, st.id, st.batches, st.held)
+	}
+	_, err := st.ps.Commit()
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, ErrEpochCommitted):
+		return true, nil
+	case errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed):
+		// The stream's records never count; the batches are still at hand: put them through
+		// the writer reopened (Put asks held again first).
+		st.ss.opts.Shard.Logger.Warn("memwal writer fenced or closed during a streamed put; putting it again", "table", st.ss.table.Name(), "shard", st.w.ShardID(), "err", err)
+		st.ss.dropWriter(st.i, st.w)
+		return st.ss.Put(ctx, st.i, st.m, st.id, st.batches, st.held)
+	default:
+		return false, err
+	}
+}
+
+// Abort ends the stream with nothing acknowledged. It is a no-op after Commit or Abort.
+func (st *ShardStream) Abort() {
+	if st.ended {
+		return
+	}
+	st.ended = true
+	if st.ps != nil {
+		st.ps.Abort()
+	}
+	releaseBatches(st.batches)
+}
+
+func releaseBatches(bs []arrow.RecordBatch) {
+	for _, b := range bs {
+		b.Release()
+	}
+}

@@ -1,0 +1,127 @@
+package streaming
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
+)
+
+// Large MemWAL epochs are streamed: once an epoch of a table without a primary key has passed
+// memwal.Options.StreamPutBytes, the rest of it is written into its shard's WAL as it arrives
+// (memwal.ShardSet.StreamPut: a local disk streams, an object store buffers), so receiving and
+// writing overlap. Smaller epochs, and every epoch of a keyed table (its rows are split by key
+// over every shard: one put per shard, written once the epoch is whole), take the buffered path
+// of writeMemWALEpoch. Either way nothing is acknowledged before the whole epoch is durable, and
+// a stream that fails part-way (the client cancels, a bad batch) acknowledges nothing.
+
+// memwalEpochHead reads the start of a MemWAL epoch from src: all of it (rest is nil), or, for a
+// table without a primary key once the batches read pass the streaming threshold, the batches
+// read so far and rest, the source to stream the remainder from. The batches are retained.
+func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src BatchSource) (head []arrow.RecordBatch, rest BatchSource, err error) {
+	o := s.opts.MemWAL
+	limit := o.EnsureDefaults().StreamPutBytes
+	if len(m.PrimaryKey) > 0 || limit < 0 {
+		head, err = readBatches(ctx, src)
+		return head, nil, err
+	}
+	var bytes int64
+	for bytes < limit && src.Next() {
+		rec := src.RecordBatch()
+		rec.Retain()
+		head = append(head, rec)
+		bytes += engine.RecordBytes(rec)
+	}
+	if bytes < limit { // the source ended first
+		if err := src.Err(); err != nil {
+			releaseBatches(head)
+			return nil, nil, fmt.Errorf("read stream: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			releaseBatches(head)
+			return nil, nil, err
+		}
+		return head, nil, nil
+	}
+	return head, src, nil
+}
+
+// streamMemWALEpoch lands an epoch of a table without a primary key in its shard as its batches
+// arrive: head are the batches read so far (released here), src the rest of the epoch. A replay
+// of an epoch the shard holds is drained and acknowledged as a duplicate without a write.
+func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *memwal.ShardSet, r *EpochRequest, head []arrow.RecordBatch, src BatchSource) (Ack, error) {
+	defer releaseBatches(head)
+	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
+	// The shard is the one the buffered path picks (shardPuts, the one home of the routing rule):
+	// without a primary key an epoch's rows all go to one shard.
+	route, err := shardPuts(ctx, r, m, len(ss.IDs()), nil)
+	if err != nil {
+		return Ack{}, err
+	}
+	if len(route) != 1 {
+		return Ack{}, fmt.Errorf("table %s: a streamed epoch routes to %d shards, want 1", t.Name(), len(route))
+	}
+	i := slices.Collect(maps.Keys(route))[0]
+	st, held, err := ss.StreamPut(ctx, i, m, &id, func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
+	if err != nil {
+		return Ack{}, err
+	}
+	if held {
+		for src.Next() {
+		}
+		if err := src.Err(); err != nil {
+			return Ack{}, fmt.Errorf("read stream: %w", err)
+		}
+		ack := newAck(StatusDuplicate, r)
+		ack.Route = RouteMemWAL
+		return ack, nil
+	}
+	var rows int64
+	add := func(rec arrow.RecordBatch) error {
+		if err := engine.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
+			return fmt.Errorf("table %s: %w", t.Name(), err)
+		}
+		rows += rec.NumRows()
+		return st.Append(rec)
+	}
+	for _, rec := range head {
+		if err := add(rec); err != nil {
+			st.Abort()
+			return Ack{}, err
+		}
+	}
+	for src.Next() {
+		if err := add(src.RecordBatch()); err != nil {
+			st.Abort()
+			return Ack{}, err
+		}
+	}
+	if err := src.Err(); err != nil {
+		st.Abort()
+		return Ack{}, fmt.Errorf("read stream: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		st.Abort()
+		return Ack{}, err
+	}
+	done, err := st.Commit(ctx)
+	if err != nil {
+		return Ack{}, err
+	}
+	if done {
+		ack := newAck(StatusDuplicate, r)
+		ack.Route = RouteMemWAL
+		return ack, nil
+	}
+	if err := ss.AfterPut(ctx, m); err != nil {
+		return Ack{}, err // inline maintenance with a strict policy; the epoch itself is durable
+	}
+	ack := newAck(StatusCommitted, r)
+	ack.Rows, ack.Route = rows, RouteMemWAL
+	return ack, nil
+}
