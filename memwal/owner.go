@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -83,7 +84,11 @@ type ownership struct {
 	unkeyed  bool         // the set routes unkeyed puts (the lease observer takes shards over)
 	leases   []leaseSeen
 	lastScan time.Time // when Route last found no free shard
+	claims   map[string]int64
+	busy     map[int]bool // a takeover of the shard is running
+	pending  map[int]bool // taken over, fold not finished
 	started  bool
+	stopped  bool // the keeper never starts (again)
 	stop     chan struct{}
 	loop     sync.WaitGroup
 }
@@ -97,7 +102,7 @@ type leaseSeen struct {
 }
 
 func newOwnership(ss *ShardSet) *ownership {
-	o := &ownership{instance: uuid.NewString(), routed: map[int]bool{}, leases: make([]leaseSeen, len(ss.ids)),
+	o := &ownership{instance: uuid.NewString(), routed: map[int]bool{}, claims: map[string]int64{}, busy: map[int]bool{}, pending: map[int]bool{}, leases: make([]leaseSeen, len(ss.ids)),
 		stores: make([]*ManifestStore, len(ss.ids)), stop: make(chan struct{})}
 	for i, id := range ss.ids {
 		o.stores[i] = NewManifestStore(ss.table.Store(), ss.table.Name(), id, &ss.opts.Shard)
@@ -114,6 +119,24 @@ func newOwnership(ss *ShardSet) *ownership {
 // Instance returns the set's instance id, the owner it records in the manifests of the shards it
 // claims.
 func (ss *ShardSet) Instance() string { return ss.own.instance }
+
+// Claims returns how many shards the set has claimed, by reason (what it added to the
+// flight_sink.memwal.shard.claims counter).
+func (ss *ShardSet) Claims() map[string]int64 {
+	o := ss.own
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.claims)
+}
+
+// countClaim counts a claim of the set, in Claims and the process's metric.
+func (ss *ShardSet) countClaim(ctx context.Context, reason string) {
+	o := ss.own
+	o.mu.Lock()
+	o.claims[reason]++
+	o.mu.Unlock()
+	recordClaim(ctx, reason)
+}
 
 // observe records what the observer sees of shard i's manifest m (nil: the shard has none) and
 // reports whether the shard is free for this set.
@@ -314,7 +337,7 @@ func (ss *ShardSet) startOwnerLoop() {
 	o := ss.own
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.started {
+	if o.started || o.stopped {
 		return
 	}
 	ss.hookMu.Lock()
@@ -356,9 +379,8 @@ func (ss *ShardSet) startOwnerLoop() {
 func (ss *ShardSet) stopOwnerLoop() {
 	o := ss.own
 	o.mu.Lock()
-	started := o.started
-	if started {
-		o.started = false
+	if !o.stopped {
+		o.stopped = true
 		close(o.stop)
 	}
 	o.mu.Unlock()
@@ -382,25 +404,61 @@ func (ss *ShardSet) renewLeases(ctx context.Context) {
 	}
 }
 
-// takeOverExpired takes over every shard the set does not write whose owner's lease it saw
-// expire.
+// takeOverExpired starts a takeover of every shard the set does not write whose owner's lease it
+// saw expire, and resumes those taken over whose fold has not finished. Each runs on a goroutine
+// of its own, so that a slow fold does not hold up the renewal of the set's own leases.
 func (ss *ShardSet) takeOverExpired(ctx context.Context) {
+	o := ss.own
 	ws := ss.healthyWriters()
 	for i := range ss.ids {
-		if ws[i] != nil {
+		o.mu.Lock()
+		busy, pending := o.busy[i], o.pending[i]
+		o.mu.Unlock()
+		if busy {
 			continue
 		}
-		m, err := ss.readManifest(ctx, i)
-		if err != nil {
-			ss.opts.Shard.Logger.Warn("memwal: lease observer could not read a shard manifest", "table", ss.table.Name(), "shard", ss.ids[i], "err", err)
-			continue
+		var deadOwner string
+		if !pending {
+			if ws[i] != nil {
+				continue
+			}
+			m, err := ss.readManifest(ctx, i)
+			if err != nil {
+				ss.opts.Shard.Logger.Warn("memwal: lease observer could not read a shard manifest", "table", ss.table.Name(), "shard", ss.ids[i], "err", err)
+				continue
+			}
+			if m == nil || m.Owner == "" || m.Owner == o.instance || !ss.observe(i, m) {
+				continue
+			}
+			deadOwner = m.Owner
 		}
-		if m == nil || m.Owner == "" || m.Owner == ss.own.instance || !ss.observe(i, m) {
-			continue
+		o.mu.Lock()
+		if !o.stopped {
+			o.busy[i] = true
+			o.loop.Add(1)
+			go func() {
+				defer o.loop.Done()
+				// Stopped with the keeper (Close): a takeover left half done resumes in whoever
+				// claims the shard next, which replays it.
+				tctx, cancel := context.WithCancel(ss.opts.Maintainer.BackgroundContext)
+				defer cancel()
+				go func() {
+					select {
+					case <-o.stop:
+						cancel()
+					case <-tctx.Done():
+					}
+				}()
+				err := engine.RecoverError(ss.opts.Shard.Logger, "memwal takeover", func() error { return ss.takeOver(tctx, i, deadOwner) })
+				if err != nil {
+					ss.opts.Shard.Logger.Warn("memwal: takeover of a shard failed; will retry", "table", ss.table.Name(), "shard", ss.ids[i], "err", err)
+				}
+				o.mu.Lock()
+				delete(o.busy, i)
+				o.mu.Unlock()
+			}()
 		}
-		if err := ss.takeOver(ctx, i, m.Owner); err != nil {
-			ss.opts.Shard.Logger.Warn("memwal: takeover of a shard failed; will retry", "table", ss.table.Name(), "shard", ss.ids[i], "err", err)
-		}
+		o.mu.Unlock()
 	}
 }
 
@@ -408,26 +466,43 @@ func (ss *ShardSet) takeOverExpired(ctx context.Context) {
 // expired one: of racing observers exactly one wins), replays its WAL (OpenShard), flushes it and
 // folds it into the base table, so every put the dead owner acknowledged is in the table. Then it
 // releases the shard, unless the set owns no shard for its puts: then it keeps it as its own.
+// deadOwner empty resumes a takeover whose claim succeeded and whose fold did not.
 func (ss *ShardSet) takeOver(ctx context.Context, i int, deadOwner string) error {
-	w, err := ss.open(ctx, i, ClaimTakeover, ss.claimFree(i))
-	if errors.Is(err, errShardTaken) {
-		return nil // the owner came back, or another observer won
+	o := ss.own
+	var w *Shard
+	if deadOwner != "" {
+		var err error
+		w, err = ss.open(ctx, i, ClaimTakeover, ss.claimFree(i))
+		if errors.Is(err, errShardTaken) {
+			return nil // the owner came back, or another observer won
+		}
+		if err != nil {
+			return err
+		}
+		o.mu.Lock()
+		o.pending[i] = true
+		o.mu.Unlock()
+		ss.opts.Shard.Logger.Info("memwal: took over a shard whose owner stopped renewing its lease", "table", ss.table.Name(), "shard", ss.ids[i],
+			"dead_owner", deadOwner, "owner", o.instance, "lease_ttl", ss.opts.Shard.OwnerLeaseTTL)
+	} else if w = ss.healthyWriters()[i]; w == nil {
+		o.mu.Lock()
+		delete(o.pending, i) // the writer failed or was fenced: its next owner replays the shard
+		o.mu.Unlock()
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	ss.opts.Shard.Logger.Info("memwal: took over a shard whose owner stopped renewing its lease", "table", ss.table.Name(), "shard", ss.ids[i],
-		"dead_owner", deadOwner, "owner", ss.own.instance, "lease_ttl", ss.opts.Shard.OwnerLeaseTTL)
 	if err := w.Flush(ctx); err != nil {
 		return fmt.Errorf("flush after takeover: %w", err)
 	}
 	if _, err := ss.CompactShard(ctx, i, 1); err != nil {
 		return fmt.Errorf("fold after takeover: %w", err)
 	}
+	o.mu.Lock()
+	delete(o.pending, i)
+	o.mu.Unlock()
 	if _, owned := ss.routedShard(""); !owned {
-		ss.own.mu.Lock()
-		ss.own.routed[i] = true
-		ss.own.mu.Unlock()
+		o.mu.Lock()
+		o.routed[i] = true
+		o.mu.Unlock()
 		return nil
 	}
 	ss.release(ctx, i, w)
