@@ -238,6 +238,9 @@ func (ss *ShardSet) Route(ctx context.Context, queryID string) (int, error) {
 	if i, ok := ss.routedShard(queryID); ok {
 		return i, nil // a concurrent put claimed one
 	}
+	if i, ok := ss.adoptWriter(); ok {
+		return i, nil
+	}
 	o.mu.Lock()
 	scan := o.lastScan.IsZero() || time.Since(o.lastScan) >= ss.opts.Shard.OwnerLeaseTTL/4
 	o.mu.Unlock()
@@ -270,6 +273,26 @@ func (ss *ShardSet) Route(ctx context.Context, queryID string) (int, error) {
 		return 0, err
 	}
 	return i, nil
+}
+
+// adoptWriter makes a shard the set writes but does not route to (claimed by a flush or the
+// fallback) the one it routes its puts to: the set claimed it, so it owns it.
+func (ss *ShardSet) adoptWriter() (int, bool) {
+	ws := ss.healthyWriters()
+	o := ss.own
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	best := -1
+	for i := range ws {
+		if !o.pending[i] && !o.busy[i] && (best < 0 || i < best) {
+			best = i // not a takeover in progress: that one is folded and released
+		}
+	}
+	if best < 0 {
+		return 0, false
+	}
+	o.routed[best] = true
+	return best, true
 }
 
 // freeShards reads, in parallel, the manifests of the shards the set does not write and returns
@@ -503,9 +526,8 @@ func (ss *ShardSet) takeOver(ctx context.Context, i int, deadOwner string) error
 		o.mu.Lock()
 		o.routed[i] = true
 		o.mu.Unlock()
-		return nil
 	}
-	ss.release(ctx, i, w)
+	ss.releaseUnrouted(ctx, i, w)
 	return nil
 }
 
@@ -514,11 +536,15 @@ func (ss *ShardSet) takeOver(ctx context.Context, i int, deadOwner string) error
 func (ss *ShardSet) releaseUnrouted(ctx context.Context, i int, w *Shard) {
 	o := ss.own
 	o.mu.Lock()
-	keep := o.routed[i] || !o.unkeyed
+	routed := o.routed[i]
 	o.mu.Unlock()
-	if !keep {
-		ss.release(ctx, i, w)
+	if routed {
+		return
 	}
+	if m, err := ss.table.Latest(ctx); err != nil || len(m.PrimaryKey) > 0 {
+		return // a keyed table's puts go to every shard; keep it (or keep its lease, to expire)
+	}
+	ss.release(ctx, i, w)
 }
 
 // release clears the set as shard i's owner (a manifest commit of writer w) and closes w. Best

@@ -173,7 +173,7 @@ func (ss *ShardSet) open(ctx context.Context, i int, reason string, claimIf func
 	if err != nil {
 		return nil, err
 	}
-	recordClaim(ctx, reason)
+	ss.countClaim(ctx, reason)
 	ss.writers[i] = w
 	ss.startOwnerLoop()
 	return w, nil
