@@ -531,8 +531,8 @@ func (ss *ShardSet) takeOver(ctx context.Context, i int, deadOwner string) error
 	return nil
 }
 
-// releaseUnrouted releases writer w of shard i unless the set routes its puts there or writes a
-// keyed table (whose puts go to every shard).
+// releaseUnrouted releases writer w of shard i, which a flush, a fold_all or a takeover claimed,
+// unless the set routes its puts there or the table is keyed (its puts go to every shard).
 func (ss *ShardSet) releaseUnrouted(ctx context.Context, i int, w *Shard) {
 	o := ss.own
 	o.mu.Lock()

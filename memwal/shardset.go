@@ -274,15 +274,17 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 
 // Flush seals and flushes the memtables of the shards at the given indexes (every shard when
 // none is given) to generations. It flushes the shards this set writes and claims (reason
-// "flush") those that are free (owner.go); a shard another live server owns is that server's to
-// flush and is skipped, so a flush never fences a live owner.
+// "flush") those that are free (owner.go), releasing them after on a table without a primary key;
+// a shard another live server owns is that server's to flush and is skipped, so a flush never
+// fences a live owner.
 func (ss *ShardSet) Flush(ctx context.Context, shards ...int) error {
 	if len(shards) == 0 {
 		shards = ss.all()
 	}
 	for _, i := range shards {
 		w := ss.healthyWriters()[i]
-		if w == nil {
+		claimed := w == nil
+		if claimed {
 			m, err := ss.readManifest(ctx, i)
 			if err != nil {
 				return fmt.Errorf("flush memwal shard %s: %w", ss.ids[i], err)
@@ -299,7 +301,9 @@ func (ss *ShardSet) Flush(ctx context.Context, shards ...int) error {
 		if err := w.Flush(ctx); err != nil {
 			return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
 		}
-		ss.releaseUnrouted(ctx, i, w)
+		if claimed {
+			ss.releaseUnrouted(ctx, i, w)
+		}
 	}
 	return nil
 }
@@ -316,10 +320,12 @@ func (ss *ShardSet) CompactShard(ctx context.Context, i, minGenerations int) (in
 // what a complete epoch must do before it overwrites the table, so that the Overwrite replaces
 // the shards' rows too.
 //
-// It claims every shard (reason "fold_all"), fencing their owners: an overwrite must hold every
-// row acknowledged before it. Shards this set does not route its puts to are released after.
+// It claims every shard it does not write (reason "fold_all"), fencing their owners: an overwrite
+// must hold every row acknowledged before it. On a table without a primary key it releases those
+// shards after (releaseUnrouted).
 func (ss *ShardSet) FoldAll(ctx context.Context) error {
 	for i := range ss.ids {
+		claimed := ss.healthyWriters()[i] == nil
 		w, err := ss.open(ctx, i, ClaimFoldAll, nil)
 		if err != nil {
 			return err
@@ -327,7 +333,9 @@ func (ss *ShardSet) FoldAll(ctx context.Context) error {
 		if err := w.Flush(ctx); err != nil {
 			return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
 		}
-		defer ss.releaseUnrouted(ctx, i, w)
+		if claimed {
+			defer ss.releaseUnrouted(ctx, i, w)
+		}
 	}
 	c := ss.compactor(nil)
 	for _, id := range ss.ids {
