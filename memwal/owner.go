@@ -87,6 +87,7 @@ type ownership struct {
 	claims   map[string]int64
 	busy     map[int]bool // a takeover of the shard is running
 	pending  map[int]bool // taken over, fold not finished
+	fenced   map[int]bool // the set's writer was fenced or failed: its next claim is "fenced"
 	started  bool
 	stopped  bool // the keeper never starts (again)
 	stop     chan struct{}
@@ -102,7 +103,7 @@ type leaseSeen struct {
 }
 
 func newOwnership(ss *ShardSet) *ownership {
-	o := &ownership{instance: uuid.NewString(), routed: map[int]bool{}, claims: map[string]int64{}, busy: map[int]bool{}, pending: map[int]bool{}, leases: make([]leaseSeen, len(ss.ids)),
+	o := &ownership{instance: uuid.NewString(), routed: map[int]bool{}, claims: map[string]int64{}, busy: map[int]bool{}, pending: map[int]bool{}, fenced: map[int]bool{}, leases: make([]leaseSeen, len(ss.ids)),
 		stores: make([]*ManifestStore, len(ss.ids)), stop: make(chan struct{})}
 	for i, id := range ss.ids {
 		o.stores[i] = NewManifestStore(ss.table.Store(), ss.table.Name(), id, &ss.opts.Shard)
@@ -136,6 +137,22 @@ func (ss *ShardSet) countClaim(ctx context.Context, reason string) {
 	o.claims[reason]++
 	o.mu.Unlock()
 	recordClaim(ctx, reason)
+}
+
+// noteFenced records that the set's writer of shard i was fenced or failed.
+func (o *ownership) noteFenced(i int) {
+	o.mu.Lock()
+	o.fenced[i] = true
+	o.mu.Unlock()
+}
+
+// takeFenced reports, once, whether the set's writer of shard i was fenced or failed.
+func (o *ownership) takeFenced(i int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	was := o.fenced[i]
+	delete(o.fenced, i)
+	return was
 }
 
 // observe records what the observer sees of shard i's manifest m (nil: the shard has none) and

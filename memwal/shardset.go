@@ -162,9 +162,10 @@ func (ss *ShardSet) open(ctx context.Context, i int, reason string, claimIf func
 	if w := ss.writers[i]; w != nil {
 		w.Close()
 		ss.writers[i] = nil
-		if reason == ClaimStart {
-			reason = ClaimFenced
-		}
+		ss.own.noteFenced(i)
+	}
+	if fenced := ss.own.takeFenced(i); fenced && reason == ClaimStart {
+		reason = ClaimFenced
 	}
 	o := ss.opts.Shard
 	o.AfterFlush = func(uint64) { ss.afterFlush() }
@@ -265,6 +266,7 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && attempt == 0:
 			ss.opts.Shard.Logger.Warn("memwal writer fenced or closed; reopening the shard", "table", ss.table.Name(), "shard", w.ShardID(), "err", err)
 			ss.dropWriter(i, w)
+			ss.own.noteFenced(i) // the reopen is a claim of reason "fenced"
 			continue
 		default:
 			return false, err
