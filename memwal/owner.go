@@ -352,16 +352,16 @@ func (ss *ShardSet) freeShards(ctx context.Context) ([]int, error) {
 func (ss *ShardSet) PutUnkeyed(ctx context.Context, m *engine.Manifest, id *engine.EpochIdentity, batches []arrow.RecordBatch,
 	decide func(EpochHolding) (bool, error), held func(*Shard) (bool, error)) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		h, err := ss.EpochHeld(ctx, id.QueryID, id.EpochID)
+		i, err := ss.Route(ctx, id.QueryID)
+		if err != nil {
+			return false, err
+		}
+		h, err := ss.EpochHeld(ctx, id.QueryID, id.EpochID, i)
 		if err != nil {
 			return false, err
 		}
 		if done, err := decide(h); err != nil || done {
 			return done, err
-		}
-		i, err := ss.Route(ctx, id.QueryID)
-		if err != nil {
-			return false, err
 		}
 		done, err := ss.Put(ctx, i, m, id, batches, held)
 		if errors.Is(err, errReroute) && attempt < 2 {
@@ -595,10 +595,13 @@ type EpochHolding struct {
 	AboveEpoch int64
 }
 
-// EpochHeld looks for epoch epochID of query queryID in every shard, claiming none: a shard this
-// set writes answers from its writer's memory, any other from its durable state as a refresh
-// started after this call read it (peerState).
-func (ss *ShardSet) EpochHeld(ctx context.Context, queryID string, epochID int64) (EpochHolding, error) {
+// EpochHeld looks for epoch epochID of query queryID in every shard, claiming none: shard target
+// (the one the put goes to) from its writer's memory, where the set writes it (a writer fenced
+// meanwhile finds out when it writes, and the put is routed again and looks again); another shard
+// the set writes from its writer's memory when it holds the epoch, else after one probe that the
+// writer still owns it (memwal.EpochCommitted); any other shard from its durable state as a
+// refresh started after this call read it (peerState).
+func (ss *ShardSet) EpochHeld(ctx context.Context, queryID string, epochID int64, target int) (EpochHolding, error) {
 	var h EpochHolding
 	note := func(shard string, ok bool, loc EpochLocation) bool {
 		switch {
@@ -615,7 +618,14 @@ func (ss *ShardSet) EpochHeld(ctx context.Context, queryID string, epochID int64
 	var others []int
 	for i, id := range ss.ids {
 		if w := ws[i]; w != nil {
-			if ok, loc := w.EpochCommitted(queryID, epochID); note(id, ok, loc) {
+			ok, loc := w.EpochCommitted(queryID, epochID)
+			if !ok && i != target {
+				var err error
+				if ok, loc, err = EpochCommitted(ctx, w, queryID, epochID); err != nil {
+					return EpochHolding{}, fmt.Errorf("memwal shard %s of table %s: %w", id, ss.table.Name(), err)
+				}
+			}
+			if note(id, ok, loc) {
 				return h, nil
 			}
 		} else {
