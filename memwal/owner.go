@@ -39,13 +39,15 @@ import (
 // A shard is free for a set when it has no manifest, no owner, this set as its owner, or an owner
 // whose lease this set saw expire. When no shard is free (more servers than shards, or a server
 // restarted before its predecessor's lease ran out), the set falls back to the hash routing of
-// ShardForPartition and claims the shard it names, fencing its owner: today's behaviour, logged
-// as a warning and counted as claims with reason "fallback". A table should have at least as many
-// shards as servers writing it.
+// ShardForPartition and claims the shard it names, fencing its owner: the behaviour before
+// ownership, logged as a warning and counted as claims with reason "fallback"; the set then owns
+// that shard. A set whose owned shard another server claimed routes its put again rather than
+// claim it back. A table should have at least as many shards as servers writing it.
 //
 // Dedupe across servers. A query may hop servers, so an epoch it sent through another server may
 // be in any shard. Before a put, EpochHeld looks for the epoch in every shard: a shard this set
-// writes answers from its writer's memory, any other from its durable state, its manifest's
+// writes answers from its writer's memory (after an ownership probe, for a shard other than the
+// put's, when the answer is no), any other from its durable state, its manifest's
 // per-query watermark and the identities of its WAL entries not yet flushed (peerState). Those
 // reads never claim. One refresh of the other shards covers every put that arrived before it
 // started, the shards are read in parallel, and entry headers are cached by position (an object
