@@ -36,6 +36,17 @@
 // base manifest proves merged, which is safe whoever writes the shard, so it never fences a
 // resident writer and needs no claim/close ordering.
 //
+// Ownership across servers (owner.go). On a table without a primary key a ShardSet, one per table
+// per server process with an instance id of its own, claims a shard no live set owns (a
+// conditional claim: of two racing sets exactly one wins), records itself as the manifest's
+// Owner and keeps the shard: every put of that server goes there. Its commits advance the
+// manifest's Heartbeat and it renews that lease when idle; a set that sees a shard's (Owner,
+// WriterEpoch, Heartbeat) unchanged for Options.OwnerLeaseTTL on its own clock takes the shard
+// over, replays, flushes and folds it, and releases it. When no shard is free a set falls back to
+// ShardForPartition routing (and fences). A replay through another server is found in whichever
+// shard holds it (ShardSet.EpochHeld). Keyed tables route rows by key hash over all shards, so
+// every server writes every shard.
+//
 // Reads. A consistent read of a table is the base table at version V, plus, for every shard, the
 // flushed generations above V's merged watermark for that shard, plus the memtable. With a
 // primary key the newest row of a key wins: MemWAL over base, a later generation over an

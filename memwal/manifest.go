@@ -38,6 +38,14 @@ type ShardManifest struct {
 	// Queries holds, per streaming query, the highest epoch whose rows reached a flushed
 	// generation, so a replay is recognised after its WAL entries are gone.
 	Queries map[string]QueryWatermark `json:"queries,omitempty"`
+
+	// Owner is the instance id of the shard set (one per table per server process) whose writer
+	// claimed the shard, empty when no set owns it (never claimed by one, or released). Heartbeat
+	// counts the owner's commits since its claim; the owner keeps it moving (a lease renewal
+	// commits when nothing else did for a while), so an observer that sees Owner, WriterEpoch and
+	// Heartbeat unchanged for the lease TTL on its own clock may take the shard over (owner.go).
+	Owner     string `json:"owner,omitempty"`
+	Heartbeat uint64 `json:"owner_heartbeat,omitempty"`
 }
 
 // FlushedGeneration is one memtable flushed to Parquet under the shard.
@@ -157,9 +165,10 @@ type ManifestStore struct {
 	paths shardPaths
 	opts  Options
 
-	mu          sync.Mutex
-	latest      *ShardManifest
-	confirmedAt time.Time // when latest was last known to be the newest version
+	mu            sync.Mutex
+	latest        *ShardManifest
+	confirmedAt   time.Time // when latest was last known to be the newest version
+	ownerCommitAt time.Time // when this store last committed for the owner (claim or CommitUpdate)
 }
 
 // NewManifestStore returns the manifest store of shard in table (the table's directory name).
@@ -328,14 +337,23 @@ func (ms *ManifestStore) claimEpoch(ctx context.Context, w *walLog) (*ShardManif
 		} else if err != nil {
 			return nil, 0, err
 		}
+		if ms.opts.claimIf != nil {
+			// A conditional claim (a free shard, a takeover): the condition is checked against
+			// every version the claim would follow, so of racing claimants exactly one wins.
+			if err := ms.opts.claimIf(cur); err != nil {
+				return nil, 0, err
+			}
+		}
 		next := cur.Clone()
 		next.Version = cur.Version + 1
 		next.WriterEpoch = cur.WriterEpoch + 1
 		next.TimestampNanos = nextTimestamp(cur)
+		next.Owner, next.Heartbeat = ms.opts.owner, 0
 		switch err := ms.put(ctx, next); {
 		case err == nil:
 			claimed = next
 			ms.remember(next, time.Now())
+			ms.markOwnerCommit()
 		case errors.Is(err, objstore.ErrExists):
 			if err := backoff.Race.Sleep(ctx, attempt); err != nil {
 				return nil, 0, err
@@ -355,13 +373,40 @@ func (ms *ManifestStore) claimEpoch(ctx context.Context, w *walLog) (*ShardManif
 // writer of epoch. fn gets a private copy of the current manifest, never a stale snapshot, and
 // changes it in place; it may run more than once when other commits race. CommitUpdate fails with
 // ErrFenced (before calling fn) when epoch is not the current writer epoch.
+//
+// Every commit of the owner advances the manifest's Heartbeat: it is what keeps the owner's
+// lease alive for the observers (owner.go).
 func (ms *ManifestStore) CommitUpdate(ctx context.Context, epoch uint64, fn func(m *ShardManifest) error) (*ShardManifest, error) {
-	return ms.commit(ctx, "commit manifest update", func(cur *ShardManifest) error {
+	m, err := ms.commit(ctx, "commit manifest update", func(cur *ShardManifest) error {
 		if cur.WriterEpoch != epoch {
 			return &FencedError{Shard: ms.shard, WriterEpoch: epoch, CurrentEpoch: cur.WriterEpoch, Op: "commit manifest update"}
 		}
 		return nil
-	}, fn)
+	}, func(m *ShardManifest) error {
+		if err := fn(m); err != nil {
+			return err
+		}
+		m.Heartbeat++
+		return nil
+	})
+	if err == nil {
+		ms.markOwnerCommit()
+	}
+	return m, err
+}
+
+// markOwnerCommit records that the owner committed now (the lease renewal's clock).
+func (ms *ManifestStore) markOwnerCommit() {
+	ms.mu.Lock()
+	ms.ownerCommitAt = time.Now()
+	ms.mu.Unlock()
+}
+
+// sinceOwnerCommit returns how long ago this store last committed for the owner.
+func (ms *ManifestStore) sinceOwnerCommit() time.Duration {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return time.Since(ms.ownerCommitAt)
 }
 
 // commitUnowned is CommitUpdate for changes that are safe whoever owns the shard (the compaction

@@ -66,6 +66,18 @@ type Options struct {
 	// flush waits for it.
 	AfterFlush func(generation uint64)
 
+	// OwnerLeaseTTL is how long a shard set's claim of a shard lasts without a commit of its
+	// owner: the owner renews it (a manifest commit) when it has committed nothing for a third of
+	// it, and another server that observes no commit of the owner for the whole TTL, measured on
+	// its own clock, takes the shard over (owner.go). Default 15 seconds.
+	OwnerLeaseTTL time.Duration
+
+	// owner is the instance id a claim records as the shard's owner (ShardManifest.Owner);
+	// claimIf, when set, must accept the manifest version a claim follows (ManifestStore.claimEpoch).
+	// The shard set sets both on the writers it opens.
+	owner   string
+	claimIf func(cur *ShardManifest) error
+
 	// Allocator for Arrow memory. Default memory.DefaultAllocator.
 	Allocator memory.Allocator
 	// Logger for warnings. Default slog.Default().
@@ -115,6 +127,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.QueryWatermarkRetention <= 0 {
 		o.QueryWatermarkRetention = 30 * 24 * time.Hour
+	}
+	if o.OwnerLeaseTTL <= 0 {
+		o.OwnerLeaseTTL = DefaultOwnerLeaseTTL
 	}
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator

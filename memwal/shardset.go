@@ -58,6 +58,7 @@ type ShardSet struct {
 	opts  ShardSetOptions
 	turns CompactionTurns // compactions of one shard by this set run one at a time
 	gauge metric.Registration
+	own   *ownership // owner.go: the shards the set owns, leases, dedupe across servers
 
 	mu         sync.Mutex
 	writers    []*Shard        // by shard index; nil until claimed, or after a failure
@@ -124,6 +125,7 @@ func NewShardSet(tbl *engine.Table, ids []string, o *ShardSetOptions) *ShardSet 
 	n := len(ids)
 	ss.writers, ss.foldedAt, ss.stallFolds = make([]*Shard, n), make([]uint64, n), make([]chan struct{}, n)
 	ss.gauge = registerBacklogGauges(ss)
+	ss.own = newOwnership(ss)
 	return ss
 }
 
@@ -136,6 +138,13 @@ func (ss *ShardSet) Table() *engine.Table { return ss.table }
 // writer returns an open writer of shard i, opening (claiming) it when the set has none or the
 // one it has failed.
 func (ss *ShardSet) writer(ctx context.Context, i int) (*Shard, error) {
+	return ss.open(ctx, i, "", nil)
+}
+
+// open is writer with the claim's reason (empty: start, or fenced when the set's writer of the
+// shard failed) and condition (claimIf, nil for none: ManifestStore.claimEpoch). It records the
+// set's instance as the shard's owner and counts the claim.
+func (ss *ShardSet) open(ctx context.Context, i int, reason string, claimIf func(*ShardManifest) error) (*Shard, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.hookMu.Lock()
@@ -147,17 +156,27 @@ func (ss *ShardSet) writer(ctx context.Context, i int) (*Shard, error) {
 	if w := ss.writers[i]; w != nil && w.Err() == nil {
 		return w, nil
 	}
+	if reason == "" {
+		reason = ClaimStart
+	}
 	if w := ss.writers[i]; w != nil {
 		w.Close()
 		ss.writers[i] = nil
+		ss.own.noteFenced(i)
+	}
+	if fenced := ss.own.takeFenced(i); fenced && reason == ClaimStart {
+		reason = ClaimFenced
 	}
 	o := ss.opts.Shard
 	o.AfterFlush = func(uint64) { ss.afterFlush() }
+	o.owner, o.claimIf = ss.own.instance, claimIf
 	w, err := OpenShard(ctx, ss.table, ss.ids[i], &o)
 	if err != nil {
 		return nil, err
 	}
+	ss.countClaim(ctx, reason)
 	ss.writers[i] = w
+	ss.startOwnerLoop()
 	return w, nil
 }
 
@@ -238,9 +257,16 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 			return false, nil
 		case errors.Is(err, ErrEpochCommitted):
 			return true, nil // a concurrent put of the same epoch won
+		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && ss.unroute(i):
+			// A shard this set owned for its unkeyed puts: another server claimed it. Reclaiming
+			// it would fence that server in turn; the caller routes the put again (PutUnkeyed).
+			ss.opts.Shard.Logger.Warn("memwal: another server claimed a shard this server owned; routing again", "table", ss.table.Name(), "shard", w.ShardID(), "err", err)
+			ss.dropWriter(i, w)
+			return false, fmt.Errorf("%w: %w", errReroute, err)
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && attempt == 0:
 			ss.opts.Shard.Logger.Warn("memwal writer fenced or closed; reopening the shard", "table", ss.table.Name(), "shard", w.ShardID(), "err", err)
 			ss.dropWriter(i, w)
+			ss.own.noteFenced(i) // the reopen is a claim of reason "fenced"
 			continue
 		default:
 			return false, err
@@ -249,18 +275,36 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 }
 
 // Flush seals and flushes the memtables of the shards at the given indexes (every shard when
-// none is given) to generations, claiming the shards this set does not write yet.
+// none is given) to generations. It flushes the shards this set writes and claims (reason
+// "flush") those that are free (owner.go), releasing them after on a table without a primary key;
+// a shard another live server owns is that server's to flush and is skipped, so a flush never
+// fences a live owner.
 func (ss *ShardSet) Flush(ctx context.Context, shards ...int) error {
 	if len(shards) == 0 {
 		shards = ss.all()
 	}
 	for _, i := range shards {
-		w, err := ss.writer(ctx, i)
-		if err != nil {
-			return err
+		w := ss.healthyWriters()[i]
+		claimed := w == nil
+		if claimed {
+			m, err := ss.readManifest(ctx, i)
+			if err != nil {
+				return fmt.Errorf("flush memwal shard %s: %w", ss.ids[i], err)
+			}
+			if m == nil || !ss.observe(i, m) {
+				continue // nothing was ever written there, or a live server owns it
+			}
+			if w, err = ss.open(ctx, i, ClaimFlush, ss.claimFree(i)); errors.Is(err, errShardTaken) {
+				continue
+			} else if err != nil {
+				return err
+			}
 		}
 		if err := w.Flush(ctx); err != nil {
 			return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
+		}
+		if claimed {
+			ss.releaseUnrouted(ctx, i, w)
 		}
 	}
 	return nil
@@ -277,9 +321,23 @@ func (ss *ShardSet) CompactShard(ctx context.Context, i, minGenerations int) (in
 // FoldAll flushes every shard's memtable and folds every flushed generation into the base table:
 // what a complete epoch must do before it overwrites the table, so that the Overwrite replaces
 // the shards' rows too.
+//
+// It claims every shard it does not write (reason "fold_all"), fencing their owners: an overwrite
+// must hold every row acknowledged before it. On a table without a primary key it releases those
+// shards after (releaseUnrouted).
 func (ss *ShardSet) FoldAll(ctx context.Context) error {
-	if err := ss.Flush(ctx); err != nil {
-		return err
+	for i := range ss.ids {
+		claimed := ss.healthyWriters()[i] == nil
+		w, err := ss.open(ctx, i, ClaimFoldAll, nil)
+		if err != nil {
+			return err
+		}
+		if err := w.Flush(ctx); err != nil {
+			return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
+		}
+		if claimed {
+			defer ss.releaseUnrouted(ctx, i, w)
+		}
 	}
 	c := ss.compactor(nil)
 	for _, id := range ss.ids {
@@ -548,13 +606,22 @@ func (ss *ShardSet) stallFold(ctx context.Context, m *engine.Manifest, i int) (b
 // fails with ErrClosed. Acknowledged puts are durable in the WAL already; the next writer
 // replays them. Background maintenance runs the hooks scheduled are the maintainer's
 // (engine.Maintenance.Wait); a fold in flight needs no writer.
+//
+// The shards the set owns are released (their Owner cleared, best effort), so that the next server
+// to start, this one restarted included, claims them at once instead of after the lease TTL.
 func (ss *ShardSet) Close() {
 	ss.hookMu.Lock()
 	ss.closed = true
 	ss.hookMu.Unlock()
+	ss.stopOwnerLoop()
 	ss.hooks.Wait()
 	if ss.gauge != nil {
 		ss.gauge.Unregister()
+	}
+	ctx, cancel := context.WithTimeout(ss.opts.Maintainer.BackgroundContext, 5*time.Second)
+	defer cancel()
+	for i, w := range ss.healthyWriters() {
+		ss.release(ctx, i, w)
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

@@ -2,6 +2,7 @@ package memwal
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -65,6 +66,9 @@ func TestShardSetLifecycle(t *testing.T) {
 		}
 		if got := readSet(t, ss); len(got) != 4 {
 			t.Fatalf("after the reopen the set reads %v, want 4 rows once each", got)
+		}
+		if got := ss.Claims(); !maps.Equal(got, map[string]int64{ClaimStart: 1, ClaimFenced: 1}) {
+			t.Fatalf("claims %v, want the first put's start claim and the reopen's fenced claim", got)
 		}
 
 		// Two flushed generations: the fold is due, and AfterPut runs the maintenance inline.

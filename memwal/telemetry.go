@@ -16,6 +16,7 @@ var (
 	memtableRows   metric.Int64ObservableGauge
 	unflushedBytes metric.Int64ObservableGauge
 	generations    metric.Int64ObservableGauge
+	shardClaims    metric.Int64Counter
 )
 
 func init() {
@@ -28,6 +29,8 @@ func init() {
 		metric.WithDescription("Rows in a MemWAL shard's memtables, not yet flushed to a generation (shards written by this process)."))
 	unflushedBytes, _ = meter.Int64ObservableGauge("flight_sink.memwal.unflushed_bytes", metric.WithUnit("By"),
 		metric.WithDescription("Bytes of a MemWAL shard's memtables not yet flushed."))
+	shardClaims, _ = meter.Int64Counter("flight_sink.memwal.shard.claims",
+		metric.WithDescription("MemWAL shard claims (writer epoch bumps) by this process, by reason: start (a free shard for this server's puts), takeover (a dead owner's shard), fenced (reopened after another server claimed it), fallback (hash routing: no shard was free), flush, fold_all."))
 	generations, _ = meter.Int64ObservableGauge("flight_sink.memwal.generations",
 		metric.WithDescription("Flushed MemWAL generations not yet folded into the base table."))
 }
@@ -37,6 +40,11 @@ func recordPutStall(ctx context.Context, outcome string, waited time.Duration) {
 	attrs := metric.WithAttributes(attribute.String("outcome", outcome))
 	putStalls.Add(ctx, 1, attrs)
 	putStalled.Record(ctx, waited.Seconds(), attrs)
+}
+
+// recordClaim counts one shard claim of this process.
+func recordClaim(ctx context.Context, reason string) {
+	shardClaims.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
 }
 
 // registerBacklogGauges reports the backlog of each shard writer of ss: rows acknowledged but

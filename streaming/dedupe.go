@@ -116,11 +116,12 @@ func (s *Sink) EpochStatus(ctx context.Context, table, q string, e int64) (Epoch
 	return s.memwalEpochStatus(ctx, t, r.QueryID, e)
 }
 
-// memwalEpochStatus reports whether a MemWAL table's shards hold (q, e): every shard the epoch
-// was routed to must hold it. It never claims a shard, on this server or any other: a shard this
-// process writes answers from its writer, any other from the read-only view of its manifest and
-// WAL (memwal.EpochCommitted), which sees every epoch any server acknowledged, flushed or not.
-// Claiming here would fence the server that writes the shard.
+// memwalEpochStatus reports whether a MemWAL table's shards hold (q, e): with a primary key every
+// shard must hold it (an epoch puts to every shard); without one, any shard (the server the query
+// wrote through put it in a shard it owns). It never claims a shard, on this server or any other:
+// a shard this process writes answers from its writer, any other from the read-only view of its
+// manifest and WAL (memwal.EpochCommitted), which sees every epoch any server acknowledged,
+// flushed or not. Claiming here would fence the server that writes the shard.
 func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string, e int64) (EpochState, error) {
 	m, err := t.Latest(ctx)
 	if err != nil {
@@ -131,22 +132,21 @@ func (s *Sink) memwalEpochStatus(ctx context.Context, t *engine.Table, q string,
 		return EpochState{}, err
 	}
 	ids := ss.IDs()
-	shards := []int{memwal.ShardForPartition(q, 0, len(ids))}
-	if len(m.PrimaryKey) > 0 {
-		shards = shards[:0]
-		for i := range ids {
-			shards = append(shards, i)
-		}
-	}
-	readers := ss.Readers()
-	for _, i := range shards {
-		ok, _, err := memwal.EpochCommitted(ctx, readers[i], q, e)
+	keyed := len(m.PrimaryKey) > 0
+	for i, r := range ss.Readers() {
+		ok, _, err := memwal.EpochCommitted(ctx, r, q, e)
 		if err != nil {
 			return EpochState{}, fmt.Errorf("epoch status in memwal shard %s of table %s: %w", ids[i], t.Name(), err)
 		}
-		if !ok {
+		if ok && !keyed {
+			return EpochState{Committed: true, Route: RouteMemWAL}, nil
+		}
+		if !ok && keyed {
 			return EpochState{}, nil
 		}
 	}
-	return EpochState{Committed: true, Route: RouteMemWAL}, nil
+	if keyed {
+		return EpochState{Committed: true, Route: RouteMemWAL}, nil
+	}
+	return EpochState{}, nil
 }

@@ -17,8 +17,10 @@ import (
 //
 // A table created with {"memwal": {"shards": N}} routes append and update epochs (route "auto" or
 // "memwal") to its shards: one durable WAL put per shard instead of a base-table transaction per
-// epoch. Without a primary key an epoch goes to one shard chosen by its query id; with one, its
-// rows are split by key hash so a key always lands in the same shard, and every shard gets a put
+// epoch. Without a primary key an epoch goes to one shard this server owns (memwal.ShardSet.Route:
+// every query of the server shares its group commit), and a replay is recognised in whichever
+// shard holds it, since a query may hop servers (memwal.ShardSet.EpochHeld); with one, its rows
+// are split by key hash so a key always lands in the same shard, and every shard gets a put
 // (identity only when it has no rows) so "every shard holds the epoch" means the epoch is whole.
 // Replays are recognised from shard state: the WAL entries not yet flushed carry their epoch
 // identity and each shard manifest keeps a per-query watermark of flushed epochs.
@@ -85,21 +87,11 @@ func useMemWAL(r *EpochRequest, hasShards bool) (bool, error) {
 	return true, nil
 }
 
-// shardPuts splits an epoch's batches into the puts of each shard: shard index -> batches.
+// shardPuts splits the batches of an epoch of a keyed table into the puts of each shard by key
+// hash: shard index -> batches.
 // Every returned batch is retained; release them with releasePuts.
 func shardPuts(ctx context.Context, r *EpochRequest, m *engine.Manifest, n int, recs []arrow.RecordBatch) (map[int][]arrow.RecordBatch, error) {
 	puts := make(map[int][]arrow.RecordBatch)
-	if len(m.PrimaryKey) == 0 {
-		i := memwal.ShardForPartition(r.QueryID, 0, n)
-		for _, rec := range recs {
-			rec.Retain()
-			puts[i] = append(puts[i], rec)
-		}
-		if len(puts) == 0 {
-			puts[i] = nil
-		}
-		return puts, nil
-	}
 	for i := 0; i < n; i++ {
 		puts[i] = nil // every shard gets a put, identity only when it has no rows
 	}
@@ -153,12 +145,20 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 		ack.Route = RouteMemWAL
 		return ack, nil
 	}
+	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
+	if len(m.PrimaryKey) == 0 {
+		dup, err := ss.PutUnkeyed(ctx, m, &id, recs, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
+			func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
+		if err != nil {
+			return Ack{}, err
+		}
+		return s.memwalAck(ctx, ss, m, r, rows, dup)
+	}
 	puts, err := shardPuts(ctx, r, m, len(ss.IDs()), recs)
 	if err != nil {
 		return Ack{}, err
 	}
 	defer releasePuts(puts)
-	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
 	held := 0
 	for i, batches := range puts {
 		done, err := ss.Put(ctx, i, m, &id, batches, func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
@@ -169,7 +169,13 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 			held++
 		}
 	}
-	if held == len(puts) {
+	return s.memwalAck(ctx, ss, m, r, rows, held == len(puts))
+}
+
+// memwalAck acknowledges an epoch the shards hold: a duplicate, or committed (then a fold may be
+// due).
+func (s *Sink) memwalAck(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, r *EpochRequest, rows int64, dup bool) (Ack, error) {
+	if dup {
 		ack := newAck(StatusDuplicate, r)
 		ack.Route = RouteMemWAL
 		return ack, nil
@@ -193,6 +199,21 @@ func shardHolds(w *memwal.Shard, id *engine.EpochIdentity) (bool, error) {
 			ErrQueryReused, id.QueryID, loc.WatermarkEpoch, w.ShardID(), id.EpochID)
 	}
 	return ok, nil
+}
+
+// heldElsewhere is the dedupe rule of an unkeyed epoch over every shard (h: where they hold it):
+// a shard that holds it exactly makes the put a replay; else a shard that has flushed a later
+// epoch of the query means the query id was reused by a new checkpoint (shardHolds' rule, across
+// shards: a query's epochs may be in any shard).
+func heldElsewhere(h memwal.EpochHolding, id *engine.EpochIdentity) (bool, error) {
+	switch {
+	case h.Held:
+		return true, nil
+	case h.Above:
+		return false, fmt.Errorf("%w: query %q has flushed epochs up to %d to MemWAL shard %s but epoch %d is in no shard; use a new query_id for a new checkpoint",
+			ErrQueryReused, id.QueryID, h.AboveEpoch, h.AboveShard, id.EpochID)
+	}
+	return false, nil
 }
 
 // MemWALRequest selects shards of a table for flush_memwal and compact_memwal_shard.

@@ -36,6 +36,7 @@ type ServeCmd struct {
 	LogLevel        string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
 	LogFormat       string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
 	NoIceberg       bool          `name:"no-iceberg" env:"FLIGHT_SINK_NO_ICEBERG" help:"Do not publish tables as Iceberg tables (docs/iceberg.md); a table turns it off with the configuration iceberg.publish=false."`
+	MemWALLeaseTTL  time.Duration `name:"memwal-lease-ttl" default:"15s" env:"FLIGHT_SINK_MEMWAL_LEASE_TTL" help:"How long a server's claim of a MemWAL shard lasts without a commit; it renews every third of it, and another server that sees no commit of the owner for this long takes the shard over (fold, release). Every server of a table must use the same value."`
 	IcebergInterval time.Duration `name:"iceberg-publish-interval" default:"1s" env:"FLIGHT_SINK_ICEBERG_PUBLISH_INTERVAL" help:"Least time between two Iceberg publishes of a table after commits (0: after every commit); a table overrides it with the configuration iceberg.publish_interval_ms."`
 	CPUProfile      string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
 }
@@ -81,6 +82,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	cfg.Sink.DefaultLookback = c.DedupeLookback
 	cfg.Sink.DisableIceberg = c.NoIceberg
 	cfg.Sink.IcebergPublishInterval = c.IcebergInterval
+	cfg.Sink.MemWAL.OwnerLeaseTTL = c.MemWALLeaseTTL
 	if c.IcebergInterval == 0 {
 		cfg.Sink.IcebergPublishInterval = -1 // the Sink's zero value is its default; negative: every commit
 	}

@@ -1,0 +1,175 @@
+package memwal
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+)
+
+// ownerProcessTTL is the lease TTL of both processes of TestTakeoverAfterKill: short, so the test
+// waits little, and long enough that a loaded machine's live process keeps renewing in time.
+const ownerProcessTTL = 2 * time.Second
+
+// TestHelperProcessOwner is not a test: it is the server TestTakeoverAfterKill kills. It writes
+// epoch after epoch of query "dead" through a shard set of its own (claiming a free shard) and
+// prints "ACK <epoch>" once each put returned.
+func TestHelperProcessOwner(t *testing.T) {
+	if os.Getenv(helperProcessEnv) != "1" {
+		t.Skip("helper process")
+	}
+	ctx := context.Background()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	store, err := objstore.Open(ctx, os.Getenv(helperStoreEnv), nil)
+	if err != nil {
+		fail(err)
+	}
+	tbl, err := engine.Open(ctx, store, "events", nil)
+	if err != nil {
+		fail(err)
+	}
+	o := testOptions()
+	o.OwnerLeaseTTL = ownerProcessTTL
+	ss := NewShardSet(tbl, ShardIDs(2), &ShardSetOptions{Shard: *o, FoldGenerations: -1})
+	srv := &ownerServer{tbl: tbl, ss: ss}
+	out := bufio.NewWriter(os.Stdout)
+	for e := int64(1); ; e++ {
+		if _, err := srv.put("dead", e, e*1000, crashEpochRows); err != nil {
+			fail(err)
+		}
+		fmt.Fprintf(out, "ACK %d\n", e)
+		out.Flush()
+	}
+}
+
+// A server process owning a shard is killed (kill -9) in the middle of a stream of epochs. The
+// other server sees its lease expire, takes the shard over, replays, flushes and folds it: every
+// epoch the dead server acknowledged is in the base table exactly once, and none partly; its own
+// claims are one start and one takeover, and the shard is released.
+func TestTakeoverAfterKill(t *testing.T) {
+	if os.Getenv(helperProcessEnv) == "1" {
+		t.Skip("in the helper process")
+	}
+	for _, st := range storetest.Stores(t) {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			env := append(os.Environ(), helperProcessEnv+"=1")
+			var store objstore.Store
+			var uri string
+			if st.Name == "s3" {
+				var opts objstore.S3Options
+				uri, opts = storetest.S3(t)
+				var err error
+				if store, err = objstore.NewS3(t.Context(), opts); err != nil {
+					t.Fatal(err)
+				}
+				env = append(env, storetest.S3Env(opts)...)
+			} else {
+				uri = t.TempDir()
+				store, _ = objstore.NewLocal(uri)
+			}
+			live := newOwnerServers(t, store, 2, ownerProcessTTL)[0]
+
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessOwner$", "-test.count=1")
+			cmd.Env = append(env, helperStoreEnv+"="+uri)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			timeout := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+			defer timeout.Stop()
+			acks := make(chan int64, 1<<16)
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					if e, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
+						n, _ := strconv.ParseInt(e, 10, 64)
+						acks <- n
+					}
+				}
+				close(acks)
+			}()
+			acked := map[int64]bool{}
+			for e := range acks {
+				acked[e] = true
+				if len(acked) == 10 {
+					break
+				}
+			}
+			if len(acked) < 10 {
+				cmd.Wait()
+				t.Fatalf("child stopped after %d acks: %s", len(acked), stderr.String())
+			}
+			// The live server writes too (it claims the other shard), then the child dies.
+			for e := range int64(3) {
+				if _, err := live.put("live", e, 10_000_000+e*1000, crashEpochRows); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			for e := range acks {
+				acked[e] = true
+			}
+
+			mine, _ := live.ss.routedShard("live")
+			id := ShardIDs(2)[1-mine]
+			deadline := time.Now().Add(time.Minute)
+			for {
+				m, err := live.tbl.Latest(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sm := latestShardManifest(t, live.tbl, id); m.MemWALMerged[id] > 0 && sm.Owner == "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no takeover within a minute: merged %v, claims %v", m.MemWALMerged, live.ss.Claims())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if got := live.ss.Claims(); !maps.Equal(got, map[string]int64{ClaimStart: 1, ClaimTakeover: 1}) {
+				t.Fatalf("the live server's claims %v, want one start and one takeover", got)
+			}
+			perEpoch := map[int64]int{}
+			for _, r := range baseRows(t, live.tbl) {
+				if r.ID < 10_000_000 {
+					perEpoch[r.ID/1000]++
+				}
+			}
+			for e, n := range perEpoch {
+				if n != crashEpochRows {
+					t.Fatalf("epoch %d of the dead server has %d rows in the base table, want all %d once", e, n, crashEpochRows)
+				}
+			}
+			for e := range acked {
+				if perEpoch[e] != crashEpochRows {
+					t.Fatalf("epoch %d, acknowledged by the dead server, is not in the base table", e)
+				}
+			}
+			if got := storedRows(t, live.tbl, 2); len(got) != (len(perEpoch)+3)*crashEpochRows {
+				t.Fatalf("the table holds %d rows, want %d", len(got), (len(perEpoch)+3)*crashEpochRows)
+			}
+			t.Logf("the dead server acknowledged %d epochs; the base table holds %d of its epochs", len(acked), len(perEpoch))
+		})
+	}
+}
