@@ -308,15 +308,16 @@ func (p *PutStream) release() {
 	p.admitted = 0
 }
 
-// ShardStream is a streamed put into shard i of a ShardSet (ShardSet.StreamPut): streamed into
-// the WAL on a local disk, buffered and put at Commit on an object store. It keeps a reference
-// to every batch appended (no copy), so a commit that finds the writer fenced is put again
-// through a reopened writer, as ShardSet.Put does.
+// ShardStream is a streamed put of an epoch of a table without a primary key (ShardSet.StreamPut):
+// streamed into the WAL on a local disk, buffered and put at Commit on an object store. It keeps
+// a reference to every batch appended (no copy), so a commit that finds the writer fenced is put
+// again, routed afresh, as PutUnkeyed does.
 type ShardStream struct {
 	ss      *ShardSet
 	i       int
 	m       *engine.Manifest
 	id      *engine.EpochIdentity
+	decide  func(EpochHolding) (bool, error)
 	held    func(*Shard) (bool, error)
 	w       *Shard
 	ps      *PutStream // nil: buffered
@@ -324,12 +325,27 @@ type ShardStream struct {
 	ended   bool
 }
 
-// StreamPut starts a streamed put of epoch id into shard i, with ShardSet.Put's rules: held is
-// asked first and, when it says the shard holds the epoch, StreamPut returns (nil, true, nil) —
-// the caller drains its stream and writes nothing. The fold ceiling is held before the stream
-// starts. End the stream with Commit or Abort.
-func (ss *ShardSet) StreamPut(ctx context.Context, i int, m *engine.Manifest, id *engine.EpochIdentity, held func(*Shard) (bool, error)) (*ShardStream, bool, error) {
+// StreamPut starts a streamed put of epoch id of a table without a primary key, with
+// PutUnkeyed's rules: the shard is the one Route chooses (one this set owns), decide is asked
+// where the shards hold the epoch (EpochHeld: every shard, whichever server wrote it) and held
+// is the writer's own rule; when either says it is a replay, StreamPut returns (nil, true, nil)
+// and the caller drains its stream and writes nothing. The fold ceiling is held before the
+// stream starts. End the stream with Commit or Abort.
+func (ss *ShardSet) StreamPut(ctx context.Context, m *engine.Manifest, id *engine.EpochIdentity,
+	decide func(EpochHolding) (bool, error), held func(*Shard) (bool, error)) (*ShardStream, bool, error) {
+	reroutes := 0
 	for attempt := 0; ; attempt++ {
+		i, err := ss.Route(ctx, id.QueryID)
+		if err != nil {
+			return nil, false, err
+		}
+		h, err := ss.EpochHeld(ctx, id.QueryID, id.EpochID, i)
+		if err != nil {
+			return nil, false, err
+		}
+		if done, err := decide(h); err != nil || done {
+			return nil, done, err
+		}
 		w, err := ss.writer(ctx, i)
 		if err != nil {
 			return nil, false, err
@@ -344,7 +360,7 @@ func (ss *ShardSet) StreamPut(ctx context.Context, i int, m *engine.Manifest, id
 		if err := ss.holdCeiling(ctx, m, i, w); err != nil {
 			return nil, false, err
 		}
-		st := &ShardStream{ss: ss, i: i, m: m, id: id, held: held, w: w}
+		st := &ShardStream{ss: ss, i: i, m: m, id: id, decide: decide, held: held, w: w}
 		if !w.CanStream() {
 			return st, false, nil
 		}
@@ -354,8 +370,14 @@ func (ss *ShardSet) StreamPut(ctx context.Context, i int, m *engine.Manifest, id
 			return st, false, nil
 		case errors.Is(err, ErrEpochCommitted):
 			return nil, true, nil
+		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && reroutes < 2 && ss.unroute(i):
+			// Another server claimed the shard this set owned: route again, as PutUnkeyed does.
+			reroutes++
+			ss.dropWriter(i, w)
+			continue
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && attempt == 0:
 			ss.dropWriter(i, w)
+			ss.own.noteFenced(i)
 			continue
 		default:
 			return nil, false, err
@@ -387,7 +409,7 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 	st.ended = true
 	defer releaseBatches(st.batches)
 	if st.ps == nil {
-		return st.ss.Put(ctx, st.i, st.m, st.id, st.batches, st.held)
+		return st.ss.PutUnkeyed(ctx, st.m, st.id, st.batches, st.decide, st.held)
 	}
 	_, err := st.ps.Commit()
 	switch {
@@ -396,11 +418,13 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 	case errors.Is(err, ErrEpochCommitted):
 		return true, nil
 	case errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed):
-		// The stream's records never count; the batches are still at hand: put them through
-		// the writer reopened (Put asks held again first).
+		// The stream's records never count; the batches are still at hand: put them again,
+		// routed afresh (another server may own the shard now, and may hold the epoch: PutUnkeyed
+		// looks at every shard first).
 		st.ss.opts.Shard.Logger.Warn("memwal writer fenced or closed during a streamed put; putting it again", "table", st.ss.table.Name(), "shard", st.w.ShardID(), "err", err)
+		st.ss.unroute(st.i)
 		st.ss.dropWriter(st.i, st.w)
-		return st.ss.Put(ctx, st.i, st.m, st.id, st.batches, st.held)
+		return st.ss.PutUnkeyed(ctx, st.m, st.id, st.batches, st.decide, st.held)
 	default:
 		return false, err
 	}

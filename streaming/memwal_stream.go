@@ -3,8 +3,6 @@ package streaming
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -57,17 +55,10 @@ func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src Batc
 func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *memwal.ShardSet, r *EpochRequest, head []arrow.RecordBatch, src BatchSource) (Ack, error) {
 	defer releaseBatches(head)
 	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
-	// The shard is the one the buffered path picks (shardPuts, the one home of the routing rule):
-	// without a primary key an epoch's rows all go to one shard.
-	route, err := shardPuts(ctx, r, m, len(ss.IDs()), nil)
-	if err != nil {
-		return Ack{}, err
-	}
-	if len(route) != 1 {
-		return Ack{}, fmt.Errorf("table %s: a streamed epoch routes to %d shards, want 1", t.Name(), len(route))
-	}
-	i := slices.Collect(maps.Keys(route))[0]
-	st, held, err := ss.StreamPut(ctx, i, m, &id, func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
+	// The shard is the one the buffered path picks (memwal.ShardSet.Route, through StreamPut),
+	// and the replay check is the buffered path's too (every shard, heldElsewhere).
+	st, held, err := ss.StreamPut(ctx, m, &id, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
+		func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
 	if err != nil {
 		return Ack{}, err
 	}
