@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -742,12 +743,16 @@ type peerShard struct {
 	held     map[EpochKey]uint64   // the same, by identity
 }
 
-// tail reads what changed in the shard since the last refresh: the WAL listing, the entries not
-// read before (an object store's entries are immutable by position; entries read from a local
-// disk's segments, where a fenced writer's stale record may share a position, are decoded again
-// from the listing, which costs no store call), then the newest manifest. In that order: a flush
-// commits its manifest before it deletes the entries it covers, so an entry that is gone when
-// listed or read is below the replay_after, and under the watermarks, of the manifest read after.
+// tail reads what changed in the shard since the last refresh: the WAL listing, then, at once,
+// the entries not read before (an object store's entries are immutable by position; entries read
+// from a local disk's segments, where a fenced writer's stale record may share a position, are
+// decoded again from the listing, which costs no store call) and the newest manifest. The order
+// that matters is listing before manifest: a flush commits its manifest before it deletes the
+// entries it covers, so an entry gone when listed is below the replay_after, and under the
+// watermarks, of a manifest read after the listing. An entry listed but gone when read was
+// deleted after its covering manifest was committed, which the manifest read beside it may have
+// missed: then the manifest is read once more, after. (Reading the manifest beside the entries,
+// not after them, saves a store round trip per refresh on object storage.)
 func (ps *peerShard) tail(ctx context.Context) error {
 	ps.mu.Lock()
 	after := uint64(0)
@@ -766,6 +771,18 @@ func (ps *peerShard) tail(ctx context.Context) error {
 	defer ps.wal.forget()
 	headers := make(map[uint64][]EpochKey, len(positions))
 	var mu sync.Mutex
+	var gone atomic.Bool // an entry listed was deleted before it was read
+	var m *ShardManifest
+	readManifest := func(ctx context.Context) error {
+		var err error
+		m, err = ps.ms.ReadLatest(ctx)
+		if errors.Is(err, ErrNoManifest) {
+			m, err = nil, nil
+		}
+		return err
+	}
+	mg, mctx := errgroup.WithContext(ctx)
+	mg.Go(func() error { return readManifest(mctx) }) // after the listing: see above
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for _, pos := range positions {
@@ -777,7 +794,8 @@ func (ps *peerShard) tail(ctx context.Context) error {
 		g.Go(func() error {
 			e, err := ps.wal.readHeader(gctx, pos)
 			if errors.Is(err, objstore.ErrNotFound) {
-				return nil // flushed meanwhile: the manifest read next covers it
+				gone.Store(true) // flushed meanwhile: a manifest read after this covers it
+				return nil
 			}
 			if err != nil {
 				return err
@@ -794,15 +812,17 @@ func (ps *peerShard) tail(ctx context.Context) error {
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	m, err := ps.ms.ReadLatest(ctx)
-	if errors.Is(err, ErrNoManifest) {
-		m, err = nil, nil
+	err = g.Wait()
+	if merr := mg.Wait(); err == nil {
+		err = merr
 	}
 	if err != nil {
 		return err
+	}
+	if gone.Load() {
+		if err := readManifest(ctx); err != nil {
+			return err
+		}
 	}
 	held := make(map[EpochKey]uint64)
 	for pos, ids := range headers {
