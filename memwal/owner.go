@@ -348,18 +348,21 @@ func (ss *ShardSet) freeShards(ctx context.Context) ([]int, error) {
 
 // PutUnkeyed puts the batches of epoch id, for a table without a primary key, into the shard
 // Route chooses. decide, called before each attempt with where the shards hold the epoch
-// (EpochHeld), says whether it is a replay (nothing is put, PutUnkeyed reports true) or fails the
-// put; held is ShardSet.Put's per-writer rule. A put whose routed shard was claimed by another
-// server is routed again, after a new look at every shard: the other server may have put the
-// epoch there.
-func (ss *ShardSet) PutUnkeyed(ctx context.Context, m *engine.Manifest, id *engine.EpochIdentity, batches []arrow.RecordBatch,
+// (EpochHeld, as of no earlier than since: when the epoch's request arrived), says whether it is
+// a replay (nothing is put, PutUnkeyed reports true) or fails the put; held is ShardSet.Put's
+// per-writer rule. A put whose routed shard was claimed by another server is routed again, after
+// a new look at every shard: the other server may have put the epoch there.
+func (ss *ShardSet) PutUnkeyed(ctx context.Context, since time.Time, m *engine.Manifest, id *engine.EpochIdentity, batches []arrow.RecordBatch,
 	decide func(EpochHolding) (bool, error), held func(*Shard) (bool, error)) (bool, error) {
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			since = time.Now() // rerouted: look again, after the claim that fenced us
+		}
 		i, err := ss.Route(ctx, id.QueryID)
 		if err != nil {
 			return false, err
 		}
-		h, err := ss.EpochHeld(ctx, id.QueryID, id.EpochID, i)
+		h, err := ss.EpochHeld(ctx, since, id.QueryID, id.EpochID, i)
 		if err != nil {
 			return false, err
 		}
@@ -603,8 +606,13 @@ type EpochHolding struct {
 // meanwhile finds out when it writes, and the put is routed again and looks again); another shard
 // the set writes from its writer's memory when it holds the epoch, else after one probe that the
 // writer still owns it (memwal.EpochCommitted); any other shard from its durable state as a
-// refresh started after this call read it (peerState).
-func (ss *ShardSet) EpochHeld(ctx context.Context, queryID string, epochID int64, target int) (EpochHolding, error) {
+// refresh started no earlier than since read it (peerState; zero since: this call). since is
+// when the epoch's request arrived, so any epoch durable before then is seen, and a refresh that
+// PrefetchPeers started after the request arrived, while its caller read the base table, serves.
+func (ss *ShardSet) EpochHeld(ctx context.Context, since time.Time, queryID string, epochID int64, target int) (EpochHolding, error) {
+	if since.IsZero() {
+		since = time.Now()
+	}
 	var h EpochHolding
 	note := func(shard string, ok bool, loc EpochLocation) bool {
 		switch {
@@ -638,7 +646,7 @@ func (ss *ShardSet) EpochHeld(ctx context.Context, queryID string, epochID int64
 	if len(others) == 0 {
 		return h, nil
 	}
-	if err := ss.own.peers.refresh(ctx, ss, others); err != nil {
+	if err := ss.own.peers.refresh(ctx, ss, others, since); err != nil {
 		return EpochHolding{}, err
 	}
 	for _, i := range others {
@@ -650,38 +658,37 @@ func (ss *ShardSet) EpochHeld(ctx context.Context, queryID string, epochID int64
 }
 
 // peerState is the cached durable state of the shards a set does not write, for EpochHeld.
-// Refreshes run one at a time; a caller joins the next refresh that has not started yet (or
-// starts it), so one refresh serves every put that arrived before it began.
+// Refreshes run one at a time; a caller joins the running refresh when it started no earlier
+// than the caller's since and reads the shards it wants, else the next refresh that has not
+// started yet (or starts it), so one refresh serves every put that arrived before it began.
 type peerState struct {
 	shards []*peerShard
 
 	mu      sync.Mutex
 	running bool
+	cur     *peerRun // the running refresh, when running
 	next    *peerRun
 }
 
 // peerRun is one refresh of the peer shards.
 type peerRun struct {
-	done   chan struct{}
-	want   map[int]bool
-	err    error
-	reread map[int]bool // shards it read
+	done    chan struct{}
+	want    map[int]bool
+	started time.Time // before its first store call
+	err     error
+	reread  map[int]bool // shards it read
 }
 
-// refresh returns once a refresh that started after the call has read every shard of want.
-func (p *peerState) refresh(ctx context.Context, ss *ShardSet, want []int) error {
+// refresh returns once a refresh that started no earlier than since has read every shard of
+// want.
+func (p *peerState) refresh(ctx context.Context, ss *ShardSet, want []int, since time.Time) error {
 	for {
 		p.mu.Lock()
-		r := p.next
-		if r == nil {
-			r = &peerRun{done: make(chan struct{}), want: map[int]bool{}}
-			p.next = r
-		}
-		for _, i := range want {
-			r.want[i] = true
-		}
-		if !p.running {
-			p.startLocked(ss)
+		var r *peerRun
+		if c := p.cur; p.running && !c.started.Before(since) && covers(c.want, want) {
+			r = c // started after the request arrived: what it reads is fresh enough
+		} else {
+			r = p.joinNextLocked(ss, want)
 		}
 		p.mu.Unlock()
 		select {
@@ -702,10 +709,46 @@ func (p *peerState) refresh(ctx context.Context, ss *ShardSet, want []int) error
 	}
 }
 
+// prefetch makes sure a refresh of want starts now or as soon as the running one ends, without
+// waiting for it: a put that arrived before it started joins it (refresh).
+func (p *peerState) prefetch(ss *ShardSet, want []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.joinNextLocked(ss, want)
+}
+
+// joinNextLocked adds want to the next refresh that has not started, making it (and starting it
+// when none runs) if needed, and returns it. REQUIRES: p.mu held.
+func (p *peerState) joinNextLocked(ss *ShardSet, want []int) *peerRun {
+	r := p.next
+	if r == nil {
+		r = &peerRun{done: make(chan struct{}), want: map[int]bool{}}
+		p.next = r
+	}
+	for _, i := range want {
+		r.want[i] = true
+	}
+	if !p.running {
+		p.startLocked(ss)
+	}
+	return r
+}
+
+// covers reports whether every shard of want is in have.
+func covers(have map[int]bool, want []int) bool {
+	for _, i := range want {
+		if !have[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // startLocked starts the pending run. REQUIRES: p.mu held, no run running.
 func (p *peerState) startLocked(ss *ShardSet) {
 	r := p.next
-	p.next, p.running = nil, true
+	r.started = time.Now() // before any store call of the run: refresh compares it with since
+	p.next, p.cur, p.running = nil, r, true
 	go func() {
 		ctx, cancel := context.WithTimeout(ss.opts.Maintainer.BackgroundContext, time.Minute)
 		defer cancel()
@@ -722,7 +765,7 @@ func (p *peerState) startLocked(ss *ShardSet) {
 		}
 		r.err = g.Wait()
 		p.mu.Lock()
-		p.running = false
+		p.running, p.cur = false, nil
 		if p.next != nil {
 			p.startLocked(ss)
 		}
@@ -855,4 +898,30 @@ func (ps *peerShard) holds(queryID string, epochID int64) (bool, EpochLocation) 
 		}
 	}
 	return false, EpochLocation{}
+}
+
+// PrefetchPeers starts, without waiting, a refresh of the durable state of the shards this set
+// does not write, when the set routes unkeyed puts: a caller that will put an epoch calls it as
+// the request arrives, before its own reads (the base table's latest version), so the replay
+// check of EpochHeld (with since no later than this call) finds the refresh under way or done
+// instead of starting it. On an object store that takes the refresh's round trips off the put's
+// path. Nothing is claimed.
+func (ss *ShardSet) PrefetchPeers() {
+	o := ss.own
+	o.mu.Lock()
+	unkeyed := o.unkeyed
+	o.mu.Unlock()
+	if !unkeyed {
+		return
+	}
+	ws := ss.healthyWriters()
+	var others []int
+	for i := range ss.ids {
+		if ws[i] == nil {
+			others = append(others, i)
+		}
+	}
+	if len(others) > 0 {
+		o.peers.prefetch(ss, others)
+	}
 }

@@ -63,7 +63,7 @@ func (s *ownerServer) put(q string, e, from, n int64) (bool, error) {
 		return false, err
 	}
 	id := &engine.EpochIdentity{QueryID: q, EpochID: e}
-	return s.ss.PutUnkeyed(ctx, m, id, []arrow.RecordBatch{rec}, func(h EpochHolding) (bool, error) {
+	return s.ss.PutUnkeyed(ctx, time.Time{}, m, id, []arrow.RecordBatch{rec}, func(h EpochHolding) (bool, error) {
 		if h.Held {
 			return true, nil
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -317,6 +318,7 @@ type ShardStream struct {
 	i       int
 	m       *engine.Manifest
 	id      *engine.EpochIdentity
+	since   time.Time
 	decide  func(EpochHolding) (bool, error)
 	held    func(*Shard) (bool, error)
 	w       *Shard
@@ -326,20 +328,23 @@ type ShardStream struct {
 }
 
 // StreamPut starts a streamed put of epoch id of a table without a primary key, with
-// PutUnkeyed's rules: the shard is the one Route chooses (one this set owns), decide is asked
+// PutUnkeyed's rules (since as there): the shard is the one Route chooses (one this set owns), decide is asked
 // where the shards hold the epoch (EpochHeld: every shard, whichever server wrote it) and held
 // is the writer's own rule; when either says it is a replay, StreamPut returns (nil, true, nil)
 // and the caller drains its stream and writes nothing. The fold ceiling is held before the
 // stream starts. End the stream with Commit or Abort.
-func (ss *ShardSet) StreamPut(ctx context.Context, m *engine.Manifest, id *engine.EpochIdentity,
+func (ss *ShardSet) StreamPut(ctx context.Context, since time.Time, m *engine.Manifest, id *engine.EpochIdentity,
 	decide func(EpochHolding) (bool, error), held func(*Shard) (bool, error)) (*ShardStream, bool, error) {
 	reroutes := 0
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			since = time.Now()
+		}
 		i, err := ss.Route(ctx, id.QueryID)
 		if err != nil {
 			return nil, false, err
 		}
-		h, err := ss.EpochHeld(ctx, id.QueryID, id.EpochID, i)
+		h, err := ss.EpochHeld(ctx, since, id.QueryID, id.EpochID, i)
 		if err != nil {
 			return nil, false, err
 		}
@@ -360,7 +365,7 @@ func (ss *ShardSet) StreamPut(ctx context.Context, m *engine.Manifest, id *engin
 		if err := ss.holdCeiling(ctx, m, i, w); err != nil {
 			return nil, false, err
 		}
-		st := &ShardStream{ss: ss, i: i, m: m, id: id, decide: decide, held: held, w: w}
+		st := &ShardStream{ss: ss, i: i, m: m, id: id, since: since, decide: decide, held: held, w: w}
 		if !w.CanStream() {
 			return st, false, nil
 		}
@@ -409,7 +414,7 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 	st.ended = true
 	defer releaseBatches(st.batches)
 	if st.ps == nil {
-		return st.ss.PutUnkeyed(ctx, st.m, st.id, st.batches, st.decide, st.held)
+		return st.ss.PutUnkeyed(ctx, st.since, st.m, st.id, st.batches, st.decide, st.held)
 	}
 	_, err := st.ps.Commit()
 	switch {
@@ -424,7 +429,7 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 		st.ss.opts.Shard.Logger.Warn("memwal writer fenced or closed during a streamed put; putting it again", "table", st.ss.table.Name(), "shard", st.w.ShardID(), "err", err)
 		st.ss.unroute(st.i)
 		st.ss.dropWriter(st.i, st.w)
-		return st.ss.PutUnkeyed(ctx, st.m, st.id, st.batches, st.decide, st.held)
+		return st.ss.PutUnkeyed(ctx, time.Now(), st.m, st.id, st.batches, st.decide, st.held)
 	default:
 		return false, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
 )
@@ -118,6 +119,13 @@ func (s *Sink) createWithEpoch(ctx context.Context, r *EpochRequest, src BatchSo
 // writeEpochTo lands the epoch in the existing table t.
 func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochRequest, src BatchSource) (Ack, error) {
 	r := *rp
+	// A MemWAL epoch's replay check reads the other servers' shards as of no earlier than now;
+	// on a table this server already writes through MemWAL that read starts now, beside the read
+	// of the latest version, instead of after it (memwal.ShardSet.PrefetchPeers).
+	r.arrived = time.Now()
+	if ss := s.knownShardSet(t); ss != nil && r.Partition == nil && r.Mode != ModeComplete && r.Route != RouteDirect {
+		ss.PrefetchPeers()
+	}
 	m, err := t.Latest(ctx)
 	if err != nil {
 		return Ack{}, err

@@ -55,6 +55,13 @@ func (s *Sink) shardSet(t *engine.Table, ids []string) *memwal.ShardSet {
 	return ss
 }
 
+// knownShardSet returns the shard set this sink already made for table t, or nil: no read.
+func (s *Sink) knownShardSet(t *engine.Table) *memwal.ShardSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.memwal[t.Name()]
+}
+
 // tableShards returns table t's shard set as of version m, or nil when it has no MemWAL shards.
 func (s *Sink) tableShards(t *engine.Table, m *engine.Manifest) (*memwal.ShardSet, error) {
 	ids, err := memwal.TableShardIDs(m)
@@ -147,7 +154,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 	}
 	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
 	if len(m.PrimaryKey) == 0 {
-		dup, err := ss.PutUnkeyed(ctx, m, &id, recs, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
+		dup, err := ss.PutUnkeyed(ctx, r.arrived, m, &id, recs, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
 			func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
 		if err != nil {
 			return Ack{}, err

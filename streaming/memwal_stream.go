@@ -57,7 +57,7 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine
 	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
 	// The shard is the one the buffered path picks (memwal.ShardSet.Route, through StreamPut),
 	// and the replay check is the buffered path's too (every shard, heldElsewhere).
-	st, held, err := ss.StreamPut(ctx, m, &id, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
+	st, held, err := ss.StreamPut(ctx, r.arrived, m, &id, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
 		func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
 	if err != nil {
 		return Ack{}, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -89,7 +90,8 @@ type EpochRequest struct {
 	// the epoch's rows commit as one transaction, always on the direct route.
 	MergeSchema bool
 
-	merged *arrow.Schema // the table schema the epoch's rows are written and committed in, when it changes it
+	merged  *arrow.Schema // the table schema the epoch's rows are written and committed in, when it changes it
+	arrived time.Time     // when the epoch reached writeEpochTo: the MemWAL replay check is as of no earlier
 }
 
 // Normalize validates r in place: it trims the query id once (that trimmed id is the one stamped),
