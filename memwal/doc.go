@@ -14,8 +14,8 @@
 //  1. Put hands a batch to the shard's writer. Concurrent puts are grouped into one WAL entry,
 //     written put-if-absent at the next position (appended to the writer's segment, one
 //     fdatasync, on a local disk); the put returns once that entry is durable and the writer has
-//     confirmed it still owns the shard. A large put on a local disk is streamed instead
-//     (Shard.StreamPut, stream.go): its batches are appended as stream records as they arrive,
+//     confirmed it still owns the shard. A large put on a local disk can be streamed instead
+//     (Options.StreamPutBytes, off by default; Shard.StreamPut, stream.go): its batches are appended as stream records as they arrive,
 //     and one entry through the same group commit makes them count.
 //  2. The rows go into the memtable, readable at once (Shard.Snapshot).
 //  3. When the memtable passes a row, byte or age threshold it is sealed and flushed to the next

@@ -10,8 +10,9 @@ import (
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
-// Large MemWAL epochs are streamed: once an epoch of a table without a primary key has passed
-// memwal.Options.StreamPutBytes, the rest of it is written into its shard's WAL as it arrives
+// Large MemWAL epochs can be streamed (off unless memwal.Options.StreamPutBytes is set, serve
+// --memwal-stream-put-bytes; docs/storage.md says why): once an epoch of a table without a primary
+// key has passed StreamPutBytes, the rest of it is written into its shard's WAL as it arrives
 // (memwal.ShardSet.StreamPut: a local disk streams, an object store buffers), so receiving and
 // writing overlap. Smaller epochs, and every epoch of a keyed table (its rows are split by key
 // over every shard: one put per shard, written once the epoch is whole), take the buffered path
