@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -69,59 +66,15 @@ func TestKillDuringStream(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			var uri string
-			env := append(os.Environ(), helperProcessEnv+"=1")
-			var store objstore.Store
-			if st.Name == "s3" {
-				var opts objstore.S3Options
-				uri, opts = storetest.S3(t)
-				var err error
-				if store, err = objstore.NewS3(ctx, opts); err != nil {
-					t.Fatal(err)
-				}
-				env = append(env, storetest.S3Env(opts)...)
-			} else {
-				dir := t.TempDir()
-				uri = dir
-				store, _ = objstore.NewLocal(dir)
-			}
+			store, uri, env := processStore(t, st)
 			tbl := createTable(t, store, nil)
-
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessWriter$", "-test.count=1")
-			cmd.Env = append(env, helperStoreEnv+"="+uri)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
+			child := startHelper(t, "TestHelperProcessWriter", uri, env, 60*time.Second)
+			acked := child.awaitAcks(t, crashAcks)
+			if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			acked := map[int64]bool{}
-			sc := bufio.NewScanner(stdout)
-			timeout := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
-			defer timeout.Stop()
-			for len(acked) < crashAcks && sc.Scan() {
-				if e, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
-					n, _ := strconv.ParseInt(e, 10, 64)
-					acked[n] = true
-				}
-			}
-			if len(acked) < crashAcks {
-				cmd.Wait()
-				t.Fatalf("child stopped after %d acks: %s", len(acked), stderr.String())
-			}
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			for sc.Scan() { // acks printed before the kill still count
-				if e, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
-					n, _ := strconv.ParseInt(e, 10, 64)
-					acked[n] = true
-				}
-			}
-			cmd.Wait()
+			child.drainAcks(acked) // acks printed before the kill still count
+			child.cmd.Wait()
 
 			s := openShard(t, tbl, testShardID, nil)
 			perEpoch := map[int64]int{}

@@ -1,16 +1,12 @@
 package memwal
 
 import (
-	"bufio"
 	"maps"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 )
 
@@ -26,58 +22,10 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	for _, st := range storetest.Stores(t) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			env := append(os.Environ(), helperProcessEnv+"=1")
-			var store objstore.Store
-			var uri string
-			if st.Name == "s3" {
-				var opts objstore.S3Options
-				uri, opts = storetest.S3(t)
-				var err error
-				if store, err = objstore.NewS3(t.Context(), opts); err != nil {
-					t.Fatal(err)
-				}
-				env = append(env, storetest.S3Env(opts)...)
-			} else {
-				uri = t.TempDir()
-				store, _ = objstore.NewLocal(uri)
-			}
+			store, uri, env := processStore(t, st)
 			tbl := createTable(t, store, nil)
-
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessWriter$", "-test.count=1")
-			cmd.Env = append(env, helperStoreEnv+"="+uri)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			timeout := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
-			defer timeout.Stop()
-			acks := make(chan int64, 1<<16)
-			go func() {
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					if e, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
-						n, _ := strconv.ParseInt(e, 10, 64)
-						acks <- n
-					}
-				}
-				close(acks)
-			}()
-			acked := map[int64]bool{}
-			for e := range acks {
-				acked[e] = true
-				if len(acked) == crashAcks {
-					break
-				}
-			}
-			if len(acked) < crashAcks {
-				cmd.Wait()
-				t.Fatalf("child stopped after %d acks: %s", len(acked), stderr.String())
-			}
+			child := startHelper(t, "TestHelperProcessWriter", uri, env, 90*time.Second)
+			acked := child.awaitAcks(t, crashAcks)
 
 			// Claim while the child writes, then write our own epochs at the positions the child
 			// would take next.
@@ -86,12 +34,10 @@ func TestFencingAcrossProcesses(t *testing.T) {
 			for e := int64(1); e <= mine; e++ {
 				put(t, s, "p", e, 10_000_000+e*1000, crashEpochRows, "p")
 			}
-			for e := range acks { // acks the child printed before it learned it was fenced
-				acked[e] = true
-			}
-			werr := cmd.Wait()
-			if werr == nil || !strings.Contains(stderr.String(), "fenced") {
-				t.Fatalf("child exit %v, stderr %q: want it stopped, fenced", werr, stderr.String())
+			child.drainAcks(acked) // acks the child printed before it learned it was fenced
+			werr := child.cmd.Wait()
+			if werr == nil || !strings.Contains(child.stderr.String(), "fenced") {
+				t.Fatalf("child exit %v, stderr %q: want it stopped, fenced", werr, child.stderr.String())
 			}
 
 			held := func(s *Shard) map[int64]int {

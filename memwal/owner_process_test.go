@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -67,69 +64,19 @@ func TestTakeoverAfterKill(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			env := append(os.Environ(), helperProcessEnv+"=1")
-			var store objstore.Store
-			var uri string
-			if st.Name == "s3" {
-				var opts objstore.S3Options
-				uri, opts = storetest.S3(t)
-				var err error
-				if store, err = objstore.NewS3(t.Context(), opts); err != nil {
-					t.Fatal(err)
-				}
-				env = append(env, storetest.S3Env(opts)...)
-			} else {
-				uri = t.TempDir()
-				store, _ = objstore.NewLocal(uri)
-			}
+			store, uri, env := processStore(t, st)
 			live := newOwnerServers(t, store, 2, ownerProcessTTL)[0]
-
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessOwner$", "-test.count=1")
-			cmd.Env = append(env, helperStoreEnv+"="+uri)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			timeout := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
-			defer timeout.Stop()
-			acks := make(chan int64, 1<<16)
-			go func() {
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					if e, ok := strings.CutPrefix(sc.Text(), "ACK "); ok {
-						n, _ := strconv.ParseInt(e, 10, 64)
-						acks <- n
-					}
-				}
-				close(acks)
-			}()
-			acked := map[int64]bool{}
-			for e := range acks {
-				acked[e] = true
-				if len(acked) == 10 {
-					break
-				}
-			}
-			if len(acked) < 10 {
-				cmd.Wait()
-				t.Fatalf("child stopped after %d acks: %s", len(acked), stderr.String())
-			}
+			child := startHelper(t, "TestHelperProcessOwner", uri, env, 2*time.Minute)
+			acked := child.awaitAcks(t, 10)
 			// The live server writes too (it claims the other shard), then the child dies.
 			for e := range int64(3) {
 				if _, err := live.put("live", e, 10_000_000+e*1000, crashEpochRows); err != nil {
 					t.Fatal(err)
 				}
 			}
-			cmd.Process.Kill()
-			cmd.Wait()
-			for e := range acks {
-				acked[e] = true
-			}
+			child.cmd.Process.Kill()
+			child.drainAcks(acked) // acks printed before the kill still count
+			child.cmd.Wait()
 
 			mine, _ := live.ss.routedShard("live")
 			id := ShardIDs(2)[1-mine]

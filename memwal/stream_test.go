@@ -1,14 +1,11 @@
 package memwal
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -321,35 +318,23 @@ func TestKillBetweenStreamAndCommit(t *testing.T) {
 		t.Skip("in the helper process")
 	}
 	tbl, dir := localTable(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessStreamer$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperProcessEnv+"=1", streamCrashChildEnv+"=1", helperStoreEnv+"="+dir)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
-	defer timeout.Stop()
+	child := startHelper(t, "TestHelperProcessStreamer", dir,
+		append(os.Environ(), helperProcessEnv+"=1", streamCrashChildEnv+"=1"), 90*time.Second)
 	var lines []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if sc.Text() == "STREAMED" {
+	for line := range child.lines {
+		lines = append(lines, line)
+		if line == "STREAMED" {
 			break
 		}
 	}
 	if len(lines) == 0 || lines[len(lines)-1] != "STREAMED" {
-		cmd.Wait()
-		t.Fatalf("child stopped before streaming (%q): %s", lines, stderr.String())
+		child.cmd.Wait()
+		t.Fatalf("child stopped before streaming (%q): %s", lines, child.stderr.String())
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	child.cmd.Wait()
 	if d := diskRecords(t, dir); d.streams != 2 || d.commits != 1 {
 		t.Fatalf("on disk after the kill: %+v, want the records of 2 streams and 1 commit", d)
 	}

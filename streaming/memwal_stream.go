@@ -64,14 +64,10 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine
 		return Ack{}, err
 	}
 	if held {
-		for src.Next() {
-		}
-		if err := src.Err(); err != nil {
+		if err := drain(src); err != nil {
 			return Ack{}, fmt.Errorf("read stream: %w", err)
 		}
-		ack := newAck(StatusDuplicate, r)
-		ack.Route = RouteMemWAL
-		return ack, nil
+		return s.memwalAck(ctx, ss, m, r, 0, true)
 	}
 	var rows int64
 	add := func(rec arrow.RecordBatch) error {
@@ -105,15 +101,5 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine
 	if err != nil {
 		return Ack{}, err
 	}
-	if done {
-		ack := newAck(StatusDuplicate, r)
-		ack.Route = RouteMemWAL
-		return ack, nil
-	}
-	if err := ss.AfterPut(ctx, m); err != nil {
-		return Ack{}, err // inline maintenance with a strict policy; the epoch itself is durable
-	}
-	ack := newAck(StatusCommitted, r)
-	ack.Rows, ack.Route = rows, RouteMemWAL
-	return ack, nil
+	return s.memwalAck(ctx, ss, m, r, rows, done)
 }
