@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -77,11 +78,71 @@ type GenerationFile struct {
 	SizeBytes int64  `json:"size_bytes"`
 }
 
-// QueryWatermark is the highest epoch of a streaming query that reached a flushed generation.
+// QueryWatermark is the highest epoch of a streaming query that reached a flushed generation,
+// and the one before it.
+//
+// The one before matters because a query has at most one epoch in flight: when the epoch after
+// its last acknowledged one became durable but its acknowledgement was lost (the server died),
+// the query replays the acknowledged epoch, which is then the second highest. Both must be
+// recognised exactly after a flush, as they are while their WAL entries are unflushed; any
+// older epoch below the watermark can only be a reused query id.
 type QueryWatermark struct {
-	Epoch        int64  `json:"epoch"`
+	Epoch int64 `json:"epoch"`
+	// PrevEpoch is the query's highest flushed epoch below Epoch; nil when none is known (the
+	// query's first flushed epoch, or a manifest written before this field).
+	PrevEpoch    *int64 `json:"prev_epoch,omitempty"`
 	Generation   uint64 `json:"generation"`
 	UpdatedNanos int64  `json:"updated_nanos"`
+}
+
+// location answers whether the watermark covers epoch e of its query (EpochCommitted): false
+// above it; at or below it an EpochLocation from the watermark, Exact when e is Epoch or
+// PrevEpoch.
+func (wm QueryWatermark) location(e int64) (EpochLocation, bool) {
+	if e > wm.Epoch {
+		return EpochLocation{}, false
+	}
+	exact := e == wm.Epoch || (wm.PrevEpoch != nil && e == *wm.PrevEpoch)
+	return EpochLocation{Generation: wm.Generation, WatermarkEpoch: wm.Epoch, FromWatermark: true, Exact: exact}, true
+}
+
+// advance returns the watermark after a flush of generation g holding epochs of its query
+// (any order, repeats allowed): the two highest distinct epochs of the old watermark's and the
+// new ones. ok reports whether a watermark existed before.
+func (wm QueryWatermark) advance(ok bool, epochs []int64, g uint64, now int64) QueryWatermark {
+	var top, prev int64
+	haveTop, havePrev := false, false
+	add := func(e int64) {
+		switch {
+		case !haveTop || e > top:
+			if haveTop {
+				prev, havePrev = top, true
+			}
+			top, haveTop = e, true
+		case e < top && (!havePrev || e > prev):
+			prev, havePrev = e, true
+		}
+	}
+	if ok {
+		add(wm.Epoch)
+		if wm.PrevEpoch != nil {
+			add(*wm.PrevEpoch)
+		}
+	}
+	for _, e := range epochs {
+		add(e)
+	}
+	out := wm
+	if !ok || slices.Contains(epochs, top) {
+		out.Generation, out.UpdatedNanos = g, now // g holds the top epoch
+	}
+	out.Epoch = top
+	out.PrevEpoch = nil
+	if havePrev {
+		p := prev
+		out.PrevEpoch = &p
+	}
+	return out
 }
 
 // Timestamp returns when the version was committed.

@@ -617,7 +617,7 @@ func (ss *ShardSet) EpochHeld(ctx context.Context, since time.Time, queryID stri
 	note := func(shard string, ok bool, loc EpochLocation) bool {
 		switch {
 		case !ok:
-		case !loc.FromWatermark || loc.WatermarkEpoch == epochID:
+		case !loc.FromWatermark || loc.Exact:
 			h = EpochHolding{Held: true, Shard: shard, Location: loc}
 			return true
 		case loc.WatermarkEpoch > epochID && (!h.Above || loc.WatermarkEpoch > h.AboveEpoch):
@@ -893,8 +893,9 @@ func (ps *peerShard) holds(queryID string, epochID int64) (bool, EpochLocation) 
 		return true, EpochLocation{Position: pos}
 	}
 	if ps.manifest != nil {
-		if wm, ok := ps.manifest.Queries[queryID]; ok && epochID <= wm.Epoch {
-			return true, EpochLocation{Generation: wm.Generation, WatermarkEpoch: wm.Epoch, FromWatermark: true}
+		if wm, ok := ps.manifest.Queries[queryID]; ok {
+			loc, held := wm.location(epochID)
+			return held, loc
 		}
 	}
 	return false, EpochLocation{}

@@ -617,6 +617,10 @@ type EpochLocation struct {
 	Generation     uint64
 	WatermarkEpoch int64
 	FromWatermark  bool
+	// Exact: the watermark names this very epoch (its Epoch or PrevEpoch, QueryWatermark), so the
+	// shard holds it for certain; otherwise an answer from the watermark only says the epoch is
+	// below the query's flushed epochs.
+	Exact bool
 }
 
 func (l EpochLocation) String() string {
@@ -643,8 +647,8 @@ func (s *Shard) epochLocationLocked(queryID string, epochID int64) (EpochLocatio
 	if pos, ok := s.identities[EpochKey{queryID, epochID}]; ok {
 		return EpochLocation{Position: pos}, true
 	}
-	if wm, ok := s.manifest.Queries[queryID]; ok && epochID <= wm.Epoch {
-		return EpochLocation{Generation: wm.Generation, WatermarkEpoch: wm.Epoch, FromWatermark: true}, true
+	if wm, ok := s.manifest.Queries[queryID]; ok {
+		return wm.location(epochID)
 	}
 	return EpochLocation{}, false
 }
@@ -768,11 +772,12 @@ func (s *Shard) flush(mt *memtable) error {
 		if mt.lastPos > m.ReplayAfterWALEntryPosition {
 			m.ReplayAfterWALEntryPosition = mt.lastPos
 		}
-		mt.identities(func(q string, e int64, _ uint64) {
-			if wm, ok := m.Queries[q]; !ok || e >= wm.Epoch {
-				m.Queries[q] = QueryWatermark{Epoch: e, Generation: g, UpdatedNanos: now}
-			}
-		})
+		flushed := map[string][]int64{}
+		mt.identities(func(q string, e int64, _ uint64) { flushed[q] = append(flushed[q], e) })
+		for q, epochs := range flushed {
+			wm, ok := m.Queries[q]
+			m.Queries[q] = wm.advance(ok, epochs, g, now)
+		}
 		cutoff := now - int64(s.opts.QueryWatermarkRetention)
 		for q, wm := range m.Queries {
 			if wm.UpdatedNanos < cutoff {

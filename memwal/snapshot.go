@@ -200,8 +200,9 @@ func (ss *StoredShard) EpochCommitted(ctx context.Context, queryID string, epoch
 	if found != 0 {
 		return true, EpochLocation{Position: found}, nil
 	}
-	if wm, ok := v.manifest.Queries[queryID]; ok && epochID <= wm.Epoch {
-		return true, EpochLocation{Generation: wm.Generation, WatermarkEpoch: wm.Epoch, FromWatermark: true}, nil
+	if wm, ok := v.manifest.Queries[queryID]; ok {
+		loc, held := wm.location(epochID)
+		return held, loc, nil
 	}
 	return false, EpochLocation{}, nil
 }

@@ -201,7 +201,7 @@ func (s *Sink) memwalAck(ctx context.Context, ss *memwal.ShardSet, m *engine.Man
 // query, and that the shard does not hold, means the query id was reused by a new checkpoint.
 func shardHolds(w *memwal.Shard, id *engine.EpochIdentity) (bool, error) {
 	ok, loc := w.EpochCommitted(id.QueryID, id.EpochID)
-	if ok && loc.FromWatermark && loc.WatermarkEpoch > id.EpochID {
+	if ok && loc.FromWatermark && !loc.Exact {
 		return false, fmt.Errorf("%w: query %q has flushed epochs up to %d to MemWAL shard %s but epoch %d is not there; use a new query_id for a new checkpoint",
 			ErrQueryReused, id.QueryID, loc.WatermarkEpoch, w.ShardID(), id.EpochID)
 	}
