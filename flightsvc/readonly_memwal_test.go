@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -34,7 +35,12 @@ type sharedRoot struct {
 
 func (r sharedRoot) server(t *testing.T) *testServer {
 	t.Helper()
-	return startServer(t, flightsvc.Config{Root: r.uri, S3: r.s3})
+	cfg := flightsvc.Config{Root: r.uri, S3: r.s3}
+	// These tests check that reads write no shard manifest, by comparing manifest versions: with
+	// a lease longer than any test, no owner's renewal (a manifest commit after a third of the
+	// lease without one, docs/storage.md) lands in between, however slow the machine.
+	cfg.Sink.MemWAL.OwnerLeaseTTL = time.Hour
+	return startServer(t, cfg)
 }
 
 // shardManifests reads the newest manifest of every shard of a table with shards shards straight
