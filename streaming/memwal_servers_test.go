@@ -15,8 +15,10 @@ import (
 // Two servers (sinks) on one unkeyed MemWAL table with two shards, one query hopping between
 // them: each server owns one shard from its first put on and claims nothing else; a replay through
 // the other server is a duplicate, from the WAL and, once each server flushed its own shard, from
-// the watermark; epoch_status answers through either; an epoch below a watermark the query flushed
-// is a reused query id wherever it goes; and every row is there once.
+// the watermark (its last two epochs there: the one before the last is what a query replays when
+// its last became durable unacknowledged); epoch_status answers through either; an older epoch
+// below a watermark the query flushed is a reused query id wherever it goes; and every row is
+// there once.
 func TestMemWALQueryHopsServers(t *testing.T) {
 	ctx := context.Background()
 	store, err := objstore.NewLocal(t.TempDir())
@@ -42,8 +44,9 @@ func TestMemWALQueryHopsServers(t *testing.T) {
 	want(b, 1, StatusDuplicate, 10, 11) // the driver failed over: a replay, in a's shard's WAL
 	want(b, 2, StatusCommitted, 20, 21)
 	want(a, 2, StatusDuplicate, 20, 21) // and back
+	want(a, 3, StatusCommitted, 30, 31) // a's shard: 0, 1, 3
 	for _, s := range []*Sink{a, b} {
-		for e := int64(0); e < 3; e++ {
+		for e := int64(0); e < 4; e++ {
 			if st, err := s.EpochStatus(ctx, "m", "q", e); err != nil || !st.Committed {
 				t.Fatalf("epoch_status of epoch %d: %+v %v", e, st, err)
 			}
@@ -55,16 +58,18 @@ func TestMemWALQueryHopsServers(t *testing.T) {
 		}
 	}
 	want(a, 2, StatusDuplicate, 20, 21) // from b's shard's watermark
+	want(b, 3, StatusDuplicate, 30, 31) // from a's shard's watermark: its top epoch
+	want(b, 1, StatusDuplicate, 10, 11) // and the one before it
 	for _, s := range []*Sink{a, b} {
 		_, err := s.WriteEpoch(ctx, EpochRequest{Table: "m", QueryID: "q", EpochID: 0, Mode: ModeAppend, Create: spec},
 			kvSource(t, []arrow.RecordBatch{kv(0, "v")}...))
 		if !errors.Is(err, ErrQueryReused) {
-			t.Fatalf("epoch 0 after the query flushed epoch 1 and 2: %v, want ErrQueryReused", err)
+			t.Fatalf("epoch 0 after the query flushed epochs 1, 2 and 3: %v, want ErrQueryReused", err)
 		}
 	}
 	got := readKV(t, b, "m")
-	if len(got) != 6 {
-		t.Fatalf("rows %v, want 6", got)
+	if len(got) != 8 {
+		t.Fatalf("rows %v, want 8", got)
 	}
 	for id, vs := range got {
 		if len(vs) != 1 {
