@@ -188,11 +188,9 @@ func (w *segmentWriter) adopt(segs []segmentFile) {
 	sort.Slice(w.old, func(i, j int) bool { return w.old[i].logNum < w.old[j].logNum })
 }
 
-// append writes rec (header room + payload, framed here) as the next record and makes it
-// durable with one fdatasync. pos is the entry's position.
-func (w *segmentWriter) append(rec []byte, pos uint64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// writeLocked frames rec and writes it at the current offset, in the next segment when it does
+// not fit the current one; the caller makes it durable and advances the offset. REQUIRES: w.mu.
+func (w *segmentWriter) writeLocked(rec []byte) error {
 	if w.cur == nil || (w.off > 0 && w.off+int64(len(rec)) > w.cap) {
 		if err := w.nextSegmentLocked(); err != nil {
 			return err
@@ -201,6 +199,17 @@ func (w *segmentWriter) append(rec []byte, pos uint64) error {
 	frameRecord(rec, w.curN)
 	if _, err := w.cur.WriteAt(rec, w.off); err != nil {
 		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	}
+	return nil
+}
+
+// append writes rec (header room + payload, framed here) as the next record and makes it
+// durable with one fdatasync. pos is the entry's position.
+func (w *segmentWriter) append(rec []byte, pos uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.writeLocked(rec); err != nil {
+		return err
 	}
 	// The record is durable once this returns; the ack waits for it (and for the ownership probe).
 	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
@@ -274,14 +283,8 @@ func (w *segmentWriter) appendData(rec []byte) error {
 	if w.closed {
 		return fmt.Errorf("append wal segment: %w", ErrClosed)
 	}
-	if w.cur == nil || (w.off > 0 && w.off+int64(len(rec)) > w.cap) {
-		if err := w.nextSegmentLocked(); err != nil {
-			return err
-		}
-	}
-	frameRecord(rec, w.curN)
-	if _, err := w.cur.WriteAt(rec, w.off); err != nil {
-		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
+	if err := w.writeLocked(rec); err != nil {
+		return err
 	}
 	// Best effort: without it the commit's fdatasync writes the whole stream at the end.
 	_ = unix.SyncFileRange(int(w.cur.Fd()), w.off, int64(len(rec)), unix.SYNC_FILE_RANGE_WRITE)
