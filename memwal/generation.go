@@ -5,11 +5,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
@@ -18,53 +18,45 @@ import (
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
-// Generation files are Parquet with the engine's trade-offs: zstd at level 1 (fast, and the rows
-// are rewritten by compaction soon anyway), no dictionary encoding, statistics on.
-const (
-	genZstdLevel       = 1
-	genMaxRowGroupRows = 128 * 1024
-)
-
-// writeGeneration writes batches (in schema) as generation g's Parquet file under the shard and
-// returns its manifest entry without the WAL range. Nothing references the file until the shard
-// manifest lists the generation; a file of a flush that never committed is garbage.
+// A generation file is an Arrow IPC stream of the memtable's batches, in the table schema,
+// uncompressed: writing one is a copy of buffers the memtable already holds, and reading one back
+// decodes nothing. A generation is read only by this package (merged reads, the fold into the base
+// table) and lives until the next fold, which encodes its rows into the table's Parquet data files:
+// a Parquet generation (zstd, the format before, still read) paid that encode twice, on the same
+// cores as the puts (docs/storage.md).
+//
+// writeGeneration writes batches (in schema) as generation g's file under the shard and returns
+// its manifest entry without the WAL range. Nothing references the file until the shard manifest
+// lists the generation; a file of a flush that never committed is garbage.
 func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths, g uint64, schema *arrow.Schema,
 	batches []arrow.RecordBatch, alloc memory.Allocator) (FlushedGeneration, error) {
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(genZstdLevel),
-		parquet.WithDictionaryDefault(false),
-		parquet.WithMaxRowGroupLength(genMaxRowGroupRows),
-		parquet.WithAllocator(alloc),
-		parquet.WithStats(true),
-	)
-	var buf bytes.Buffer
-	fw, err := engine.NewParquetWriter(schema, &buf, props) // the data files' writer, as compaction re-reads them
-	if err != nil {
-		return FlushedGeneration{}, fmt.Errorf("memwal generation %d: open parquet writer: %w", g, err)
+	var size, rows int64
+	for _, b := range batches {
+		size += engine.RecordBytes(b)
 	}
-	var rows int64
+	var buf bytes.Buffer
+	buf.Grow(int(size) + 64<<10) // the buffers, their padding and one message header per batch
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(alloc))
 	for _, b := range batches {
 		if b.NumRows() == 0 {
 			continue
 		}
-		if err := fw.WriteBuffered(b); err != nil {
-			fw.Close()
-			return FlushedGeneration{}, fmt.Errorf("memwal generation %d: encode parquet: %w", g, err)
+		if err := w.Write(b); err != nil {
+			w.Close()
+			return FlushedGeneration{}, fmt.Errorf("memwal generation %d: encode: %w", g, err)
 		}
 		rows += b.NumRows()
 	}
-	if err := fw.Close(); err != nil {
-		return FlushedGeneration{}, fmt.Errorf("memwal generation %d: finish parquet: %w", g, err)
+	if err := w.Close(); err != nil {
+		return FlushedGeneration{}, fmt.Errorf("memwal generation %d: encode: %w", g, err)
 	}
 	dir := makeGenDir(g)
 	name := uuid.NewString() + genFileExt
-	size := int64(buf.Len())
 	if err := store.Put(ctx, paths.root+dir+name, bytes.NewReader(buf.Bytes())); err != nil {
 		return FlushedGeneration{}, fmt.Errorf("memwal generation %d: write %s: %w", g, dir+name, err)
 	}
 	return FlushedGeneration{Generation: g, Dir: dir, Rows: rows,
-		Files: []GenerationFile{{Name: name, Rows: rows, SizeBytes: size}}}, nil
+		Files: []GenerationFile{{Name: name, Rows: rows, SizeBytes: int64(buf.Len())}}}, nil
 }
 
 // readGeneration calls fn with every batch of generation fg, in order, in schema. A batch is
@@ -74,13 +66,54 @@ func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths,
 	alloc memory.Allocator, fn func(arrow.RecordBatch) error) error {
 	for _, f := range fg.Files {
 		key := paths.root + fg.Dir + f.Name
-		if err := readParquet(ctx, store, key, schema, alloc, fn); err != nil {
+		read := readIPCGeneration
+		if strings.HasSuffix(f.Name, genParquetExt) {
+			read = readParquet
+		}
+		if err := read(ctx, store, key, schema, alloc, fn); err != nil {
 			return fmt.Errorf("memwal generation %d: %w", fg.Generation, err)
 		}
 	}
 	return nil
 }
 
+// readIPCGeneration reads a generation file written by writeGeneration. Its bytes are checked as
+// the WAL's are (openIPC) and every batch must fit schema: a file that does not is ErrCorrupt.
+func readIPCGeneration(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
+	fn func(arrow.RecordBatch) error) error {
+	b, err := store.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", key, err)
+	}
+	r, err := openIPC(key, b, alloc)
+	if err != nil {
+		return err
+	}
+	defer r.Release()
+	if !engine.EqualIgnoringFieldIDs(schema, r.Schema()) {
+		// A generation flushed before a schema merge is read through the current schema.
+		if err := engine.CheckWriteSchema(schema, r.Schema(), nil); err != nil {
+			return fmt.Errorf("%w: %s: schema %s does not fit the table's %s: %v", ErrCorrupt, key, r.Schema(), schema, err)
+		}
+	}
+	for r.Next() {
+		rec, err := engine.ConformColumnsOrByName(schema, r.RecordBatch())
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+		}
+		err = fn(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	return nil
+}
+
+// readParquet reads a Parquet generation file (the format flushes wrote before Arrow IPC).
 func readParquet(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
 	fn func(arrow.RecordBatch) error) error {
 	r, _, err := objstore.OpenReader(ctx, store, key)

@@ -10,14 +10,15 @@ import (
 // name with a suffix, and every directory is a fixed name or a zero-padded number, so no key is
 // ever also the prefix of another key (S3 servers such as versitygw cannot hold both x and x/y).
 const (
-	memWALDir    = "_mem_wal/"
-	manifestDir  = "manifest/"
-	walDir       = "wal/"
-	genDir       = "gen/"
-	manifestExt  = ".json"
-	walEntryExt  = ".arrow"
-	genFileExt   = ".parquet"
-	numberDigits = 20
+	memWALDir     = "_mem_wal/"
+	manifestDir   = "manifest/"
+	walDir        = "wal/"
+	genDir        = "gen/"
+	manifestExt   = ".json"
+	walEntryExt   = ".arrow"
+	genFileExt    = ".arrows"  // Arrow IPC stream (generation.go)
+	genParquetExt = ".parquet" // generations flushed before the IPC format
+	numberDigits  = 20
 )
 
 // shardPaths makes the keys of one shard's objects.

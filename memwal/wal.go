@@ -340,18 +340,9 @@ func decodeWALHeader(key string, b []byte) (*walEntry, error) {
 // writer epoch, kind, and (for a data entry) the put metadata. The caller reads the batches from
 // the returned reader, if it wants them, and releases it.
 func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *walEntry, []walPutMeta, error) {
-	// arrow-go sizes allocations by what the bytes claim: check every message's flatbuffer
-	// against the schema (the guard DoPut applies to the wire), and bound every message by the
-	// entry's own size.
-	if err := engine.CheckIPCStream(b, engine.IPCStreamGuard{}); err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
-	}
-	limit := int64(len(b))
-	mr := ipc.NewMessageReader(bytes.NewReader(b), ipc.WithAllocator(alloc),
-		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
-	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
+	r, err := openIPC("wal entry "+key, b, alloc)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
+		return nil, nil, nil, err
 	}
 	fail := func(err error) (*ipc.Reader, *walEntry, []walPutMeta, error) {
 		r.Release()
@@ -395,6 +386,24 @@ func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *w
 		return fail(fmt.Errorf("%w: wal entry %s: put metadata: %v", ErrCorrupt, key, err))
 	}
 	return r, e, metas, nil
+}
+
+// openIPC opens an Arrow IPC stream the shard stored (what (kind, key) names: a WAL entry, a
+// generation file) for reading. arrow-go sizes allocations by what the bytes claim, so every
+// message's flatbuffer is checked against the schema first (the guard DoPut applies to the wire)
+// and every message is bounded by the stream's own size. Bytes that fail are ErrCorrupt.
+func openIPC(what string, b []byte, alloc memory.Allocator) (*ipc.Reader, error) {
+	if err := engine.CheckIPCStream(b, engine.IPCStreamGuard{}); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+	}
+	limit := int64(len(b))
+	mr := ipc.NewMessageReader(bytes.NewReader(b), ipc.WithAllocator(alloc),
+		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
+	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+	}
+	return r, nil
 }
 
 // stripWALMetadata returns s without the WAL's own metadata keys.
