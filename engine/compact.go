@@ -361,7 +361,7 @@ func (r *fragmentRead) release() {
 func (t *Table) rewriteGroup(ctx context.Context, m *Manifest, g []Fragment, o CompactOptions, prog *compactProgress) (rewrittenGroup, error) {
 	var out rewrittenGroup
 	sc := m.ArrowSchema()
-	w, err := t.NewWriterFor(sc, sc)
+	w, err := t.NewWriterFor(sc, sc, InBackground())
 	if err != nil {
 		return out, err
 	}
@@ -473,7 +473,7 @@ func (t *Table) rewriteGroup(ctx context.Context, m *Manifest, g []Fragment, o C
 
 // readFragment reads the live rows of f (at version m) into memory.
 func (t *Table) readFragment(ctx context.Context, m *Manifest, f Fragment, batch int64) ([]arrow.RecordBatch, error) {
-	s, err := t.scanFragments(ctx, m, []Fragment{f}, ScanOptions{BatchSize: batch})
+	s, err := t.scanFragments(ctx, m, []Fragment{f}, ScanOptions{BatchSize: batch, Background: true})
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +495,7 @@ func (t *Table) readFragment(ctx context.Context, m *Manifest, f Fragment, batch
 
 // copyFragment writes the live rows of f (at version m) to w and returns how many it wrote.
 func (t *Table) copyFragment(ctx context.Context, m *Manifest, f Fragment, w *Writer, batch int64, prog *compactProgress) (int64, error) {
-	s, err := t.scanFragments(ctx, m, []Fragment{f}, ScanOptions{BatchSize: batch})
+	s, err := t.scanFragments(ctx, m, []Fragment{f}, ScanOptions{BatchSize: batch, Background: true})
 	if err != nil {
 		return 0, err
 	}

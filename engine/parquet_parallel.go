@@ -25,16 +25,13 @@ import (
 // goroutine, one goroutine per column (at most GOMAXPROCS at once), while the caller goes on
 // adding the next row group's batches. Row groups reach the file in order.
 
-// ParquetWriter is what Writer needs of a Parquet file writer.
-type ParquetWriter interface {
+// parquetWriter is what Writer needs of a Parquet file writer.
+type parquetWriter interface {
 	// WriteBuffered adds rec's rows (of the file's schema) to the file.
 	WriteBuffered(rec arrow.RecordBatch) error
 	// Close finishes the file.
 	Close() error
 }
-
-// parquetWriter is the engine's name for ParquetWriter.
-type parquetWriter = ParquetWriter
 
 // flatSchema reports whether every column of s is a primitive leaf, so that its definition
 // levels are 1 for a valid value and 0 for a null and it has no repetition levels.
@@ -51,25 +48,43 @@ func flatSchema(s *arrow.Schema) bool {
 	return true
 }
 
-// NewParquetWriter returns the writer of a Parquet file of schema (of stored types, StoredSchema)
-// into out, the one every data file and MemWAL generation is written with: column-parallel for a
-// flat schema, pqarrow's otherwise, in the Parquet shape of a schema with fixed-size lists
-// (types_parquet.go). The file stores schema as ARROW:schema.
-func NewParquetWriter(schema *arrow.Schema, out io.Writer, props *parquet.WriterProperties) (ParquetWriter, error) {
-	return newParquetWriter(schema, out, props)
-}
-
-func newParquetWriter(schema *arrow.Schema, out io.Writer, props *parquet.WriterProperties) (parquetWriter, error) {
+// newParquetWriter returns the writer of a Parquet file of schema (of stored types, StoredSchema)
+// into out, the one every data file is written with: column-parallel for a flat schema, pqarrow's
+// otherwise, in the Parquet shape of a schema with fixed-size lists (types_parquet.go). The file
+// stores schema as ARROW:schema. A background writer encodes in background slots
+// (RunInBackground).
+func newParquetWriter(schema *arrow.Schema, out io.Writer, props *parquet.WriterProperties, background bool) (parquetWriter, error) {
 	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())
-	if shape, ok := parquetShape(schema); ok {
-		return newShapedWriter(schema, shape, out, props)
+	shape, shaped := parquetShape(schema)
+	if !shaped && flatSchema(schema) && runtime.GOMAXPROCS(0) >= 2 && schema.NumFields() >= 2 {
+		w, err := newParallelWriter(schema, out, props, arrProps)
+		if err != nil {
+			return nil, err
+		}
+		w.background = background
+		return w, nil
 	}
-	if !flatSchema(schema) || runtime.GOMAXPROCS(0) < 2 || schema.NumFields() < 2 {
+	if !shaped {
 		// ARROW:schema is appended here rather than by WithStoreSchema: arrowSchemaValue leaves
 		// the field ids out of it.
-		return newShapedWriter(schema, schema, out, props)
+		shape = schema
 	}
-	return newParallelWriter(schema, out, props, arrProps)
+	w, err := newShapedWriter(schema, shape, out, props)
+	if err != nil || !background {
+		return w, err
+	}
+	return slotWriter{w}, nil
+}
+
+// slotWriter is a writer that encodes in the caller's goroutine, run in background slots.
+type slotWriter struct{ w *shapedWriter }
+
+func (s slotWriter) WriteBuffered(rec arrow.RecordBatch) error {
+	return RunInBackground(context.Background(), func() error { return s.w.WriteBuffered(rec) })
+}
+
+func (s slotWriter) Close() error {
+	return RunInBackground(context.Background(), s.w.Close)
 }
 
 // parallelWriter writes a flat-schema Parquet file with column-parallel row group encoding.
@@ -86,6 +101,8 @@ type parallelWriter struct {
 	encoding chan error // result of the row group being encoded in the background, if any
 	failed   error
 	closed   bool
+
+	background bool // each column's encoding takes a background slot (RunInBackground)
 }
 
 func newParallelWriter(schema *arrow.Schema, out io.Writer, props *parquet.WriterProperties, arrProps pqarrow.ArrowWriterProperties) (*parallelWriter, error) {
@@ -186,9 +203,14 @@ func (p *parallelWriter) encodeRowGroup(recs []arrow.RecordBatch) error {
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range p.schema.Fields() {
-		g.Go(func() error {
+		encode := func() error {
 			return RecoverError(nil, "encode parquet column "+f.Name, func() error { return p.encodeColumn(rgw, i, f, recs) })
-		})
+		}
+		if p.background {
+			g.Go(func() error { return RunInBackground(context.Background(), encode) })
+		} else {
+			g.Go(encode)
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return err

@@ -34,6 +34,9 @@ type ScanOptions struct {
 	// Filter, when set, returns only the rows for which it is true, skipping row groups and
 	// fragments by their Parquet statistics (scan_prune.go).
 	Filter *Predicate
+	// Background decodes one column at a time, each batch in a background slot
+	// (RunInBackground): for reads no client waits on, such as compaction's.
+	Background bool
 }
 
 // Scan opens a streaming read of one version. Fragments are read one at a time, batch by batch,
@@ -106,6 +109,7 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 	return &Scanner{
 		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize,
 		schema: schema, out: out, refs: 1, withAddrs: o.WithRowAddresses, filter: filter, exclude: o.Exclude,
+		background: o.Background,
 	}, nil
 }
 
@@ -121,17 +125,18 @@ func (t *Table) scanFragments(ctx context.Context, m *Manifest, frags []Fragment
 
 // Scanner streams the record batches of one version. It implements array.RecordReader.
 type Scanner struct {
-	ctx       context.Context
-	t         *Table
-	frags     []Fragment
-	fieldIdx  []int
-	batchSize int64
-	schema    *arrow.Schema // what is read: out plus the columns only the filter needs
-	out       *arrow.Schema // what is returned
-	refs      int64
-	filter    *rowFilter // nil: every row
-	exclude   *RowSet
-	stats     ScanStats
+	ctx        context.Context
+	t          *Table
+	frags      []Fragment
+	fieldIdx   []int
+	batchSize  int64
+	schema     *arrow.Schema // what is read: out plus the columns only the filter needs
+	out        *arrow.Schema // what is returned
+	refs       int64
+	filter     *rowFilter // nil: every row
+	exclude    *RowSet
+	stats      ScanStats
+	background bool // ScanOptions.Background
 
 	next     int // next fragment to open
 	file     objstore.ReadAtSeekCloser
@@ -188,6 +193,18 @@ func (s *Scanner) Record() arrow.RecordBatch { return s.cur }
 
 // Next advances to the next non-empty batch.
 func (s *Scanner) Next() bool {
+	if !s.background {
+		return s.advance()
+	}
+	var more bool
+	if err := RunInBackground(s.ctx, func() error { more = s.advance(); return nil }); err != nil {
+		s.err = err
+		return false
+	}
+	return more
+}
+
+func (s *Scanner) advance() bool {
 	if s.cur != nil {
 		s.cur.Release()
 		s.cur = nil
@@ -281,7 +298,7 @@ func (s *Scanner) openFragment(f Fragment) error {
 		r.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}, s.t.opts.Allocator)
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}, s.t.opts.Allocator)
 	if err != nil {
 		pr.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)

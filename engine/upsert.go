@@ -24,13 +24,13 @@ import (
 // hold a key more than once, the last row with that key wins.
 //
 // REQUIRES: the transaction is committed (or discarded) well within cleanup's grace period.
-func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.RecordBatch) (*Transaction, error) {
-	return t.PrepareUpsertIn(ctx, base, recs, nil)
+func (t *Table) PrepareUpsert(ctx context.Context, base *Manifest, recs []arrow.RecordBatch, opts ...WriterOption) (*Transaction, error) {
+	return t.PrepareUpsertIn(ctx, base, recs, nil, opts...)
 }
 
 // PrepareUpsertIn is PrepareUpsert whose rows are written in merged, the table schema a schema
 // merge made (MergeSchema; nil: the table's), which the transaction then commits with them.
-func (t *Table) PrepareUpsertIn(ctx context.Context, base *Manifest, recs []arrow.RecordBatch, merged *arrow.Schema) (*Transaction, error) {
+func (t *Table) PrepareUpsertIn(ctx context.Context, base *Manifest, recs []arrow.RecordBatch, merged *arrow.Schema, opts ...WriterOption) (*Transaction, error) {
 	m, err := t.resolveBase(ctx, base)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (t *Table) PrepareUpsertIn(ctx context.Context, base *Manifest, recs []arro
 	txn.rowsUpdated = int64(len(found))
 	txn.rowsInserted = int64(len(last) - len(found))
 
-	w, err := t.NewWriterFor(target, in)
+	w, err := t.NewWriterFor(target, in, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -36,12 +36,14 @@ type Writer struct {
 
 	landing chan error // the last file's upload, started by FinishLater
 	landErr error      // its outcome, once Durable has seen it
+
+	background bool // encode in background slots (InBackground)
 }
 
 // NewWriter returns a Writer for batches of schema in, which must fit the table's current schema
 // without changing it (CheckWriteSchema: omitted nullable columns are written as nulls, narrower
 // types widened). Batches are reshaped to the table schema, so column order may differ.
-func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema) (*Writer, error) {
+func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema, opts ...WriterOption) (*Writer, error) {
 	m, err := t.Latest(ctx)
 	if err != nil {
 		return nil, err
@@ -52,17 +54,21 @@ func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema) (*Writer, error
 	// A table written before field ids existed gets them on this commit (withTableFieldIDs);
 	// its files carry the same ids already, as the assignment is deterministic.
 	target, _, _ := assignFieldIDs(m.ArrowSchema(), max(m.LastFieldID, maxFieldID(m.ArrowSchema())))
-	return t.NewWriterFor(target, in)
+	return t.NewWriterFor(target, in, opts...)
 }
 
 // NewWriterFor returns a Writer that writes files in schema target from batches of schema in.
 // Overwrite uses it with a new target schema, and a schema merge with the merged schema
 // (MergeSchema): the transaction then carries target as its Schema.
-func (t *Table) NewWriterFor(target, in *arrow.Schema) (*Writer, error) {
+func (t *Table) NewWriterFor(target, in *arrow.Schema, opts ...WriterOption) (*Writer, error) {
 	if err := CheckWriteSchema(target, in, nil); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
-	return &Writer{t: t, schema: target, in: in, target: t.opts.TargetRowsPerFragment}, nil
+	w := &Writer{t: t, schema: target, in: in, target: t.opts.TargetRowsPerFragment}
+	for _, o := range opts {
+		o(w)
+	}
+	return w, nil
 }
 
 // Schema returns the table schema the writer writes.
@@ -178,7 +184,7 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 		w.buf = getFileBuffer()
 	}
 	w.buf.Reset()
-	fw, err := newParquetWriter(w.schema, w.buf, w.props)
+	fw, err := newParquetWriter(w.schema, w.buf, w.props, w.background)
 	if err != nil {
 		return fmt.Errorf("table %s: open parquet writer: %w", w.t.name, err)
 	}

@@ -268,7 +268,7 @@ func (c *Compactor) fold(ctx context.Context, shard string, paths shardPaths, ba
 // Append, a function that deletes its files, and the row count.
 func (c *Compactor) prepareAppend(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
 	schema := base.ArrowSchema()
-	w, err := c.table.NewWriterFor(schema, schema)
+	w, err := c.table.NewWriterFor(schema, schema, engine.InBackground()) // a fold is background work
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -309,7 +309,7 @@ func (c *Compactor) prepareUpsert(ctx context.Context, paths shardPaths, base *e
 			return nil, nil, 0, err
 		}
 	}
-	txn, err := c.table.PrepareUpsert(ctx, base, batches)
+	txn, err := c.table.PrepareUpsert(ctx, base, batches, engine.InBackground()) // a fold is background work
 	if err != nil {
 		return nil, nil, 0, err
 	}

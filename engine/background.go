@@ -1,0 +1,35 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Background work (compaction, and the MemWAL's memtable flushes and folds) runs its CPU-heavy
+// steps (Parquet encoding and decoding) in one of max(1, GOMAXPROCS-1) process-wide slots, so
+// together it never keeps every core busy: a core is left to the puts whose acknowledgements
+// wait (on two cores, a fold's encoding and a flush running at once delayed acks by a scheduler
+// time slice, about 10 ms, each). Work in the foreground (a direct-route commit's encoding, a read
+// a client waits on) takes no slot and uses every core.
+//
+// A slot is held for one step (a column of a row group, a batch of a scan), never while waiting
+// for another slot, so holders cannot deadlock.
+var backgroundSlots = semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)-1)))
+
+// RunInBackground runs fn holding a background slot, waiting for one first (or until ctx ends).
+func RunInBackground(ctx context.Context, fn func() error) error {
+	if err := backgroundSlots.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer backgroundSlots.Release(1)
+	return fn()
+}
+
+// WriterOption configures a Writer.
+type WriterOption func(*Writer)
+
+// InBackground makes the writer encode in background slots (RunInBackground): for work no put is
+// waiting on, such as compaction and MemWAL folds.
+func InBackground() WriterOption { return func(w *Writer) { w.background = true } }
