@@ -215,6 +215,9 @@ func (p *parallelWriter) encodeRowGroup(recs []arrow.RecordBatch) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if p.background { // writing the chunks out copies the whole row group
+		return RunInBackground(context.Background(), rgw.Close)
+	}
 	return rgw.Close()
 }
 

@@ -198,7 +198,13 @@ func (w *Writer) closeFile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := w.t.store.Put(ctx, key, bytes.NewReader(w.buf.Bytes())); err != nil {
+	put := func() error { return w.t.store.Put(ctx, key, bytes.NewReader(w.buf.Bytes())) }
+	if w.background { // a local store's write copies the whole file
+		err = RunInBackground(ctx, put)
+	} else {
+		err = put()
+	}
+	if err != nil {
 		return fmt.Errorf("table %s: write data file %s: %w", w.t.name, key, err)
 	}
 	w.written = append(w.written, key)
