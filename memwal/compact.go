@@ -274,7 +274,7 @@ func (c *Compactor) prepareAppend(ctx context.Context, paths shardPaths, base *e
 	}
 	var rows int64
 	for _, g := range gens {
-		err := readGeneration(ctx, c.table.Store(), paths, g, schema, c.opts.Shard.Allocator, func(b arrow.RecordBatch) error {
+		err := readGeneration(ctx, c.table.Store(), paths, g, schema, c.opts.Shard.Allocator, true, func(b arrow.RecordBatch) error {
 			rows += b.NumRows()
 			return w.Write(ctx, b)
 		})
@@ -299,7 +299,7 @@ func (c *Compactor) prepareUpsert(ctx context.Context, paths shardPaths, base *e
 	defer func() { releaseAll(batches) }()
 	var rows int64
 	for _, g := range gens {
-		err := readGeneration(ctx, c.table.Store(), paths, g, schema, c.opts.Shard.Allocator, func(b arrow.RecordBatch) error {
+		err := readGeneration(ctx, c.table.Store(), paths, g, schema, c.opts.Shard.Allocator, true, func(b arrow.RecordBatch) error {
 			b.Retain()
 			batches = append(batches, b)
 			rows += b.NumRows()

@@ -65,16 +65,18 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 
 // readGeneration calls fn with every batch of generation fg, in order, in schema. A batch is
 // valid only during its call; fn retains it to keep it. A generation whose files are gone
-// (compaction merged and deleted it) fails with an error wrapping objstore.ErrNotFound.
+// (compaction merged and deleted it) fails with an error wrapping objstore.ErrNotFound. A
+// background read (a fold's) decodes each batch in a background slot (engine.RunInBackground),
+// and calls fn outside it.
 func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths, fg FlushedGeneration, schema *arrow.Schema,
-	alloc memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	alloc memory.Allocator, background bool, fn func(arrow.RecordBatch) error) error {
 	for _, f := range fg.Files {
 		key := paths.root + fg.Dir + f.Name
 		read := readIPCGeneration
 		if strings.HasSuffix(f.Name, genParquetExt) {
 			read = readParquet
 		}
-		if err := read(ctx, store, key, schema, alloc, fn); err != nil {
+		if err := read(ctx, store, key, schema, alloc, background, fn); err != nil {
 			return fmt.Errorf("memwal generation %d: %w", fg.Generation, err)
 		}
 	}
@@ -84,13 +86,14 @@ func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths,
 // readIPCGeneration reads a generation file written by writeGeneration. Its bytes are checked as
 // the WAL's are (openIPC) and every batch must fit schema: a file that does not is ErrCorrupt.
 func readIPCGeneration(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
-	fn func(arrow.RecordBatch) error) error {
+	background bool, fn func(arrow.RecordBatch) error) error {
+	step := stepper(ctx, background)
 	b, err := store.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", key, err)
 	}
-	r, err := openIPC(key, b, alloc)
-	if err != nil {
+	var r *ipc.Reader
+	if err := step(func() (err error) { r, err = openIPC(key, b, alloc); return err }); err != nil {
 		return err
 	}
 	defer r.Release()
@@ -100,10 +103,19 @@ func readIPCGeneration(ctx context.Context, store objstore.Store, key string, sc
 			return fmt.Errorf("%w: %s: schema %s does not fit the table's %s: %v", ErrCorrupt, key, r.Schema(), schema, err)
 		}
 	}
-	for r.Next() {
-		rec, err := engine.ConformColumnsOrByName(schema, r.RecordBatch())
+	for {
+		var rec arrow.RecordBatch
+		err := step(func() (err error) {
+			if r.Next() {
+				rec, err = engine.ConformColumnsOrByName(schema, r.RecordBatch())
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+		}
+		if rec == nil {
+			break
 		}
 		err = fn(rec)
 		rec.Release()
@@ -119,7 +131,7 @@ func readIPCGeneration(ctx context.Context, store objstore.Store, key string, sc
 
 // readParquet reads a Parquet generation file (the format flushes wrote before Arrow IPC).
 func readParquet(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
-	fn func(arrow.RecordBatch) error) error {
+	background bool, fn func(arrow.RecordBatch) error) error {
 	r, _, err := objstore.OpenReader(ctx, store, key)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", key, err)
@@ -130,8 +142,9 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		return fmt.Errorf("open %s: %w", key, err)
 	}
 	defer pr.Close()
-	// Columns decode in parallel (compaction folds and merged reads wait on this).
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024, Parallel: schema.NumFields() > 1 && runtime.GOMAXPROCS(0) > 1}, alloc)
+	// Columns decode in parallel for merged reads; a background read decodes a batch at a time
+	// in a background slot.
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024, Parallel: !background && schema.NumFields() > 1 && runtime.GOMAXPROCS(0) > 1}, alloc)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", key, err)
 	}
@@ -140,7 +153,15 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		return fmt.Errorf("read %s: %w", key, err)
 	}
 	defer rr.Release()
-	for rr.Next() {
+	step := stepper(ctx, background)
+	for {
+		var more bool
+		if err := step(func() error { more = rr.Next(); return nil }); err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
 		rec := rr.RecordBatch()
 		if rec.NumRows() == 0 {
 			continue
@@ -161,4 +182,13 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		return fmt.Errorf("read %s: %w", key, err)
 	}
 	return nil
+}
+
+// stepper returns what runs one decoding step of a read: in a background slot for a background
+// read, inline otherwise.
+func stepper(ctx context.Context, background bool) func(func() error) error {
+	if background {
+		return func(f func() error) error { return engine.RunInBackground(ctx, f) }
+	}
+	return func(f func() error) error { return f() }
 }

@@ -89,7 +89,7 @@ func (sn *Snapshot) MemtableRows() int64 {
 // with an error wrapping objstore.ErrNotFound; read again against a newer base version.
 func (sn *Snapshot) Read(ctx context.Context, fn func(arrow.RecordBatch) error) error {
 	for _, g := range sn.gens {
-		if err := readGeneration(ctx, sn.store, sn.paths, g, sn.schema, sn.alloc, fn); err != nil {
+		if err := readGeneration(ctx, sn.store, sn.paths, g, sn.schema, sn.alloc, false, fn); err != nil {
 			return fmt.Errorf("memwal shard %s: %w", sn.shard, err)
 		}
 	}
