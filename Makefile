@@ -106,7 +106,7 @@ FUZZ_TARGETS := \
 	engine:FuzzDecodeManifest engine:FuzzDecodeManifestHeader engine:FuzzDecodeManifestSchema \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
 	memwal:FuzzDecodeWALEntry memwal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
-	memwal:FuzzDecodeWALHeader memwal:FuzzSegmentRecords \
+	memwal:FuzzDecodeWALHeader memwal:FuzzSegmentRecords memwal:FuzzReadGeneration \
 	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet
 
 # The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -18,12 +19,20 @@ import (
 // for another slot, so holders cannot deadlock.
 var backgroundSlots = semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)-1)))
 
+// backgroundBusy counts the slots held, backgroundPeak the most held at once (tests read it).
+var backgroundBusy, backgroundPeak atomic.Int64
+
 // RunInBackground runs fn holding a background slot, waiting for one first (or until ctx ends).
 func RunInBackground(ctx context.Context, fn func() error) error {
-	if err := backgroundSlots.Acquire(ctx, 1); err != nil {
+	sem := backgroundSlots // one semaphore from acquire to release (a test swaps it)
+	if err := sem.Acquire(ctx, 1); err != nil {
 		return err
 	}
-	defer backgroundSlots.Release(1)
+	defer sem.Release(1)
+	n := backgroundBusy.Add(1)
+	defer backgroundBusy.Add(-1)
+	for p := backgroundPeak.Load(); n > p && !backgroundPeak.CompareAndSwap(p, n); p = backgroundPeak.Load() {
+	}
 	return fn()
 }
 

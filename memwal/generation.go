@@ -87,11 +87,17 @@ func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths,
 // the WAL's are (openIPC) and every batch must fit schema: a file that does not is ErrCorrupt.
 func readIPCGeneration(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
 	background bool, fn func(arrow.RecordBatch) error) error {
-	step := stepper(ctx, background)
 	b, err := store.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", key, err)
 	}
+	return decodeIPCGeneration(key, b, schema, alloc, stepper(ctx, background), fn)
+}
+
+// decodeIPCGeneration calls fn with each batch of the generation file b (named key), in schema;
+// step runs each decoding step (stepper).
+func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memory.Allocator, step func(func() error) error,
+	fn func(arrow.RecordBatch) error) error {
 	var r *ipc.Reader
 	if err := step(func() (err error) { r, err = openIPC(key, b, alloc); return err }); err != nil {
 		return err
