@@ -6,17 +6,20 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
 // Background work (compaction, and the MemWAL's memtable flushes and folds) runs its CPU-heavy
-// steps (Parquet encoding and decoding) in one of max(1, GOMAXPROCS-1) process-wide slots, so
+// steps (Parquet encoding; on a local store, where reads and writes are copies to and from the page
+// cache, also decoding and file writes) in one of max(1, GOMAXPROCS-1) process-wide slots, so
 // together it never keeps every core busy: a core is left to the puts whose acknowledgements
 // wait (on two cores, a fold's encoding and a flush running at once delayed acks by a scheduler
 // time slice, about 10 ms, each). Work in the foreground (a direct-route commit's encoding, a read
 // a client waits on) takes no slot and uses every core.
 //
 // A slot is held for one step (a column of a row group, a batch of a scan), never while waiting
-// for another slot, so holders cannot deadlock.
+// for another slot, so holders cannot deadlock, and never across a remote store's round trip.
 var backgroundSlots = semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)-1)))
 
 // backgroundBusy counts the slots held, backgroundPeak the most held at once (tests read it).
@@ -42,3 +45,9 @@ type WriterOption func(*Writer)
 // InBackground makes the writer encode in background slots (RunInBackground): for work no put is
 // waiting on, such as compaction and MemWAL folds.
 func InBackground() WriterOption { return func(w *Writer) { w.background = true } }
+
+// localStore reports whether the table's store is a local directory.
+func (t *Table) localStore() bool {
+	_, ok := t.store.(*objstore.Local)
+	return ok
+}

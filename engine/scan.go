@@ -35,7 +35,9 @@ type ScanOptions struct {
 	// fragments by their Parquet statistics (scan_prune.go).
 	Filter *Predicate
 	// Background decodes one column at a time, each batch in a background slot
-	// (RunInBackground): for reads no client waits on, such as compaction's.
+	// (RunInBackground), on a local store: for reads no client waits on, such as compaction's.
+	// On a remote store a batch's decode waits on range reads, which must not hold a slot, so
+	// there it reads as any scan does.
 	Background bool
 }
 
@@ -109,7 +111,7 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 	return &Scanner{
 		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize,
 		schema: schema, out: out, refs: 1, withAddrs: o.WithRowAddresses, filter: filter, exclude: o.Exclude,
-		background: o.Background,
+		background: o.Background && t.localStore(),
 	}, nil
 }
 

@@ -199,7 +199,7 @@ func (w *Writer) closeFile(ctx context.Context) error {
 		return err
 	}
 	put := func() error { return w.t.store.Put(ctx, key, bytes.NewReader(w.buf.Bytes())) }
-	if w.background { // a local store's write copies the whole file
+	if w.background && w.t.localStore() { // a local write copies the whole file; a remote one waits on the network
 		err = RunInBackground(ctx, put)
 	} else {
 		err = put()
