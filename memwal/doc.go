@@ -19,7 +19,7 @@
 //     and one entry through the same group commit makes them count.
 //  2. The rows go into the memtable, readable at once (Shard.Snapshot).
 //  3. When the memtable passes a row, byte or age threshold it is sealed and flushed to the next
-//     generation (Parquet). The shard manifest records the generation, advances
+//     generation (an Arrow IPC file). The shard manifest records the generation, advances
 //     replay_after_wal_entry_position past the entries it covers and raises each query's epoch
 //     watermark; those WAL entries are then garbage and are deleted.
 //  4. Compaction (Compactor.CompactShard) appends every flushed generation above the base
