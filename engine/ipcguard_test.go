@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -191,5 +192,20 @@ func TestCheckSchemaDepth(t *testing.T) {
 		if !tc.ok && (!errors.Is(depthErr, ErrSchemaMismatch) || !strings.Contains(depthErr.Error(), `"deep"`)) {
 			t.Fatalf("%d levels: %v does not wrap ErrSchemaMismatch naming the column", tc.levels, depthErr)
 		}
+	}
+}
+
+// TestIPCSchemaGuardReadsOddVtables: a field whose vtable slot starts inside an odd-sized vtable
+// is present, as the flatbuffers runtime arrow-go uses reads it. This schema message (found by
+// FuzzDoPut) gives its Schema table a 7-byte vtable whose fields slot starts at byte 6 and points
+// at a vector claiming 335,544,320 fields: the guard must refuse it, since arrow-go would
+// allocate room for them all before reading one.
+func TestIPCSchemaGuardReadsOddVtables(t *testing.T) {
+	msg, err := hex.DecodeString("100000000c0000000400060007000b000c000000040001140000000000000000ddffff07000000040006000800000000000400000000000014000000420000000c0000000400080009000a000c0000000a0000000002130000000200000069640008000000040008000800000040000000010c0000000400080009000a000c0000000a000000010514000000070000007061796c6f6164000400000004000000b9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckIPCSchemaMessage(msg); err == nil || !strings.Contains(err.Error(), "claims 335544320 elements") {
+		t.Fatalf("CheckIPCSchemaMessage of a schema claiming 335,544,320 fields: %v, want the vector refused", err)
 	}
 }
