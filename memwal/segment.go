@@ -164,6 +164,11 @@ type segmentWriter struct {
 	old  []segmentFile // older writers' segments, deleted once flushed
 	// dirty: cur holds stream records written since its last fdatasync (appendData).
 	dirty bool
+	// unsynced: segments a stream filled and left, their stream records not yet fdatasynced, and
+	// dirUnsynced: a segment name made since the directory's last fsync. Both are made durable by
+	// the next entry, before it is written (syncPendingLocked), not inside the stream.
+	unsynced    []*os.File
+	dirUnsynced bool
 	// pins counts the open streams by the log number of the segment holding their first
 	// record: those segments and every later one stay until the stream commits or ends.
 	pins   map[uint64]int
@@ -189,10 +194,11 @@ func (w *segmentWriter) adopt(segs []segmentFile) {
 }
 
 // writeLocked frames rec and writes it at the current offset, in the next segment when it does
-// not fit the current one; the caller makes it durable and advances the offset. REQUIRES: w.mu.
-func (w *segmentWriter) writeLocked(rec []byte) error {
+// not fit the current one; the caller makes it durable and advances the offset. stream: rec is
+// a stream record (nextSegmentLocked). REQUIRES: w.mu.
+func (w *segmentWriter) writeLocked(rec []byte, stream bool) error {
 	if w.cur == nil || (w.off > 0 && w.off+int64(len(rec)) > w.cap) {
-		if err := w.nextSegmentLocked(); err != nil {
+		if err := w.nextSegmentLocked(stream); err != nil {
 			return err
 		}
 	}
@@ -208,7 +214,10 @@ func (w *segmentWriter) writeLocked(rec []byte) error {
 func (w *segmentWriter) append(rec []byte, pos uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.writeLocked(rec); err != nil {
+	if err := w.syncPendingLocked(); err != nil {
+		return err
+	}
+	if err := w.writeLocked(rec, false); err != nil {
 		return err
 	}
 	// The record is durable once this returns; the ack waits for it (and for the ownership probe).
@@ -230,8 +239,13 @@ func (w *segmentWriter) append(rec []byte, pos uint64) error {
 func (w *segmentWriter) appendWith(pos uint64, estimate int64, streamsFrom uint64, write func(io.Writer) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Before the entry goes in: it may commit stream records in the segments a stream left, and
+	// it must never be durable while they are not.
+	if err := w.syncPendingLocked(); err != nil {
+		return err
+	}
 	if w.cur == nil || (w.off > 0 && w.off+segmentHeaderSize+estimate > w.cap) {
-		if err := w.nextSegmentLocked(); err != nil {
+		if err := w.nextSegmentLocked(false); err != nil {
 			return err
 		}
 	}
@@ -255,7 +269,8 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, streamsFrom uint6
 		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
 	}
 	// This one fdatasync also makes durable the stream records the entry commits that are in this
-	// segment; those in earlier segments were synced when the segment was closed.
+	// segment; those in earlier segments were synced above (syncPendingLocked) or when the
+	// segment was closed.
 	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
 		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
 	}
@@ -283,7 +298,7 @@ func (w *segmentWriter) appendData(rec []byte) error {
 	if w.closed {
 		return fmt.Errorf("append wal segment: %w", ErrClosed)
 	}
-	if err := w.writeLocked(rec); err != nil {
+	if err := w.writeLocked(rec, true); err != nil {
 		return err
 	}
 	// Best effort: without it the commit's fdatasync writes the whole stream at the end.
@@ -292,7 +307,8 @@ func (w *segmentWriter) appendData(rec []byte) error {
 	w.off += int64(len(rec))
 	// No spare is prepared for stream records: zero-filling and syncing a full segment in the
 	// background per segment a large stream fills would double its disk writes. A stream that
-	// outruns the free list gets small segments that grow; its one fdatasync pays the metadata.
+	// outruns the free list gets new, unfilled segments (nextSegmentLocked); the commit's syncs pay
+	// their metadata once.
 	return nil
 }
 
@@ -346,24 +362,28 @@ func (w *segmentWriter) prepareLocked() {
 }
 
 // nextSegmentLocked closes the current segment and opens the next: a recycled free segment, the
-// prepared spare, or (when neither is there) a new empty file. The new name is made durable (a
-// directory fsync) before any record goes in.
+// prepared spare, or (when neither is there) a new file. For an entry the new name is made
+// durable (a directory fsync) before any record goes in, and a new file is a small preallocated
+// one. For a stream record (stream) nothing is synced here: a segment the stream leaves goes on
+// w.unsynced, the new name marks the directory unsynced, and a new file is a full-size segment
+// not zero-filled (its records are synced in bulk, so the metadata of extending it is paid
+// once); the next entry syncs them all before it is written (syncPendingLocked). A crash before
+// that loses only stream records no entry has committed yet, which never count.
 //
 // REQUIRES: w.mu held.
-func (w *segmentWriter) nextSegmentLocked() error {
+func (w *segmentWriter) nextSegmentLocked(stream bool) error {
 	if w.seq+1 >= 1<<segmentSeqBits {
 		return fmt.Errorf("wal segments of writer epoch %d exhausted", w.epoch)
 	}
 	if w.cur != nil {
 		if w.dirty {
-			// Stream records in cur are durable before any record goes into the next segment:
-			// the fdatasync of a commit there covers its own segment only.
-			if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
-				return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
-			}
+			// The stream records in cur become durable before any entry goes in after them,
+			// wherever it goes: the fdatasync of an entry covers its own segment only.
+			w.unsynced = append(w.unsynced, w.cur)
 			w.dirty = false
+		} else {
+			w.cur.Close()
 		}
-		w.cur.Close()
 		w.cur = nil
 	}
 	n := segmentLogNumber(w.epoch, w.seq+1)
@@ -384,29 +404,41 @@ func (w *segmentWriter) nextSegmentLocked() error {
 	if fi, err := os.Stat(from); from != "" && err == nil {
 		capacity = fi.Size() // a recycled segment keeps its blocks, whatever size it grew to
 	}
-	if from == "" {
+	var f *os.File
+	var err error
+	switch {
+	case from == "" && stream:
+		// A stream outran the free list: a new file it extends as it writes.
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("create wal segment: %w", err)
+		}
+	case from == "":
 		// Nothing preallocated at hand (the writer's first segment, or appends outran the
 		// preparation): preallocate a small segment now, so appends still overwrite allocated
 		// blocks; a full-size spare is prepared once it is half full (a shard that hardly writes
 		// never costs a full segment).
 		capacity = min(w.size, firstSegmentBytes)
-		var err error
 		if from, err = preallocate(w.dir, capacity); err != nil {
 			return fmt.Errorf("preallocate wal segment: %w", err)
 		}
+		fallthrough
+	default:
+		if err := os.Rename(from, path); err != nil {
+			return fmt.Errorf("recycle wal segment: %w", err)
+		}
+		if f, err = os.OpenFile(path, os.O_RDWR, 0o644); err != nil {
+			return fmt.Errorf("open wal segment: %w", err)
+		}
 	}
-	if err := os.Rename(from, path); err != nil {
-		return fmt.Errorf("recycle wal segment: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("open wal segment: %w", err)
-	}
-	// The segment's name must survive a crash before a record in it is acknowledged; this is the
-	// one directory fsync per segment (not per entry).
-	if err := syncDir(w.dir); err != nil {
-		f.Close()
-		return fmt.Errorf("open wal segment: sync dir: %w", err)
+	w.dirUnsynced = true
+	if !stream {
+		// The segment's name must survive a crash before a record in it is acknowledged; this is
+		// the one directory fsync per segment (not per entry).
+		if err := w.syncPendingLocked(); err != nil {
+			f.Close()
+			return fmt.Errorf("open wal segment: %w", err)
+		}
 	}
 	w.seq++
 	w.cur, w.curN, w.cap, w.off = f, n, capacity, 0
@@ -430,6 +462,32 @@ func (w *segmentWriter) prepareSpare() {
 	default:
 		os.Remove(path)
 	}
+}
+
+// syncLeftSegment makes a segment a stream left durable (a variable: a test makes it fail).
+var syncLeftSegment = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// syncPendingLocked makes durable what streams left unsynced (nextSegmentLocked): the stream
+// records of the segments they filled, then the directory's new names. An entry calls it before
+// it is written.
+//
+// REQUIRES: w.mu held.
+func (w *segmentWriter) syncPendingLocked() error {
+	for len(w.unsynced) > 0 {
+		f := w.unsynced[0]
+		if err := syncLeftSegment(f); err != nil {
+			return fmt.Errorf("fdatasync wal segment %s: %w", filepath.Base(f.Name()), err)
+		}
+		f.Close()
+		w.unsynced = w.unsynced[1:]
+	}
+	if w.dirUnsynced {
+		if err := syncDir(w.dir); err != nil {
+			return fmt.Errorf("sync wal dir: %w", err)
+		}
+		w.dirUnsynced = false
+	}
+	return nil
 }
 
 func preallocate(dir string, size int64) (string, error) {
@@ -509,6 +567,10 @@ func (w *segmentWriter) close() {
 		w.cur.Close()
 		w.cur = nil
 	}
+	for _, f := range w.unsynced {
+		f.Close() // stream records no entry committed: they need not be durable
+	}
+	w.unsynced = nil
 	select {
 	case p := <-w.spare:
 		os.Remove(p)

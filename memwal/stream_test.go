@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
@@ -360,4 +362,44 @@ func TestStreamPutLargerThanBacklogLimit(t *testing.T) {
 		t.Fatalf("commit: %v", err)
 	}
 	checkRows(t, "the streamed put", readMerged(t, tbl, s), streamedRows(1, streamBatches, "big"))
+}
+
+// The entry committing a stream is written only after the stream records in the segments the
+// stream filled and left are durable (syncPendingLocked): when that sync fails, the commit fails,
+// nothing is acknowledged, and after a reopen the epoch is not there and can be written again.
+func TestStreamCommitWaitsForLeftSegments(t *testing.T) {
+	tbl, dir := localTable(t)
+	s := openShard(t, tbl, testShardID, smallSegments())
+	ps := streamEpoch(t, s, "q", 1, streamBatches, "big")
+	if d := diskRecords(t, dir); d.segments < 2 {
+		t.Fatalf("on disk: %+v: the stream should span several segments", d)
+	}
+	synced := 0
+	failed := errors.New("injected fdatasync failure")
+	syncLeftSegment = func(*os.File) error { return failed }
+	_, err := ps.Commit()
+	syncLeftSegment = func(f *os.File) error { synced++; return unix.Fdatasync(int(f.Fd())) }
+	defer func() { syncLeftSegment = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) } }()
+	if !errors.Is(err, failed) {
+		t.Fatalf("commit with the left segments' sync failing: %v, want the sync's error", err)
+	}
+	if d := diskRecords(t, dir); d.commits != 0 {
+		t.Fatalf("on disk: %+v: a commit entry was written before its stream's records were durable", d)
+	}
+	s.Close()
+
+	s = openShard(t, tbl, testShardID, smallSegments())
+	defer s.Close()
+	if ok, _ := s.EpochCommitted("q", 1); ok {
+		t.Fatal("the epoch whose commit failed is committed after a reopen")
+	}
+	checkRows(t, "after the failed commit and a reopen", readMerged(t, tbl, s), nil)
+	ps = streamEpoch(t, s, "q", 1, streamBatches, "again")
+	if _, err := ps.Commit(); err != nil {
+		t.Fatalf("commit the epoch again: %v", err)
+	}
+	if synced == 0 {
+		t.Fatal("the second stream's commit synced no left segment: the test does not exercise them")
+	}
+	checkRows(t, "after the second stream", readMerged(t, tbl, s), streamedRows(1, streamBatches, "again"))
 }
