@@ -10,13 +10,14 @@ import (
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
-// Background work (compaction, and the MemWAL's memtable flushes and folds) runs its CPU-heavy
+// Background work (compaction, and the MemWAL's folds) runs its CPU-heavy
 // steps (Parquet encoding; on a local store, where reads and writes are copies to and from the page
 // cache, also decoding and file writes) in one of max(1, GOMAXPROCS-1) process-wide slots, so
 // together it never keeps every core busy: a core is left to the puts whose acknowledgements
-// wait (on two cores, a fold's encoding and a flush running at once delayed acks by a scheduler
-// time slice, about 10 ms, each). Work in the foreground (a direct-route commit's encoding, a read
-// a client waits on) takes no slot and uses every core.
+// wait (on two cores, a fold's goroutines running at once delayed acks by a scheduler time
+// slice, about 10 ms, each). Work in the foreground (a direct-route commit's encoding, a read a
+// client waits on, a memtable flush that held-back puts wait for) takes no slot and uses every
+// core.
 //
 // A slot is held for one step (a column of a row group, a batch of a scan), never while waiting
 // for another slot, so holders cannot deadlock, and never across a remote store's round trip.

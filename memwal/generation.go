@@ -34,24 +34,22 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 	for _, b := range batches {
 		size += engine.RecordBytes(b)
 	}
+	// No background slot (engine.RunInBackground) for this copy: it is short, and puts held back
+	// by the backlog wait for it, so it must not queue behind a fold's or compaction's steps.
 	var buf bytes.Buffer
-	// A flush is background work: its copy takes a background slot, as a fold's encoding does.
-	err := engine.RunInBackground(ctx, func() error {
-		buf.Grow(int(size) + 64<<10) // the buffers, their padding and one message header per batch
-		w := ipc.NewWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(alloc))
-		for _, b := range batches {
-			if b.NumRows() == 0 {
-				continue
-			}
-			if err := w.Write(b); err != nil {
-				w.Close()
-				return err
-			}
-			rows += b.NumRows()
+	buf.Grow(int(size) + 64<<10) // the buffers, their padding and one message header per batch
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(alloc))
+	for _, b := range batches {
+		if b.NumRows() == 0 {
+			continue
 		}
-		return w.Close()
-	})
-	if err != nil {
+		if err := w.Write(b); err != nil {
+			w.Close()
+			return FlushedGeneration{}, fmt.Errorf("memwal generation %d: encode: %w", g, err)
+		}
+		rows += b.NumRows()
+	}
+	if err := w.Close(); err != nil {
 		return FlushedGeneration{}, fmt.Errorf("memwal generation %d: encode: %w", g, err)
 	}
 	dir := makeGenDir(g)

@@ -276,6 +276,7 @@ func TestBackpressure(t *testing.T) {
 		t.Fatalf("failed after %v, before waiting %v", waited, o.BackpressureWait)
 	}
 	close(block) // the flush proceeds
+	flush(t, s)  // and lands (however long that takes on a loaded machine): the backlog is empty
 	if _, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 2}, rec); err != nil {
 		t.Fatalf("put once the flush went through: %v", err)
 	}
