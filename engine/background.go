@@ -21,21 +21,27 @@ import (
 //
 // A slot is held for one step (a column of a row group, a batch of a scan), never while waiting
 // for another slot, so holders cannot deadlock, and never across a remote store's round trip.
-var backgroundSlots = semaphore.NewWeighted(int64(max(1, runtime.GOMAXPROCS(0)-1)))
+var backgroundSlots = newSlots(int64(max(1, runtime.GOMAXPROCS(0)-1)))
 
-// backgroundBusy counts the slots held, backgroundPeak the most held at once (tests read it).
-var backgroundBusy, backgroundPeak atomic.Int64
+// slots is a semaphore that also counts its holders: busy now, peak the most at once (tests read
+// it).
+type slots struct {
+	sem        *semaphore.Weighted
+	busy, peak atomic.Int64
+}
+
+func newSlots(n int64) *slots { return &slots{sem: semaphore.NewWeighted(n)} }
 
 // RunInBackground runs fn holding a background slot, waiting for one first (or until ctx ends).
 func RunInBackground(ctx context.Context, fn func() error) error {
-	sem := backgroundSlots // one semaphore from acquire to release (a test swaps it)
-	if err := sem.Acquire(ctx, 1); err != nil {
+	s := backgroundSlots // one semaphore from acquire to release (a test swaps it)
+	if err := s.sem.Acquire(ctx, 1); err != nil {
 		return err
 	}
-	defer sem.Release(1)
-	n := backgroundBusy.Add(1)
-	defer backgroundBusy.Add(-1)
-	for p := backgroundPeak.Load(); n > p && !backgroundPeak.CompareAndSwap(p, n); p = backgroundPeak.Load() {
+	defer s.sem.Release(1)
+	n := s.busy.Add(1)
+	defer s.busy.Add(-1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
 	}
 	return fn()
 }

@@ -4,18 +4,18 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/flight-sink/flight-sink/engine/objstore"
 )
 
-// withBackgroundSlots runs the test with n background slots and the peak count reset.
-func withBackgroundSlots(t *testing.T, n int64) {
+// withBackgroundSlots runs the test with n background slots of its own (work started by earlier
+// tests keeps the slots it took) and returns them.
+func withBackgroundSlots(t *testing.T, n int64) *slots {
 	t.Helper()
 	old := backgroundSlots
-	backgroundSlots = semaphore.NewWeighted(n)
-	backgroundPeak.Store(0)
+	backgroundSlots = newSlots(n)
 	t.Cleanup(func() { backgroundSlots = old })
+	return backgroundSlots
 }
 
 // TestBackgroundWorkStaysInItsSlots: compaction and a background writer encode and decode in
@@ -23,7 +23,7 @@ func withBackgroundSlots(t *testing.T, n int64) {
 // step waits for a slot while holding one). A foreground append takes no slot.
 func TestBackgroundWorkStaysInItsSlots(t *testing.T) {
 	for _, slots := range []int64{1, 2} {
-		withBackgroundSlots(t, slots)
+		bg := withBackgroundSlots(t, slots)
 		store, err := objstore.NewLocal(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +43,7 @@ func TestBackgroundWorkStaysInItsSlots(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if p := backgroundPeak.Load(); p != 0 {
+		if p := bg.peak.Load(); p != 0 {
 			t.Fatalf("%d slots: appends took %d background slots", slots, p)
 		}
 		rep, err := tbl.Compact(ctx, CompactOptions{TargetRowsPerFragment: 1 << 20})
@@ -57,11 +57,11 @@ func TestBackgroundWorkStaysInItsSlots(t *testing.T) {
 		if rep.FragmentsRemoved != 6 || len(m.Fragments) != 1 || m.Rows() != 15000 {
 			t.Fatalf("%d slots: compaction report %+v, %d fragments, %d rows", slots, rep, len(m.Fragments), m.Rows())
 		}
-		if p := backgroundPeak.Load(); p < 1 || p > slots {
+		if p := bg.peak.Load(); p < 1 || p > slots {
 			t.Fatalf("%d slots: background work held %d at once", slots, p)
 		}
 
-		backgroundPeak.Store(0)
+		bg.peak.Store(0)
 		w, err := tbl.NewWriter(ctx, benchSchema, InBackground())
 		if err != nil {
 			t.Fatal(err)
@@ -78,7 +78,7 @@ func TestBackgroundWorkStaysInItsSlots(t *testing.T) {
 		if err != nil || len(frags) != 1 || frags[0].PhysicalRows != 12000 {
 			t.Fatalf("%d slots: background writer wrote %v, %v", slots, frags, err)
 		}
-		if p := backgroundPeak.Load(); p < 1 || p > slots {
+		if p := bg.peak.Load(); p < 1 || p > slots {
 			t.Fatalf("%d slots: background writer held %d slots at once", slots, p)
 		}
 	}
