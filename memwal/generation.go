@@ -64,8 +64,8 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 // readGeneration calls fn with every batch of generation fg, in order, in schema. A batch is
 // valid only during its call; fn retains it to keep it. A generation whose files are gone
 // (compaction merged and deleted it) fails with an error wrapping objstore.ErrNotFound. A
-// background read (a fold's) decodes each batch in a background slot (engine.RunInBackground),
-// and calls fn outside it.
+// background read (a fold's) decodes each batch of an IPC generation in a background slot
+// (engine.RunInBackground), and calls fn outside it.
 func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths, fg FlushedGeneration, schema *arrow.Schema,
 	alloc memory.Allocator, background bool, fn func(arrow.RecordBatch) error) error {
 	for _, f := range fg.Files {
@@ -109,14 +109,18 @@ func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memor
 	}
 	for {
 		var rec arrow.RecordBatch
-		err := step(func() (err error) {
-			if r.Next() {
-				rec, err = engine.ConformColumnsOrByName(schema, r.RecordBatch())
+		err := step(func() error {
+			if !r.Next() {
+				return nil
 			}
-			return err
+			var err error
+			if rec, err = engine.ConformColumnsOrByName(schema, r.RecordBatch()); err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+			}
+			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+			return err // corrupt, or the context ended while waiting for a slot
 		}
 		if rec == nil {
 			break
@@ -135,7 +139,7 @@ func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memor
 
 // readParquet reads a Parquet generation file (the format flushes wrote before Arrow IPC).
 func readParquet(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
-	background bool, fn func(arrow.RecordBatch) error) error {
+	_ bool, fn func(arrow.RecordBatch) error) error {
 	r, _, err := objstore.OpenReader(ctx, store, key)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", key, err)
@@ -146,9 +150,9 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		return fmt.Errorf("open %s: %w", key, err)
 	}
 	defer pr.Close()
-	// Columns decode in parallel for merged reads; a background read decodes a batch at a time
-	// in a background slot.
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024, Parallel: !background && schema.NumFields() > 1 && runtime.GOMAXPROCS(0) > 1}, alloc)
+	// Columns decode in parallel. No background slot even for a fold: decoding reads ranges from
+	// the store as it goes, and a slot is never held across a store's round trip.
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024, Parallel: schema.NumFields() > 1 && runtime.GOMAXPROCS(0) > 1}, alloc)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", key, err)
 	}
@@ -157,15 +161,7 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		return fmt.Errorf("read %s: %w", key, err)
 	}
 	defer rr.Release()
-	step := stepper(ctx, background)
-	for {
-		var more bool
-		if err := step(func() error { more = rr.Next(); return nil }); err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
+	for rr.Next() {
 		rec := rr.RecordBatch()
 		if rec.NumRows() == 0 {
 			continue
