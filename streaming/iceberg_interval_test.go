@@ -53,13 +53,15 @@ func TestIcebergPublishCoalescesBurst(t *testing.T) {
 				}
 				last = ack.Version
 			}
+			// The trailing publish mirrors the newest version, which may be a maintenance commit
+			// after the last epoch (a compaction of the burst's small fragments): at least last.
 			hint := ""
 			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-				if v, ok := publishedVersion(ctx, store, &hint); ok && v == last {
+				if v, ok := publishedVersion(ctx, store, &hint); ok && v >= last {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("Iceberg metadata did not reach version %d after the burst (hint %q)", last, hint)
+					t.Fatalf("Iceberg metadata did not reach version %d or later after the burst (hint %q)", last, hint)
 				}
 			}
 			got := publishRuns(t, reader) - before
