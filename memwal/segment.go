@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
@@ -271,9 +272,11 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, streamsFrom uint6
 	// This one fdatasync also makes durable the stream records the entry commits that are in this
 	// segment; those in earlier segments were synced above (syncPendingLocked) or when the
 	// segment was closed.
+	synced := time.Now()
 	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
 		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
 	}
+	recordWALSync("local", time.Since(synced))
 	w.dirty = false
 	w.off += segmentHeaderSize + rw.n
 	w.own[len(w.own)-1].maxPos = pos

@@ -533,7 +533,11 @@ func (s *Shard) writeEntry(pos uint64, in []*putRequest) error {
 	if err != nil {
 		return fmt.Errorf("memwal shard %s: %w", s.id, err)
 	}
+	put := time.Now()
 	err = s.wal.create(ctx, pos, data)
+	if err == nil {
+		recordWALSync("object", time.Since(put))
+	}
 	if errors.Is(err, objstore.ErrExists) {
 		// Someone else wrote our position: a newer writer's fence or entry.
 		cur := uint64(0)

@@ -17,6 +17,7 @@ var (
 	unflushedBytes metric.Int64ObservableGauge
 	generations    metric.Int64ObservableGauge
 	shardClaims    metric.Int64Counter
+	walSync        metric.Float64Histogram
 )
 
 func init() {
@@ -31,8 +32,23 @@ func init() {
 		metric.WithDescription("Bytes of a MemWAL shard's memtables not yet flushed."))
 	shardClaims, _ = meter.Int64Counter("flight_sink.memwal.shard.claims",
 		metric.WithDescription("MemWAL shard claims (writer epoch bumps) by this process, by reason: start (a free shard for this server's puts), takeover (a dead owner's shard), fenced (reopened after another server claimed it), fallback (hash routing: no shard was free), flush, fold_all."))
+	walSync, _ = meter.Float64Histogram(WALSyncMetric, metric.WithUnit("s"),
+		metric.WithDescription("Time the storage took to make one MemWAL WAL entry durable, by store: local (the fdatasync of the segment after the entry is written), object (the entry's put-if-absent). A put's acknowledgement waits for it."),
+		metric.WithExplicitBucketBoundaries(WALSyncBuckets...))
 	generations, _ = meter.Int64ObservableGauge("flight_sink.memwal.generations",
 		metric.WithDescription("Flushed MemWAL generations not yet folded into the base table."))
+}
+
+// WALSyncMetric is the name of the WAL durability histogram; WALSyncBuckets are its bucket
+// bounds in seconds (the benchmark reads shares above a bound from them).
+const WALSyncMetric = "flight_sink.memwal.wal.sync.duration"
+
+var WALSyncBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5}
+
+// recordWALSync records the time one WAL entry took to become durable on a store of kind
+// ("local" or "object").
+func recordWALSync(kind string, d time.Duration) {
+	walSync.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("store", kind)))
 }
 
 // recordPutStall counts one MemWAL put stall at the fold ceiling and its duration.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,9 +14,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"golang.org/x/sys/unix"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // runFloor measures MemWAL against the physical floor of this machine in one run: a discarding
@@ -36,6 +40,7 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	defer dc.Close()
+	metrics := claimsReader() // before the server starts: its instruments bind to the first provider
 	sc, stop, err := connectSink(ctx, cfg)
 	if err != nil {
 		return err
@@ -63,8 +68,9 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 			return fmt.Errorf("create %s: %w", tbl, err)
 		}
 	}
-	var discard, syncs, memwal []time.Duration
+	var discard, syncs, acks []time.Duration // acks: the MemWAL epochs' latencies
 	var wall [3]time.Duration
+	walBefore, _ := readWALSyncs(ctx, metrics)
 	const block = 50
 	for from := 0; from < n; from += block {
 		to := min(from+block, n)
@@ -96,7 +102,7 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 			if err := wantCommitted(ack); err != nil {
 				return fmt.Errorf("memwal epoch %d: %w", e, err)
 			}
-			memwal = append(memwal, time.Since(t0))
+			acks = append(acks, time.Since(t0))
 		}
 		wall[2] += time.Since(start)
 	}
@@ -111,13 +117,28 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 	row("discard server ack", float64(n)/wall[0].Seconds(), discard)
 	row("fdatasync probe (overwrite)", float64(n)/wall[1].Seconds(), syncs)
 	fmt.Fprintf(out, "%-34s %10.1f %9.3f\n", "floor (discard + fdatasync)", floorRate, ms(floorPer))
-	row("MemWAL", memRate, memwal)
+	row("MemWAL", memRate, acks)
 	fmt.Fprintf(out, "MemWAL / floor: %.2fx (target >= 0.80x); MemWAL ack p99 %.2f ms (target <= 5 ms); not network nor disk: %.3f ms per epoch\n",
-		memRate/floorRate, ms(percentile(memwal, 0.99)), ms(mean(memwal)-floorPer))
+		memRate/floorRate, ms(percentile(acks, 0.99)), ms(mean(acks)-floorPer))
 	// Means carry every stall of a shared machine; medians show the steady cost.
 	p50Floor := percentile(discard, 0.5) + percentile(syncs, 0.5)
 	fmt.Fprintf(out, "by medians: floor p50 %.3f ms (discard + fdatasync), MemWAL p50 %.3f ms: %.2fx\n",
-		ms(p50Floor), ms(percentile(memwal, 0.5)), float64(p50Floor)/float64(percentile(memwal, 0.5)))
+		ms(p50Floor), ms(percentile(acks, 0.5)), float64(p50Floor)/float64(percentile(acks, 0.5)))
+	// The server's own fdatasyncs of its WAL entries, against the probe's: what the disk gave
+	// the acks while the shard's flushes and folds wrote beside them.
+	if walAfter, ok := readWALSyncs(ctx, metrics); ok {
+		d := walAfter.minus(walBefore)
+		probeOver := 0
+		for _, s := range syncs {
+			if s > 5*time.Millisecond {
+				probeOver++
+			}
+		}
+		fmt.Fprintf(out, "MemWAL WAL fdatasyncs (server): %d, p50 <= %s, p99 <= %s, over 5 ms %.1f%% (probe: p99 %.3f ms, over 5 ms %.1f%%)\n",
+			d.count, d.bound(0.5), d.bound(0.99), 100*d.shareOver(0.005), ms(percentile(syncs, 0.99)), 100*float64(probeOver)/float64(len(syncs)))
+	} else {
+		fmt.Fprintf(out, "MemWAL WAL fdatasyncs (server): n/a (%s not recorded in this process)\n", memwal.WALSyncMetric)
+	}
 
 	// Large batches: one epoch of BatchesPerStrm x BatchRows rows, three rounds, the best of the
 	// last two.
@@ -257,4 +278,81 @@ func writeSyncFile(path string, n int) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Since(t0), nil
+}
+
+// walSyncs is a reading of the MemWAL WAL sync histogram (memwal.WALSyncMetric) of local
+// segments: counts per bucket, the last above the last bound.
+type walSyncs struct {
+	count  uint64
+	bounds []float64
+	counts []uint64
+}
+
+// readWALSyncs reads the local-store series of memwal.WALSyncMetric from r; false when the
+// process records none.
+func readWALSyncs(ctx context.Context, r *sdkmetric.ManualReader) (walSyncs, bool) {
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(ctx, &rm); err != nil {
+		return walSyncs{}, false
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if m.Name != memwal.WALSyncMetric || !ok {
+				continue
+			}
+			for _, dp := range h.DataPoints {
+				if v, _ := dp.Attributes.Value("store"); v.AsString() == "local" {
+					return walSyncs{count: dp.Count, bounds: dp.Bounds, counts: dp.BucketCounts}, true
+				}
+			}
+		}
+	}
+	// Recorded by this build, but no local entry written yet: an empty reading.
+	return walSyncs{bounds: memwal.WALSyncBuckets, counts: make([]uint64, len(memwal.WALSyncBuckets)+1)}, true
+}
+
+// minus returns the syncs recorded between reading b and w.
+func (w walSyncs) minus(b walSyncs) walSyncs {
+	out := walSyncs{count: w.count - b.count, bounds: w.bounds, counts: make([]uint64, len(w.counts))}
+	for i := range w.counts {
+		out.counts[i] = w.counts[i]
+		if i < len(b.counts) {
+			out.counts[i] -= b.counts[i]
+		}
+	}
+	return out
+}
+
+// bound returns the upper bound of the bucket that holds quantile q, as text ("> 5 s" past the
+// last bound).
+func (w walSyncs) bound(q float64) string {
+	if w.count == 0 {
+		return "n/a"
+	}
+	need := uint64(math.Ceil(q * float64(w.count)))
+	var seen uint64
+	for i, c := range w.counts {
+		if seen += c; seen >= need {
+			if i < len(w.bounds) {
+				return fmt.Sprintf("%g ms", w.bounds[i]*1000)
+			}
+			break
+		}
+	}
+	return fmt.Sprintf("> %g ms", w.bounds[len(w.bounds)-1]*1000)
+}
+
+// shareOver returns the share of syncs above bound seconds, which must be one of the bounds.
+func (w walSyncs) shareOver(bound float64) float64 {
+	if w.count == 0 {
+		return 0
+	}
+	var over uint64
+	for i, c := range w.counts {
+		if i >= len(w.bounds) || w.bounds[i] > bound {
+			over += c
+		}
+	}
+	return float64(over) / float64(w.count)
 }

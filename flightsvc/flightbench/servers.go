@@ -448,10 +448,11 @@ func withIDs(mem memory.Allocator, tmpl arrow.RecordBatch, first int64) arrow.Re
 	return array.NewRecordBatch(tmpl.Schema(), cols, int64(n))
 }
 
-// The OpenTelemetry reader the workload reads claimsMetric through. OpenTelemetry's global meter
-// provider binds the instruments made before it to the first provider set, so the reader is
-// installed once per process and sees nothing when another provider came first (the HTTP
-// /metrics endpoint of a server in this process): claims then print n/a.
+// The OpenTelemetry reader the workloads read the server's metrics through (claimsMetric here,
+// the WAL sync histogram in the floor workload). OpenTelemetry's global meter provider binds the
+// instruments made before it to the first provider set, so the reader is installed once per
+// process and sees nothing when another provider came first (the HTTP /metrics endpoint of a
+// server in this process): the figures then print n/a.
 var (
 	claimsReaderOnce sync.Once
 	claimsManual     *sdkmetric.ManualReader
