@@ -45,10 +45,17 @@ const WALSyncMetric = "flight_sink.memwal.wal.sync.duration"
 
 var WALSyncBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5}
 
+// walSyncAttrs are the attribute sets of the WAL sync histogram, made once: it is recorded on
+// every put's path.
+var walSyncAttrs = map[string]metric.MeasurementOption{
+	"local":  metric.WithAttributes(attribute.String("store", "local")),
+	"object": metric.WithAttributes(attribute.String("store", "object")),
+}
+
 // recordWALSync records the time one WAL entry took to become durable on a store of kind
 // ("local" or "object").
 func recordWALSync(kind string, d time.Duration) {
-	walSync.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("store", kind)))
+	walSync.Record(context.Background(), d.Seconds(), walSyncAttrs[kind])
 }
 
 // recordPutStall counts one MemWAL put stall at the fold ceiling and its duration.

@@ -70,7 +70,7 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	var discard, syncs, acks []time.Duration // acks: the MemWAL epochs' latencies
 	var wall [3]time.Duration
-	walBefore, _ := readWALSyncs(ctx, metrics)
+	walBefore, _ := readWALSyncs(ctx, metrics) // the zero value when nothing is recorded yet
 	const block = 50
 	for from := 0; from < n; from += block {
 		to := min(from+block, n)
@@ -289,7 +289,7 @@ type walSyncs struct {
 }
 
 // readWALSyncs reads the local-store series of memwal.WALSyncMetric from r; false when the
-// process records none.
+// process has recorded none (a reading before the first entry is then the zero value).
 func readWALSyncs(ctx context.Context, r *sdkmetric.ManualReader) (walSyncs, bool) {
 	var rm metricdata.ResourceMetrics
 	if err := r.Collect(ctx, &rm); err != nil {
@@ -308,8 +308,7 @@ func readWALSyncs(ctx context.Context, r *sdkmetric.ManualReader) (walSyncs, boo
 			}
 		}
 	}
-	// Recorded by this build, but no local entry written yet: an empty reading.
-	return walSyncs{bounds: memwal.WALSyncBuckets, counts: make([]uint64, len(memwal.WALSyncBuckets)+1)}, true
+	return walSyncs{}, false
 }
 
 // minus returns the syncs recorded between reading b and w.
@@ -324,7 +323,7 @@ func (w walSyncs) minus(b walSyncs) walSyncs {
 	return out
 }
 
-// bound returns the upper bound of the bucket that holds quantile q, as text ("> 5 s" past the
+// bound returns the upper bound of the bucket that holds quantile q, as text ("> 5000 ms" past the
 // last bound).
 func (w walSyncs) bound(q float64) string {
 	if w.count == 0 {
