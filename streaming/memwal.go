@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal"
@@ -21,7 +23,8 @@ import (
 // every query of the server shares its group commit), and a replay is recognised in whichever
 // shard holds it, since a query may hop servers (memwal.ShardSet.EpochHeld); with one, its rows
 // are split by key hash so a key always lands in the same shard, and every shard gets a put
-// (identity only when it has no rows) so "every shard holds the epoch" means the epoch is whole.
+// (identity only when it has no rows, every shard at once: putShards) so "every shard holds the
+// epoch" means the epoch is whole.
 // Replays are recognised from shard state: the WAL entries not yet flushed carry their epoch
 // identity and each shard manifest keeps a per-query watermark of flushed epochs.
 //
@@ -166,17 +169,41 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 		return Ack{}, err
 	}
 	defer releasePuts(puts)
-	held := 0
-	for i, batches := range puts {
-		done, err := ss.Put(ctx, i, m, &id, batches, func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
-		if err != nil {
-			return Ack{}, err
-		}
-		if done {
-			held++
-		}
+	held, err := putShards(ctx, ss, m, &id, puts)
+	if err != nil {
+		return Ack{}, err
 	}
 	return s.memwalAck(ctx, ss, m, r, rows, held == len(puts))
+}
+
+// shardPutsAtOnce says whether putShards puts an epoch's shards concurrently. A variable only so
+// the benchmark can measure the one-shard-after-another baseline.
+var shardPutsAtOnce = true
+
+// putShards puts each shard's part of a keyed epoch, every shard at once, and reports how many
+// already held the epoch. Each part waits for its own shard's WAL commit (an fdatasync on a local
+// disk, an object PUT on S3), so the epoch waits for the slowest shard instead of the sum of them,
+// and each shard's group commit carries the parts of every epoch in flight on this server: N
+// queries writing N shards share the shards' commits. A part that fails does not stop the
+// others: the epoch is not acknowledged, and its retry finds the parts that landed held
+// (shardHolds) and puts only the rest, so the retry cannot duplicate.
+func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id *engine.EpochIdentity, puts map[int][]arrow.RecordBatch) (int, error) {
+	var g errgroup.Group
+	if !shardPutsAtOnce {
+		g.SetLimit(1)
+	}
+	var held atomic.Int64
+	for i, batches := range puts {
+		g.Go(func() error {
+			done, err := ss.Put(ctx, i, m, id, batches, func(w *memwal.Shard) (bool, error) { return shardHolds(w, id) })
+			if done {
+				held.Add(1)
+			}
+			return err
+		})
+	}
+	err := g.Wait()
+	return int(held.Load()), err
 }
 
 // memwalAck acknowledges an epoch the shards hold: a duplicate, or committed (then a fold may be
