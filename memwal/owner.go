@@ -668,6 +668,7 @@ type peerState struct {
 	running bool
 	cur     *peerRun // the running refresh, when running
 	next    *peerRun
+	last    *peerRun // the newest refresh that ended
 }
 
 // peerRun is one refresh of the peer shards.
@@ -685,6 +686,12 @@ func (p *peerState) refresh(ctx context.Context, ss *ShardSet, want []int, since
 	for {
 		p.mu.Lock()
 		var r *peerRun
+		if l := p.last; l != nil && l.err == nil && !l.started.Before(since) && covers(l.want, want) {
+			// Ended, and started after the request arrived (a prefetch, or another put's
+			// refresh): what it read is fresh enough, and no newer refresh has replaced it since.
+			p.mu.Unlock()
+			return nil
+		}
 		if c := p.cur; p.running && !c.started.Before(since) && covers(c.want, want) {
 			r = c // started after the request arrived: what it reads is fresh enough
 		} else {
@@ -765,7 +772,7 @@ func (p *peerState) startLocked(ss *ShardSet) {
 		}
 		r.err = g.Wait()
 		p.mu.Lock()
-		p.running, p.cur = false, nil
+		p.running, p.cur, p.last = false, nil, r
 		if p.next != nil {
 			p.startLocked(ss)
 		}

@@ -72,3 +72,64 @@ func TestEpochHeldAsOfArrival(t *testing.T) {
 		t.Fatalf("replay of qa epoch 3 through b: dup %v, %v; want a duplicate", dup, err)
 	}
 }
+
+// TestEpochHeldReusesFinishedRefresh: a refresh of the other shards that started after the request
+// arrived serves its replay check even when it has already ended (a prefetch that finished while
+// the put read the base table): the check makes no store call and still sees the epoch the other
+// server made durable before the request arrived.
+func TestEpochHeldReusesFinishedRefresh(t *testing.T) {
+	ctx := context.Background()
+	local, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Create(ctx, local, "events", rowsSchema,
+		engine.CreateOptions{Config: map[string]string{ConfigShards: "2"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	open := func(store objstore.Store) *ownerServer {
+		tbl, err := engine.Open(ctx, store, "events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := NewShardSet(tbl, ShardIDs(2), &ShardSetOptions{Shard: *testOptions(), FoldGenerations: -1})
+		t.Cleanup(ss.Close)
+		return &ownerServer{t: t, tbl: tbl, ss: ss}
+	}
+	a := open(local)
+	bStore := faultstore.New(local, faultstore.FixedLatency(5*time.Millisecond))
+	b := open(bStore)
+	for i, s := range []*ownerServer{a, b} {
+		if dup, err := s.put(fmt.Sprintf("q%d", i), 0, int64(i)*1000, 2); err != nil || dup {
+			t.Fatalf("first put of server %d: dup %v, %v", i, dup, err)
+		}
+	}
+	target, ok := b.ss.routedShard("qa")
+	if !ok {
+		t.Fatal("server b owns no shard")
+	}
+	for e := int64(1); e <= 3; e++ {
+		if dup, err := a.put("qa", e, 100+e*10, 2); err != nil || dup {
+			t.Fatalf("put qa epoch %d through a: dup %v, %v", e, dup, err)
+		}
+		since := time.Now() // the request arrives at b, which prefetches as it reads the base table
+		b.ss.PrefetchPeers()
+		if h, err := b.ss.EpochHeld(ctx, since, "qa", e, target); err != nil || !h.Held {
+			t.Fatalf("epoch %d: held %+v, %v", e, h, err)
+		}
+		// The prefetch has ended now. Another check for the same request reads nothing more.
+		calls := bStore.Stats().Calls
+		for _, q := range []int64{e, e + 100} {
+			h, err := b.ss.EpochHeld(ctx, since, "qa", q, target)
+			if err != nil || h.Held != (q == e) {
+				t.Fatalf("epoch %d checked again: held %+v, %v", q, h, err)
+			}
+		}
+		after := bStore.Stats().Calls
+		for op, n := range after {
+			if n != calls[op] {
+				t.Fatalf("epoch %d: the check after the refresh ended made %d %s calls; the refresh serves it", e, n-calls[op], op)
+			}
+		}
+	}
+}
