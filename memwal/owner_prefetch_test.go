@@ -19,34 +19,7 @@ import (
 // must not depend on that.
 func TestEpochHeldAsOfArrival(t *testing.T) {
 	ctx := context.Background()
-	local, err := objstore.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.Create(ctx, local, "events", rowsSchema,
-		engine.CreateOptions{Config: map[string]string{ConfigShards: "2"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	open := func(store objstore.Store) *ownerServer {
-		tbl, err := engine.Open(ctx, store, "events", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss := NewShardSet(tbl, ShardIDs(2), &ShardSetOptions{Shard: *testOptions(), FoldGenerations: -1})
-		t.Cleanup(ss.Close)
-		return &ownerServer{t: t, tbl: tbl, ss: ss}
-	}
-	a := open(local)
-	b := open(faultstore.New(local, faultstore.FixedLatency(50*time.Millisecond)))
-	for i, s := range []*ownerServer{a, b} {
-		if dup, err := s.put(fmt.Sprintf("q%d", i), 0, int64(i)*1000, 2); err != nil || dup {
-			t.Fatalf("first put of server %d: dup %v, %v", i, dup, err)
-		}
-	}
-	target, ok := b.ss.routedShard("qa")
-	if !ok {
-		t.Fatal("server b owns no shard")
-	}
+	a, b, _, target := twoServers(t, 50*time.Millisecond)
 	for e := int64(1); e <= 6; e++ {
 		b.ss.PrefetchPeers() // for an earlier request: starts, and lists a's WAL, before the epoch below lands
 		// Its listing is past: a list and a read of a's segment, each waiting 50 ms first. Its
@@ -79,35 +52,7 @@ func TestEpochHeldAsOfArrival(t *testing.T) {
 // server made durable before the request arrived.
 func TestEpochHeldReusesFinishedRefresh(t *testing.T) {
 	ctx := context.Background()
-	local, err := objstore.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.Create(ctx, local, "events", rowsSchema,
-		engine.CreateOptions{Config: map[string]string{ConfigShards: "2"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	open := func(store objstore.Store) *ownerServer {
-		tbl, err := engine.Open(ctx, store, "events", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss := NewShardSet(tbl, ShardIDs(2), &ShardSetOptions{Shard: *testOptions(), FoldGenerations: -1})
-		t.Cleanup(ss.Close)
-		return &ownerServer{t: t, tbl: tbl, ss: ss}
-	}
-	a := open(local)
-	bStore := faultstore.New(local, faultstore.FixedLatency(5*time.Millisecond))
-	b := open(bStore)
-	for i, s := range []*ownerServer{a, b} {
-		if dup, err := s.put(fmt.Sprintf("q%d", i), 0, int64(i)*1000, 2); err != nil || dup {
-			t.Fatalf("first put of server %d: dup %v, %v", i, dup, err)
-		}
-	}
-	target, ok := b.ss.routedShard("qa")
-	if !ok {
-		t.Fatal("server b owns no shard")
-	}
+	a, b, bStore, target := twoServers(t, 5*time.Millisecond)
 	for e := int64(1); e <= 3; e++ {
 		if dup, err := a.put("qa", e, 100+e*10, 2); err != nil || dup {
 			t.Fatalf("put qa epoch %d through a: dup %v, %v", e, dup, err)
@@ -132,4 +77,40 @@ func TestEpochHeldReusesFinishedRefresh(t *testing.T) {
 			}
 		}
 	}
+}
+
+// twoServers makes an unkeyed table of two shards on a local disk and two shard sets on it, a
+// and b, each with one query's first epoch written (so each owns a shard); b's store calls each
+// wait latency first. It returns b's store and the shard b routes query "qa" to.
+func twoServers(t *testing.T, latency time.Duration) (a, b *ownerServer, bStore *faultstore.Store, target int) {
+	ctx := context.Background()
+	local, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Create(ctx, local, "events", rowsSchema,
+		engine.CreateOptions{Config: map[string]string{ConfigShards: "2"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	open := func(store objstore.Store) *ownerServer {
+		tbl, err := engine.Open(ctx, store, "events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := NewShardSet(tbl, ShardIDs(2), &ShardSetOptions{Shard: *testOptions(), FoldGenerations: -1})
+		t.Cleanup(ss.Close)
+		return &ownerServer{t: t, tbl: tbl, ss: ss}
+	}
+	bStore = faultstore.New(local, faultstore.FixedLatency(latency))
+	a, b = open(local), open(bStore)
+	for i, s := range []*ownerServer{a, b} {
+		if dup, err := s.put(fmt.Sprintf("q%d", i), 0, int64(i)*1000, 2); err != nil || dup {
+			t.Fatalf("first put of server %d: dup %v, %v", i, dup, err)
+		}
+	}
+	target, ok := b.ss.routedShard("qa")
+	if !ok {
+		t.Fatal("server b owns no shard")
+	}
+	return a, b, bStore, target
 }
