@@ -291,11 +291,13 @@ func (c *flightConn) get(ctx context.Context, tk any) (readResult, error) {
 	}
 	defer rdr.Release()
 	res := readResult{Schema: rdr.Schema()}
+	// The id and payload columns are read when they have rowSchema's types; a table of any
+	// other schema (the fuzzers create them) reads as rows only.
 	idCol, payCol := -1, -1
-	if js := rdr.Schema().FieldIndices("id"); len(js) == 1 {
+	if js := rdr.Schema().FieldIndices("id"); len(js) == 1 && rdr.Schema().Field(js[0]).Type.ID() == arrow.INT64 {
 		idCol, res.IDs = js[0], []int64{}
 	}
-	if js := rdr.Schema().FieldIndices("payload"); len(js) == 1 {
+	if js := rdr.Schema().FieldIndices("payload"); len(js) == 1 && rdr.Schema().Field(js[0]).Type.ID() == arrow.STRING {
 		payCol, res.Payloads = js[0], []string{}
 	}
 	for rdr.Next() {

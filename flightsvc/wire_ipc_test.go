@@ -127,6 +127,7 @@ const (
 	hdrRecordBatch  = uint8(3)
 	typeNull        = uint8(1)
 	typeInt         = uint8(2)
+	typeBinary      = uint8(4)
 	typeUtf8        = uint8(5)
 	typeList        = uint8(12)
 	typeStruct      = uint8(13)
@@ -152,6 +153,10 @@ func int64Field(name string) fbT {
 
 func utf8Field(name string) fbT {
 	return fbT{fieldName: name, fieldNullable: true, fieldTypeType: typeUtf8, fieldType: fbT{}}
+}
+
+func binaryField(name string) fbT {
+	return fbT{fieldName: name, fieldNullable: true, fieldTypeType: typeBinary, fieldType: fbT{}}
 }
 
 // schemaMessage is a schema message of fields.
