@@ -107,7 +107,7 @@ FUZZ_TARGETS := \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
 	memwal:FuzzDecodeWALEntry memwal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
 	memwal:FuzzDecodeWALHeader memwal:FuzzSegmentRecords memwal:FuzzReadGeneration \
-	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet
+	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet flightsvc:FuzzCalls
 
 # The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and
 # FLIGHT_SINK_FAULT_SEED replay a schedule.

@@ -37,7 +37,7 @@ var (
 )
 
 // readDocExamples returns the examples of docs/protocol.md by kind and key.
-func readDocExamples(t *testing.T) map[string]map[string]docExample {
+func readDocExamples(t testing.TB) map[string]map[string]docExample {
 	t.Helper()
 	doc, err := os.ReadFile(protocolDoc)
 	if err != nil {
