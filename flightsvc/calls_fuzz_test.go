@@ -7,6 +7,7 @@ package flightsvc_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -20,43 +21,43 @@ import (
 // argument.
 type fuzzCall struct {
 	name string
-	// example is the docs/protocol.md request example (by key) whose body makes a seed, or "".
-	example string
-	run     func(c *flightConn, t *testing.T, arg []byte) error
+	seed []byte // the argument of its seed input
+	run  func(c *flightConn, t *testing.T, arg []byte) error
 }
 
-func fuzzCalls() []fuzzCall {
+// fuzzCalls are the calls, seeded with the docs/protocol.md request examples (ex, by key).
+func fuzzCalls(ex map[string]docExample) []fuzzCall {
 	var calls []fuzzCall
 	for _, name := range flightsvc.ActionNames() {
-		calls = append(calls, fuzzCall{name: "DoAction " + name, example: name,
+		calls = append(calls, fuzzCall{name: "DoAction " + name, seed: ex[name].body,
 			run: func(c *flightConn, t *testing.T, arg []byte) error {
 				_, err := c.action(testCtx(t), name, arg)
 				return err
 			}})
 	}
 	return append(calls,
-		fuzzCall{"DoAction <type from input>", "", func(c *flightConn, t *testing.T, arg []byte) error {
+		fuzzCall{"DoAction <type from input>", []byte("table_stats\x00" + `{"table": "events"}`), func(c *flightConn, t *testing.T, arg []byte) error {
 			typ, body, _ := bytes.Cut(arg, []byte{0})
 			_, err := c.action(testCtx(t), string(typ), body)
 			return err
 		}},
-		fuzzCall{"DoGet", "doget filter", func(c *flightConn, t *testing.T, arg []byte) error {
+		fuzzCall{"DoGet", ex["doget filter"].body, func(c *flightConn, t *testing.T, arg []byte) error {
 			_, err := c.get(testCtx(t), arg)
 			return err
 		}},
-		fuzzCall{"GetFlightInfo CMD", "flightinfo filter", func(c *flightConn, t *testing.T, arg []byte) error {
+		fuzzCall{"GetFlightInfo CMD", ex["flightinfo filter"].body, func(c *flightConn, t *testing.T, arg []byte) error {
 			_, err := c.Client.GetFlightInfo(testCtx(t), &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: arg})
 			return err
 		}},
-		fuzzCall{"GetFlightInfo PATH", "", func(c *flightConn, t *testing.T, arg []byte) error {
+		fuzzCall{"GetFlightInfo PATH", []byte("clicks"), func(c *flightConn, t *testing.T, arg []byte) error {
 			_, err := c.Client.GetFlightInfo(testCtx(t), pathDesc(strings.Split(string(arg), "\x00")...))
 			return err
 		}},
-		fuzzCall{"GetSchema CMD", "flightinfo", func(c *flightConn, t *testing.T, arg []byte) error {
+		fuzzCall{"GetSchema CMD", ex["flightinfo"].body, func(c *flightConn, t *testing.T, arg []byte) error {
 			_, err := c.Client.GetSchema(testCtx(t), &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: arg})
 			return err
 		}},
-		fuzzCall{"ListFlights", "", func(c *flightConn, t *testing.T, arg []byte) error {
+		fuzzCall{"ListFlights", []byte(`{"table": "events"}`), func(c *flightConn, t *testing.T, arg []byte) error {
 			stream, err := c.Client.ListFlights(testCtx(t), &flight.Criteria{Expression: arg})
 			for err == nil {
 				_, err = stream.Recv()
@@ -80,32 +81,23 @@ func FuzzCalls(f *testing.F) {
 	s.mustPut(f, cmd{"table": "clicks", "query_id": "setup", "epoch_id": 0,
 		"create": cmd{"primary_key": []string{"id"}, "memwal": cmd{"shards": 2}}}, []int64{1, 2, 3})
 
-	calls := fuzzCalls()
-	ex := readDocExamples(f)["request"]
+	calls := fuzzCalls(readDocExamples(f)["request"])
 	for i, c := range calls {
-		arg := []byte(`{"table": "events"}`)
-		if e, ok := ex[c.example]; ok {
-			arg = e.body
+		if len(c.seed) == 0 {
+			f.Fatalf("%s: docs/protocol.md has no request example for its seed", c.name)
 		}
-		switch c.name {
-		case "DoAction <type from input>":
-			arg = append([]byte("table_stats\x00"), arg...)
-		case "GetFlightInfo PATH":
-			arg = []byte("clicks")
-		}
-		f.Add(append([]byte{byte(i)}, arg...))
+		f.Add(append([]byte{byte(i)}, c.seed...))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
 			return
 		}
 		c := calls[int(b[0])%len(calls)]
-		err := c.run(&s.flightConn, t, b[1:])
-		t.Logf("%s %q: %v", c.name, b[1:], err)
-		wantServing(t, c.name, err)
+		call := fmt.Sprintf("%s %q", c.name, b[1:])
+		wantServing(t, call, c.run(&s.flightConn, t, b[1:]))
 		for _, table := range []string{"events", "clicks"} {
 			if _, err := s.get(testCtx(t), cmd{"table": table}); err != nil {
-				t.Fatalf("reading %s after %s %q: %v", table, c.name, b[1:], err)
+				t.Fatalf("reading %s after %s: %v", table, call, err)
 			}
 		}
 	})
