@@ -22,7 +22,7 @@ build:
 run: build
 	bin/flight-sink serve
 
-# The Go tests start and stop their own S3 server (engine/objstore/storetest, from TestMain);
+# The Go tests start and stop their own S3 server (objstore/storetest, from TestMain);
 # FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not found" into a failure instead of a skip.
 test: tools
 	$(GO) vet $(PKGS)

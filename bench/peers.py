@@ -80,7 +80,7 @@ def bootstrap(venv: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Data: the 8 mixed columns of flightsvc/flightbench's Schema.
+# Data: the 8 mixed columns of cmd/flight-sink/internal/flightbench's Schema.
 
 COUNTRIES = ["US", "DE", "FR", "JP", "BR", "IN", "GB", "CA", "AU", "NL", "ES", "IT"]
 BASE_US = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
@@ -498,7 +498,7 @@ def write_doc(res, doc: Path, pngs: list[str]) -> None:
     w(f"- client, servers and disk are all on this one machine: every peer competes for the same {m['nproc']} cores; "
       "the Flight peers talk over loopback TCP.\n")
     w("## What is measured\n")
-    w("Data: the 8 mixed columns of `flightsvc/flightbench` (`int64 id`, `int32 user_id`, `float64 amount`, "
+    w("Data: the 8 mixed columns of `cmd/flight-sink/internal/flightbench` (`int64 id`, `int32 user_id`, `float64 amount`, "
       "`bool ok`, low-cardinality `string country` (12 values), high-cardinality `string session` (32 random hex "
       "characters), `timestamp[us, UTC] ts`, nullable `int64 score` with 20 % nulls), generated once with a fixed "
       "seed and handed to every peer as the same Arrow record batches. MB/s is Arrow buffer bytes "
@@ -584,7 +584,7 @@ def write_doc(res, doc: Path, pngs: list[str]) -> None:
       "(plain single-threaded pqarrow, the Go-side encode bound); DoGet — `flightsvc` `BenchmarkDoGet` (full read "
       "over a real loopback Flight connection) and `BenchmarkDoPutEpoch`; plus the table-health benchmarks. "
       "`make bench` runs all of them and then `flight-sink bench` (the Go-client Flight benchmark of "
-      "`flightsvc/flightbench`: discard vs sink throughput, 1,000-row epoch rate, long-history ack latency, "
+      "`cmd/flight-sink/internal/flightbench`: discard vs sink throughput, 1,000-row epoch rate, long-history ack latency, "
       "direct vs MemWAL for 1 and 8 concurrent queries):\n")
     w("```sh")
     w("make bench                         # every Go benchmark, then flight-sink bench (BENCHTIME=10s for steadier numbers)")

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // CleanupPolicy says which versions and files Cleanup may remove. The zero value is the

@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite the conflict table of docs/conflicts.md from conflictMatrix")

@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Deletions are soft: a deleted row stays in its data file and is masked by the fragment's
@@ -38,7 +38,7 @@ type WriteResult struct {
 
 // readDeletions returns fragment f's deleted offsets (empty when it has no deletion file).
 // Deletions returns fragment f's deleted row offsets (empty when it has no deletion file). The
-// Iceberg publisher turns them into position deletes (engine/iceberg).
+// Iceberg publisher turns them into position deletes (iceberg).
 func (t *Table) Deletions(ctx context.Context, f Fragment) (*roaring.Bitmap, error) {
 	return t.readDeletions(ctx, f)
 }

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 func TestPlanCompaction(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Seed 001's twelve unit cases of index catch-up, one test each, named after them. Most judge

@@ -89,7 +89,7 @@ type MaintenanceStep struct {
 	// recursion guard).
 	Run func(ctx context.Context, props map[string]string) error
 	// BeforeCleanup places the step after compaction and before cleanup instead of first: the
-	// Iceberg publish (engine/iceberg), which mirrors what the fold and compaction committed and
+	// Iceberg publish (iceberg), which mirrors what the fold and compaction committed and
 	// must run before cleanup may expire what it mirrored.
 	BeforeCleanup bool
 	// MinInterval, when set, is the least time between two runs of the step in one table, judged

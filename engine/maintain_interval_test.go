@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // TestMaintainerStepMinInterval: a contributed step with a MinInterval runs fewer times than a

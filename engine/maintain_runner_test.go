@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Seed 002: the TableMaintainer's order, failure policies, recursion guard, and that maintenance

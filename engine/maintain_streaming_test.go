@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // TestMaintainerStreamingHour is a streaming table's first hour at one epoch per second (3,600

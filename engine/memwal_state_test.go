@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Two compactors of one shard in different processes both read merged watermark 0. One folds

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // OrphanReport says what RemoveOrphans (or the file sweep of Cleanup) found and removed.

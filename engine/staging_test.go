@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // goldenStage is a stage record exactly as the server wrote it before staging moved from

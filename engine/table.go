@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Options tune a table handle. The zero value is usable; EnsureDefaults fills it in.
@@ -52,7 +52,7 @@ type Options struct {
 	// options once it has chosen the versions to remove and before it removes anything: given
 	// the oldest version the policy keeps, it returns the oldest version that must be kept
 	// instead (at most that one). It is the Iceberg publisher's snapshot expiry
-	// (engine/iceberg.Retain), which expires the Iceberg snapshots of the versions cleanup
+	// (iceberg.Retain), which expires the Iceberg snapshots of the versions cleanup
 	// removes and keeps the versions its retained snapshots read. With dryRun it decides
 	// without changing anything.
 	CleanupRetain func(ctx context.Context, t *Table, oldestKept uint64, dryRun bool) (uint64, error)

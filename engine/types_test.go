@@ -13,8 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/engine/typetest"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // lastArrowType is the highest Arrow type id arrow-go defines (v18.8: DECIMAL64). A newer

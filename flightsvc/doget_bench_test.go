@@ -20,9 +20,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/flight-sink/flight-sink/bench/benchdata"
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
-	"github.com/flight-sink/flight-sink/flightsvc/flightbench"
 )
 
 // BenchmarkDoGet's table: 2^20 rows in four fragments, one epoch each, sent as 64 Ki-row batches
@@ -90,12 +90,12 @@ func putGetEpoch(b *testing.B, srv *testServer, e int64) int64 {
 	var recs []arrow.RecordBatch
 	var size int64
 	for first := e * getFragmentRows; first < (e+1)*getFragmentRows; first += getBatchRows {
-		rec := flightbench.Batch(memory.DefaultAllocator, first, getBatchRows, benchBatchSeed)
+		rec := benchdata.Batch(memory.DefaultAllocator, first, getBatchRows, benchBatchSeed)
 		defer rec.Release()
 		recs = append(recs, rec)
 		size += engine.RecordBytes(rec)
 	}
-	a, err := srv.put(b.Context(), cmdDesc(b, epochCmd(getTable, benchQueryID, e)), flightbench.Schema, recs...)
+	a, err := srv.put(b.Context(), cmdDesc(b, epochCmd(getTable, benchQueryID, e)), benchdata.Schema, recs...)
 	if err != nil {
 		b.Fatalf("DoPut epoch %d: %v", e, err)
 	}
@@ -130,10 +130,10 @@ func countRows(ctx context.Context, c flight.Client, tk []byte) (int64, error) {
 // latency next to ns/op. Every ack must say committed; the table must then hold every row.
 func BenchmarkDoPutEpoch(b *testing.B) {
 	srv := startServer(b, flightsvc.Config{})
-	rec := flightbench.Batch(memory.DefaultAllocator, 0, putEpochRows, benchBatchSeed)
+	rec := benchdata.Batch(memory.DefaultAllocator, 0, putEpochRows, benchBatchSeed)
 	defer rec.Release()
 	putEpoch := func(e int64) ack {
-		a, err := srv.put(b.Context(), cmdDesc(b, epochCmd(putTable, benchQueryID, e)), flightbench.Schema, rec)
+		a, err := srv.put(b.Context(), cmdDesc(b, epochCmd(putTable, benchQueryID, e)), benchdata.Schema, rec)
 		if err != nil {
 			b.Fatalf("DoPut epoch %d: %v", e, err)
 		}

@@ -28,9 +28,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/flightsvc/servertest"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 func TestMain(m *testing.M) {

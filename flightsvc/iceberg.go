@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/iceberg"
+	"github.com/flight-sink/flight-sink/iceberg"
 )
 
 // PublishIcebergRequest is the body of publish_iceberg.

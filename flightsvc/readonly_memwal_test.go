@@ -21,10 +21,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 // sharedRoot is one table root that several in-process servers serve, on local disk or S3.

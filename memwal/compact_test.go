@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Seed 000, acceptance criteria, one test each.

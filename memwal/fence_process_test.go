@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 // Two processes, one shard: a child writes epoch after epoch (TestHelperProcessWriter) while this

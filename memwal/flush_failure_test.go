@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/faultstore"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/faultstore"
 )
 
 // A flush that keeps failing (here: every generation file put fails, a permanent error) stops

@@ -16,8 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 // helperProcessEnv marks a child process started by a test; it runs one helper test against the

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/backoff"
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // shardManifestFormat is the shard manifest format this build writes; a higher one is refused.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/faultstore"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/faultstore"
 )
 
 // TestEpochHeldAsOfArrival: the replay check sees every epoch another server made durable before

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // segmentFiles returns the sizes of the shard's WAL segment files by name.

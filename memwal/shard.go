@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Shard is the writer of one MemWAL shard: it owns the shard under a writer epoch, groups puts

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // After a new claim the old writer's next put fails with ErrFenced, and nothing it tried to write

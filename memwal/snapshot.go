@@ -10,8 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/backoff"
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // ShardReader gives a consistent view of one shard's rows that the base table does not hold yet.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 func TestQueryWatermarkAdvance(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/faultstore"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/faultstore"
 )
 
 // landedThenUnreadable fails the first put-if-absent of a key containing substr after it landed,

@@ -8,12 +8,12 @@
 //     `make torture` runs 100 (FLIGHT_SINK_TORTURE_CYCLES) with a printed, settable seed
 //     (FLIGHT_SINK_TORTURE_SEED).
 //   - TestThreeServersOneTable: three server processes on one S3 prefix (a real S3 server, see
-//     engine/objstore/storetest), producers spread across them, with kills.
+//     objstore/storetest), producers spread across them, with kills.
 //   - TestMemWALServerKilled: two server processes on one MemWAL table, producers pinned to each;
 //     kill -9 of one: its producers fail over to the survivor, which takes over the dead server's
 //     shards; every acknowledged epoch is there exactly once after a flush and fold through it.
 //   - TestEngineUnderStoreFaults, TestMemWALUnderStoreFaults: the engine and MemWAL on an object
-//     store that fails 1% of its calls (engine/objstore/faultstore), on a local disk and on S3.
+//     store that fails 1% of its calls (objstore/faultstore), on a local disk and on S3.
 //
 // The fuzz targets live beside the decoders they fuzz (engine, memwal, flightsvc:
 // *_fuzz_test.go); `make fuzz` runs each for a fixed time.

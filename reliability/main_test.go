@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/flightsvc/servertest"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 func TestMain(m *testing.M) {

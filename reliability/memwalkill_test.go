@@ -14,8 +14,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/flightsvc/servertest"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 const envMemWALKills = "FLIGHT_SINK_MEMWAL_KILLS" // kills in TestMemWALServerKilled (default 1)

@@ -10,8 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // TestFencedWriterServesStaleReads: server A writes epoch 0 of a query to a MemWAL shard (A's

@@ -23,10 +23,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/faultstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/faultstore"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 const (

@@ -20,9 +20,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/flightsvc/servertest"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Environment knobs of the torture test (make torture sets the first).

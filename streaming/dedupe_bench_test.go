@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // dedupeQuery is the query that wrote every epoch of BenchmarkDedupeCheck's tables.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/iceberg"
+	"github.com/flight-sink/flight-sink/iceberg"
 )
 
 // MaintainIcebergPublish names the Iceberg publish step of table maintenance.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // TestIcebergPublishCost measures the 1-second-trigger workload (small epochs on the direct

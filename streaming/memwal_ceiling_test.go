@@ -10,9 +10,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 // unfoldedGenerations reads shard's flushed generations that the base table does not hold yet:

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/flight-sink/flight-sink/flightsvc/flightbench"
+	"github.com/flight-sink/flight-sink/cmd/flight-sink/internal/flightbench"
 )
 
 // BenchCmd measures flight-sink over a real Flight connection on this machine.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/flight-sink/flight-sink/engine/iceberg"
+	"github.com/flight-sink/flight-sink/iceberg"
 )
 
 // IcebergCmd groups the commands on a table's Iceberg metadata (docs/iceberg.md).

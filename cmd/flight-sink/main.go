@@ -21,7 +21,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Globals are the flags every subcommand accepts. A subcommand's Run method receives them by

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/iceberg"
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // parseTableURI splits a table URI into the URI of the store root that holds the table and the

@@ -23,7 +23,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/flight-sink/flight-sink/engine/backoff"
+	"github.com/flight-sink/flight-sink/internal/backoff"
 )
 
 // PathStyleEnv names the environment variable that turns on path-style addressing

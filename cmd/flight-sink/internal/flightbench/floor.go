@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/flight-sink/flight-sink/bench/benchdata"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -52,7 +54,7 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 	n := cfg.Epochs
 	recs := make([]arrow.RecordBatch, n)
 	for e := range recs {
-		recs[e] = Batch(mem, int64(e*cfg.EpochRows), cfg.EpochRows, 5)
+		recs[e] = benchdata.Batch(mem, int64(e*cfg.EpochRows), cfg.EpochRows, 5)
 		defer recs[e].Release()
 	}
 	entry := ipcBytes(recs[0])
@@ -146,7 +148,7 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 	var arrowBytes int64
 	var ipcTotal int
 	for i := range big {
-		big[i] = Batch(mem, int64(i*cfg.BatchRows), cfg.BatchRows, 6)
+		big[i] = benchdata.Batch(mem, int64(i*cfg.BatchRows), cfg.BatchRows, 6)
 		defer big[i].Release()
 		arrowBytes += engine.RecordBytes(big[i])
 		ipcTotal += len(ipcBytes(big[i]))

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/iceberg"
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // TestMetadataGrowth measures a 1-second-trigger table's Iceberg metadata after

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flight-sink/flight-sink/bench/benchdata"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -20,8 +22,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
 	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Config sizes the benchmark. Zero values take the defaults in EnsureDefaults.
@@ -175,7 +177,7 @@ func put(ctx context.Context, c flight.Client, cmd any, recs []arrow.RecordBatch
 	if err != nil {
 		return nil, err
 	}
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(Schema))
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(benchdata.Schema))
 	w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
 	for _, r := range recs {
 		if err := w.Write(r); err != nil {
@@ -249,7 +251,7 @@ func runThroughput(ctx context.Context, cfg Config, out io.Writer) error {
 	recs := make([]arrow.RecordBatch, cfg.BatchesPerStrm)
 	var bytesPerStream int64
 	for i := range recs {
-		recs[i] = Batch(mem, int64(i*cfg.BatchRows), cfg.BatchRows, 1)
+		recs[i] = benchdata.Batch(mem, int64(i*cfg.BatchRows), cfg.BatchRows, 1)
 		defer recs[i].Release()
 		bytesPerStream += engine.RecordBytes(recs[i]) // the uncompressed payload size of MB/s figures
 	}
@@ -330,7 +332,7 @@ func runEpochs(ctx context.Context, cfg Config, out io.Writer) error {
 	lat := make([]time.Duration, 0, cfg.Epochs)
 	start := time.Now()
 	for e := 0; e < cfg.Epochs; e++ {
-		rec := Batch(mem, int64(e*cfg.EpochRows), cfg.EpochRows, 2)
+		rec := benchdata.Batch(mem, int64(e*cfg.EpochRows), cfg.EpochRows, 2)
 		t0 := time.Now()
 		_, err := put(ctx, c, map[string]any{"table": "epochs", "query_id": "bench-epochs", "epoch_id": e, "create": true}, []arrow.RecordBatch{rec})
 		lat = append(lat, time.Since(t0))
@@ -353,7 +355,7 @@ func runHistory(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nbuilding a table with %d versions of history...\n", cfg.HistoryVersions)
-	ht, err := engine.Create(ctx, store, "history_long", Schema, engine.CreateOptions{}, nil)
+	ht, err := engine.Create(ctx, store, "history_long", benchdata.Schema, engine.CreateOptions{}, nil)
 	if err != nil {
 		return err
 	}
@@ -363,7 +365,7 @@ func runHistory(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 	}
-	if _, err := engine.Create(ctx, store, "history_fresh", Schema, engine.CreateOptions{}, nil); err != nil {
+	if _, err := engine.Create(ctx, store, "history_fresh", benchdata.Schema, engine.CreateOptions{}, nil); err != nil {
 		return err
 	}
 	c, stop, err := connectSink(ctx, cfg)
@@ -371,7 +373,7 @@ func runHistory(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	defer stop()
-	rec := Batch(memory.DefaultAllocator, 0, cfg.EpochRows, 3)
+	rec := benchdata.Batch(memory.DefaultAllocator, 0, cfg.EpochRows, 3)
 	defer rec.Release()
 	var fresh, long []time.Duration
 	for e := 0; e < cfg.LatencyEpochs; e++ { // interleaved, so drift hits both alike

@@ -1,7 +1,6 @@
-// Package flightbench measures flight-sink over a real Flight connection: DoPut throughput
-// against a server that discards what it receives, epoch rate and ack latency of small epochs,
-// and ack latency on a table with a long history. `flight-sink bench` runs it.
-package flightbench
+// Package benchdata makes the deterministic record batches every flight-sink benchmark writes:
+// the 8-column mixed Schema and Batch, the same rows for the same arguments.
+package benchdata
 
 import (
 	"fmt"

@@ -13,7 +13,7 @@ import (
 // Publisher instruments, on the global OpenTelemetry provider (exported to Prometheus by the
 // server, like the engine's).
 var (
-	meter            = otel.Meter("github.com/flight-sink/flight-sink/engine/iceberg")
+	meter            = otel.Meter("github.com/flight-sink/flight-sink/iceberg")
 	publishes        metric.Int64Counter
 	publishDuration  metric.Float64Histogram
 	publishLag       metric.Float64Histogram

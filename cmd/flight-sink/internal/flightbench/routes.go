@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flight-sink/flight-sink/bench/benchdata"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -137,7 +139,7 @@ func runRoutesWith(ctx context.Context, c flight.Client, cfg Config, streams int
 		for q := range recs {
 			for e := from; e < to; e++ {
 				first := int64((q*perQuery + e) * cfg.EpochRows) // distinct ids across queries
-				recs[q] = append(recs[q], Batch(mem, first, cfg.EpochRows, 4))
+				recs[q] = append(recs[q], benchdata.Batch(mem, first, cfg.EpochRows, 4))
 			}
 		}
 		for i, tb := range tables {

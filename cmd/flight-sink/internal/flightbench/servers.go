@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flight-sink/flight-sink/bench/benchdata"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -25,9 +27,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/faultstore"
 	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/faultstore"
 )
 
 // Defaults of the memwal-servers workload (Config.Servers...).
@@ -259,7 +261,7 @@ func runServerRoute(ctx context.Context, cfg Config, srvs []*benchServer, r serv
 			return nil, err
 		}
 		clients[q] = c
-		tmpls[q] = Batch(mem, 0, cfg.EpochRows, uint64(7+q))
+		tmpls[q] = benchdata.Batch(mem, 0, cfg.EpochRows, uint64(7+q))
 	}
 	calls0 := storeCalls(srvs)
 	start := time.Now()

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/faultstore"
-	"github.com/flight-sink/flight-sink/engine/objstore/storetest"
+	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/objstore/faultstore"
+	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

@@ -51,7 +51,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Op names a Store method.

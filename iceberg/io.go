@@ -12,7 +12,7 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 
-	"github.com/flight-sink/flight-sink/engine/objstore"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // storeIO is iceberg-go's file IO (iceio.IO, ReadFileIO, WriteFileIO) over the table's object
