@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/backoff"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -24,7 +25,7 @@ import (
 // transaction (PropQueryID/PropEpochID in its properties) also advances that query's watermark,
 // and fails with an *EpochCommittedError if the watermark already covers its epoch.
 // A commit that adds fragments to a table at its fragment ceiling (compaction.max_fragments)
-// first waits for, or runs, the compaction that makes room (ceiling.go).
+// first waits for, or runs, the compaction that makes room (maintain_ceiling.go).
 func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err error) {
 	ctx, span := tracer.Start(ctx, "engine.Commit", trace.WithAttributes(
 		attribute.String("table", t.name), attribute.String("operation", string(txn.Operation))))
@@ -46,7 +47,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 	if txn.ReadVersion == 0 || txn.ReadVersion > latest.Version {
 		txn.ReadVersion = latest.Version
 	}
-	// Row-level operations carry state across the versions they rebase over (rebase.go).
+	// Row-level operations carry state across the versions they rebase over (commit_commit_rebase.go).
 	rb, err := t.newRowRebase(ctx, txn)
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 	txnWritten := false
 	var summary TransactionSummary
 	for attempt := 0; ; attempt++ {
-		// The fragment ceiling (ceiling.go) is judged on the version this attempt's manifest
+		// The fragment ceiling (maintain_ceiling.go) is judged on the version this attempt's manifest
 		// follows, before anything of the attempt is written; a stall returns a newer version,
 		// which the conflict check below covers.
 		if latest, err = t.holdFragmentCeiling(ctx, txn, latest); err != nil {
@@ -203,7 +204,7 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 		return nil, fmt.Errorf("table %s: cannot commit operation %q", t.name, txn.Operation)
 	}
 
-	// The schema change and the rows written in it land in this one manifest (schema_commit.go).
+	// The schema change and the rows written in it land in this one manifest (commit_schema.go).
 	if len(txn.Schema) > 0 {
 		switch txn.Operation {
 		case OpAppend, OpUpsert, OpOverwrite:
@@ -318,5 +319,5 @@ func CommitDefinitelyFailed(err error) bool {
 	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochAlreadyCommitted) || errors.Is(err, errFilesNotDurable) ||
 		errors.Is(err, errStalled) ||
 		errors.Is(err, ErrGenerationAlreadyMerged) ||
-		errors.Is(err, ErrTooManyRetries) || errors.Is(err, ErrSchemaMismatch)
+		errors.Is(err, ErrTooManyRetries) || errors.Is(err, arrowschema.ErrSchemaMismatch)
 }

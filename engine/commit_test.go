@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -408,7 +409,7 @@ func TestOverwrite(t *testing.T) {
 		}
 		requireSameIDs(t, "after overwrite", scanRows(t, tbl, 0), idRange(100, 5))
 		requireSameIDs(t, "version 3 after overwrite", scanRows(t, tbl, 3), idRange(0, 20))
-		if !EqualIgnoringFieldIDs(m.ArrowSchema(), rowsSchema) {
+		if !arrowschema.EqualIgnoringFieldIDs(m.ArrowSchema(), rowsSchema) {
 			t.Fatalf("overwrite changed the schema to %s", m.ArrowSchema())
 		}
 
@@ -450,7 +451,7 @@ func TestTruncateWithoutSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("truncate without a schema: %v", err)
 		}
-		if m.Version != 3 || m.Rows() != 0 || !EqualIgnoringFieldIDs(m.ArrowSchema(), rowsSchema) {
+		if m.Version != 3 || m.Rows() != 0 || !arrowschema.EqualIgnoringFieldIDs(m.ArrowSchema(), rowsSchema) {
 			t.Fatalf("truncate: version %d with %d rows and schema %s", m.Version, m.Rows(), m.ArrowSchema())
 		}
 	})

@@ -15,8 +15,6 @@ var (
 	ErrVersionNotFound = errors.New("version not found")
 	// ErrInvalidTableName: the name does not follow ValidateTableName's grammar.
 	ErrInvalidTableName = errors.New("invalid table name")
-	// ErrSchemaMismatch: written data does not fit the table's schema.
-	ErrSchemaMismatch = errors.New("schema mismatch")
 	// ErrCorruptManifest: a manifest could not be decoded.
 	ErrCorruptManifest = errors.New("corrupt manifest")
 	// ErrUnsupportedFormat: a manifest was written by a newer, unknown format version.
@@ -28,9 +26,6 @@ var (
 	// ErrEpochAlreadyCommitted: the manifest's watermark for the transaction's streaming query is
 	// already at or past its epoch. See EpochCommittedError for the details.
 	ErrEpochAlreadyCommitted = errors.New("streaming epoch already committed")
-	// ErrInvalidPredicate: a predicate is malformed or does not fit the table's schema (an unknown
-	// op, a literal of the wrong type, an empty "in").
-	ErrInvalidPredicate = errors.New("invalid predicate")
 	// ErrFragmentNotFound: a read names a fragment the version it reads does not have (a ticket
 	// of another version, or made up).
 	ErrFragmentNotFound = errors.New("fragment not found")

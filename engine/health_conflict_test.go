@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -45,7 +46,7 @@ func TestUpsertRebasesOverCompaction(t *testing.T) {
 			maps.Copy(want, hWant(hRange(i*20, 20), "a"))
 		}
 		// Some deleted rows, so the compaction also drops rows (they have no new address).
-		if _, err := tbl.Delete(ctx, In("id", 3, 4, 77, 151), nil); err != nil {
+		if _, err := tbl.Delete(ctx, expr.In("id", 3, 4, 77, 151), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []int64{3, 4, 77, 151} {
@@ -117,10 +118,10 @@ func TestRewriteCarriesDeletions(t *testing.T) {
 		if err != nil || txn == nil {
 			t.Fatalf("prepare compaction: %v", err)
 		}
-		if _, err := writer.Delete(ctx, And(Ge("id", 10), Lt("id", 20)), nil); err != nil {
+		if _, err := writer.Delete(ctx, expr.And(expr.Ge("id", 10), expr.Lt("id", 20)), nil); err != nil {
 			t.Fatal(err)
 		}
-		res, err := writer.Update(ctx, UpdateSpec{Where: In("id", 30, 31, 199), Set: map[string]any{"val": "x"}}, nil)
+		res, err := writer.Update(ctx, UpdateSpec{Where: expr.In("id", 30, 31, 199), Set: map[string]any{"val": "x"}}, nil)
 		if err != nil || res.RowsUpdated != 3 {
 			t.Fatalf("update: %+v %v", res, err)
 		}
@@ -178,7 +179,7 @@ func TestRowConflictMatrix(t *testing.T) {
 				t.Fatalf("conflict error %+v does not name both sides", ce)
 			}
 		}
-		update := func(tbl *Table, where *Predicate, val string) *Transaction {
+		update := func(tbl *Table, where *expr.Predicate, val string) *Transaction {
 			t.Helper()
 			txn, err := tbl.PrepareUpdate(ctx, nil, UpdateSpec{Where: where, Set: map[string]any{"val": val}})
 			if err != nil {
@@ -186,7 +187,7 @@ func TestRowConflictMatrix(t *testing.T) {
 			}
 			return txn
 		}
-		del := func(tbl *Table, where *Predicate) *Transaction {
+		del := func(tbl *Table, where *expr.Predicate) *Transaction {
 			t.Helper()
 			txn, err := tbl.PrepareDelete(ctx, nil, where)
 			if err != nil {
@@ -203,7 +204,7 @@ func TestRowConflictMatrix(t *testing.T) {
 
 		t.Run("delete after overlapping delete", func(t *testing.T) {
 			tbl, want := fresh()
-			a, b := del(tbl, Lt("id", 10)), del(tbl, And(Ge("id", 5), Lt("id", 15)))
+			a, b := del(tbl, expr.Lt("id", 10)), del(tbl, expr.And(expr.Ge("id", 5), expr.Lt("id", 15)))
 			commit(tbl, a)
 			commit(tbl, b)
 			for id := int64(0); id < 15; id++ {
@@ -216,7 +217,7 @@ func TestRowConflictMatrix(t *testing.T) {
 		})
 		t.Run("update after overlapping update", func(t *testing.T) {
 			tbl, want := fresh()
-			a, b := update(tbl, Lt("id", 10), "x"), update(tbl, Eq("id", 9), "y")
+			a, b := update(tbl, expr.Lt("id", 10), "x"), update(tbl, expr.Eq("id", 9), "y")
 			commit(tbl, a)
 			_, err := tbl.Commit(ctx, b)
 			requireConflict(err, OpUpdate, OpUpdate)
@@ -226,7 +227,7 @@ func TestRowConflictMatrix(t *testing.T) {
 		})
 		t.Run("update after disjoint update", func(t *testing.T) {
 			tbl, want := fresh()
-			a, b := update(tbl, Lt("id", 10), "x"), update(tbl, Eq("id", 60), "y")
+			a, b := update(tbl, expr.Lt("id", 10), "x"), update(tbl, expr.Eq("id", 60), "y")
 			commit(tbl, a)
 			commit(tbl, b)
 			maps.Copy(want, hWant(hRange(0, 10), "x"))
@@ -235,21 +236,21 @@ func TestRowConflictMatrix(t *testing.T) {
 		})
 		t.Run("update after overlapping delete", func(t *testing.T) {
 			tbl, _ := fresh()
-			a, b := del(tbl, Eq("id", 3)), update(tbl, Lt("id", 10), "x")
+			a, b := del(tbl, expr.Eq("id", 3)), update(tbl, expr.Lt("id", 10), "x")
 			commit(tbl, a)
 			_, err := tbl.Commit(ctx, b)
 			requireConflict(err, OpUpdate, OpDelete)
 		})
 		t.Run("delete after overlapping update", func(t *testing.T) {
 			tbl, _ := fresh()
-			a, b := update(tbl, Lt("id", 10), "x"), del(tbl, Eq("id", 3))
+			a, b := update(tbl, expr.Lt("id", 10), "x"), del(tbl, expr.Eq("id", 3))
 			commit(tbl, a)
 			_, err := tbl.Commit(ctx, b)
 			requireConflict(err, OpDelete, OpUpdate)
 		})
 		t.Run("delete after overwrite", func(t *testing.T) {
 			tbl, _ := fresh()
-			b := del(tbl, Eq("id", 3))
+			b := del(tbl, expr.Eq("id", 3))
 			rec := hBatch(hRange(500, 3), "o")
 			defer rec.Release()
 			if _, err := tbl.Overwrite(ctx, hSchema, []arrow.RecordBatch{rec}, nil); err != nil {
@@ -335,7 +336,7 @@ func TestRowConflictMatrix(t *testing.T) {
 			}
 			// b only rewrites the first fragment, which a delete emptied past the threshold; a
 			// merges the two small ones.
-			if _, err := tbl.Delete(ctx, Lt("id", 20), nil); err != nil {
+			if _, err := tbl.Delete(ctx, expr.Lt("id", 20), nil); err != nil {
 				t.Fatal(err)
 			}
 			b, _, err := tbl.PrepareCompaction(ctx, nil, CompactOptions{TargetRowsPerFragment: 5})
@@ -372,7 +373,7 @@ func TestRowConflictMatrix(t *testing.T) {
 			tbl, want := fresh()
 			hAppend(t, tbl, hRange(100, 5), "a")
 			hAppend(t, tbl, hRange(105, 5), "a")
-			d := del(tbl, In("id", 1, 49, 102, 108))
+			d := del(tbl, expr.In("id", 1, 49, 102, 108))
 			if _, err := tbl.Compact(ctx, CompactOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -394,8 +395,8 @@ func TestRowConflictMatrix(t *testing.T) {
 			tbl, want := fresh()
 			hAppend(t, tbl, hRange(100, 5), "a")
 			hAppend(t, tbl, hRange(105, 5), "a")
-			d := del(tbl, In("id", 3, 101, 106))
-			if _, err := tbl.Delete(ctx, In("id", 101, 106), nil); err != nil {
+			d := del(tbl, expr.In("id", 3, 101, 106))
+			if _, err := tbl.Delete(ctx, expr.In("id", 101, 106), nil); err != nil {
 				t.Fatal(err)
 			}
 			// This compaction read the table after the delete: rows 101 and 106 have no new address.
@@ -453,7 +454,7 @@ func TestRowConflictMatrix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			commit(tbl, update(tbl, Lt("id", 10), "x"))
+			commit(tbl, update(tbl, expr.Lt("id", 10), "x"))
 			commit(tbl, up)
 			maps.Copy(want, hWant(hRange(0, 10), "x"))
 			want[8] = "u"
@@ -463,7 +464,7 @@ func TestRowConflictMatrix(t *testing.T) {
 			tbl, want := fresh()
 			hAppend(t, tbl, hRange(100, 5), "a")
 			hAppend(t, tbl, hRange(105, 5), "a")
-			u := update(tbl, In("id", 0, 99, 101, 109), "x")
+			u := update(tbl, expr.In("id", 0, 99, 101, 109), "x")
 			if _, err := tbl.Compact(ctx, CompactOptions{TargetRowsPerFragment: 1000}); err != nil {
 				t.Fatal(err)
 			}

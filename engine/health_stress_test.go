@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -111,7 +112,7 @@ func TestCompactionNeverFightsWriters(t *testing.T) {
 				// the rows in range with a score.
 				lo := rng.Int64N(n - 30)
 				hi := lo + 30
-				if _, err := deleter.Delete(ctx, And(Ge("id", lo), Lt("id", hi), IsNotNull("score")), nil); err != nil {
+				if _, err := deleter.Delete(ctx, expr.And(expr.Ge("id", lo), expr.Lt("id", hi), expr.IsNotNull("score")), nil); err != nil {
 					fail(err)
 					return
 				}

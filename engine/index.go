@@ -6,6 +6,8 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
 // Indices.
@@ -125,7 +127,7 @@ func (s *IndexSegment) coverage() (bm *roaring.Bitmap, ok bool) {
 	if len(s.Fragments) == 0 {
 		return nil, false
 	}
-	bm, err := decodeBitmap(s.Fragments)
+	bm, err := rowset.DecodeBitmap(s.Fragments)
 	if err != nil || bm.Validate() != nil {
 		return nil, false // a corrupt bitmap proves nothing (and must not reach roaring's operations)
 	}
@@ -149,7 +151,7 @@ func (ix *Index) UnindexedFragments(m *Manifest) []Fragment {
 	cov := ix.Coverage()
 	var out []Fragment
 	for _, f := range m.Fragments {
-		if f.ID > maxFragmentID || !cov.Contains(uint32(f.ID)) {
+		if f.ID > rowset.MaxFragmentID || !cov.Contains(uint32(f.ID)) {
 			out = append(out, f)
 		}
 	}
@@ -160,7 +162,7 @@ func (ix *Index) UnindexedFragments(m *Manifest) []Fragment {
 func liveFragmentBitmap(m *Manifest) *roaring.Bitmap {
 	bm := roaring.New()
 	for _, f := range m.Fragments {
-		if f.ID <= maxFragmentID {
+		if f.ID <= rowset.MaxFragmentID {
 			bm.Add(uint32(f.ID))
 		}
 	}
@@ -170,7 +172,7 @@ func liveFragmentBitmap(m *Manifest) *roaring.Bitmap {
 func fragmentBitmap(frags []Fragment) *roaring.Bitmap {
 	bm := roaring.New()
 	for _, f := range frags {
-		if f.ID <= maxFragmentID {
+		if f.ID <= rowset.MaxFragmentID {
 			bm.Add(uint32(f.ID))
 		}
 	}
@@ -283,7 +285,7 @@ func pruneIndexCoverage(m *Manifest) {
 			if pruned.IsEmpty() {
 				continue // covers nothing any more; its files become unreferenced
 			}
-			b, err := encodeBitmap(pruned)
+			b, err := rowset.EncodeBitmap(pruned)
 			if err != nil {
 				continue // cannot happen for an in-memory bitmap; dropping is the safe side
 			}

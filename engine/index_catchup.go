@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"slices"
+
+	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
 // Index catch-up for MemWAL (seed 001).
@@ -121,7 +123,7 @@ func deriveIndexCatchup(read, base, next *Manifest) map[string]map[string]uint64
 func indexCovers(ix *Index, m *Manifest) bool {
 	cov := ix.Coverage()
 	for _, f := range m.Fragments {
-		if f.ID > maxFragmentID || !cov.Contains(uint32(f.ID)) {
+		if f.ID > rowset.MaxFragmentID || !cov.Contains(uint32(f.ID)) {
 			return false
 		}
 	}

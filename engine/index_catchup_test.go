@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/flight-sink/flight-sink/engine/rowset"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -19,7 +20,7 @@ const ccShard = "shard-a"
 func ccSeg(id string, frags ...uint64) IndexSegment {
 	s := IndexSegment{ID: id, Files: []IndexFile{{Path: makeIndexKey(id, pkSegmentFile)}}}
 	if frags != nil {
-		b, err := encodeBitmap(fragmentBitmap(ccFrags(frags...)))
+		b, err := rowset.EncodeBitmap(fragmentBitmap(ccFrags(frags...)))
 		if err != nil {
 			panic(err)
 		}

@@ -4,14 +4,16 @@ import (
 	"context"
 
 	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
 // lookupKeys returns the addresses of the live rows of version m whose primary key is one of
 // keys (encoded as Upsert encodes them) and the set of keys found. With a primary-key index it
 // reads the index for the fragments the index covers and scans only the key columns of the
 // fragments it does not; without one it scans every fragment.
-func (t *Table) lookupKeys(ctx context.Context, m *Manifest, keys map[string]struct{}) (*RowSet, map[string]struct{}, error) {
-	rows, seen := &RowSet{}, make(map[string]struct{})
+func (t *Table) lookupKeys(ctx context.Context, m *Manifest, keys map[string]struct{}) (*rowset.Set, map[string]struct{}, error) {
+	rows, seen := &rowset.Set{}, make(map[string]struct{})
 	if len(keys) == 0 || len(m.Fragments) == 0 {
 		return rows, seen, nil
 	}
@@ -46,7 +48,7 @@ func (t *Table) lookupKeys(ctx context.Context, m *Manifest, keys map[string]str
 			ps.lookup(k, func(addr uint64) {
 				// An entry of a fragment outside the segment's coverage is stale (the fragment
 				// was rewritten): its row, if live, is found where it moved to.
-				if f, _ := SplitRowAddress(addr); f <= maxFragmentID && cov.Contains(uint32(f)) {
+				if f, _ := rowset.SplitAddress(addr); f <= rowset.MaxFragmentID && cov.Contains(uint32(f)) {
 					hits[k] = append(hits[k], addr)
 				}
 			})
@@ -56,7 +58,7 @@ func (t *Table) lookupKeys(ctx context.Context, m *Manifest, keys map[string]str
 	dels := make(map[uint64]*roaring.Bitmap)
 	for k, addrs := range hits {
 		for _, addr := range addrs {
-			f, off := SplitRowAddress(addr)
+			f, off := rowset.SplitAddress(addr)
 			d, ok := dels[f]
 			if !ok {
 				var err error
@@ -73,7 +75,7 @@ func (t *Table) lookupKeys(ctx context.Context, m *Manifest, keys map[string]str
 	}
 	var scan []Fragment
 	for _, f := range m.Fragments {
-		if f.ID > maxFragmentID || !covered.Contains(uint32(f.ID)) {
+		if f.ID > rowset.MaxFragmentID || !covered.Contains(uint32(f.ID)) {
 			scan = append(scan, f)
 		}
 	}

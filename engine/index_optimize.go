@@ -10,6 +10,9 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
 // IndexSpec describes an index to create.
@@ -290,7 +293,7 @@ func (t *Table) scanKeyEntries(ctx context.Context, m *Manifest, cols []string, 
 	defer s.Release()
 	for s.Next() {
 		rec := s.RecordBatch()
-		enc, err := NewKeyEncoder(rec, cols)
+		enc, err := expr.NewKeyEncoder(rec, cols)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: index: %w", t.name, err)
 		}
@@ -351,8 +354,8 @@ func (t *Table) mergePKSegments(ctx context.Context, m *Manifest, ix *Index, seg
 		dels := make(map[uint64]*roaring.Bitmap)
 		for j := 0; j < ps.len(); j++ {
 			addr := ps.addrs[j]
-			frag, off := SplitRowAddress(addr)
-			if frag > maxFragmentID || !cov.Contains(uint32(frag)) {
+			frag, off := rowset.SplitAddress(addr)
+			if frag > rowset.MaxFragmentID || !cov.Contains(uint32(frag)) {
 				continue
 			}
 			d, ok := dels[frag]
@@ -370,7 +373,7 @@ func (t *Table) mergePKSegments(ctx context.Context, m *Manifest, ix *Index, seg
 	}
 	var scan []Fragment
 	for _, f := range m.Fragments {
-		if f.ID <= maxFragmentID && !cover.Contains(uint32(f.ID)) && !others.Contains(uint32(f.ID)) {
+		if f.ID <= rowset.MaxFragmentID && !cover.Contains(uint32(f.ID)) && !others.Contains(uint32(f.ID)) {
 			scan = append(scan, f)
 		}
 	}

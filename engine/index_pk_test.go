@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/rowset"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -74,7 +76,7 @@ func pkKey(t testing.TB, id int64) string {
 	t.Helper()
 	rec := hBatch([]int64{id}, "")
 	defer rec.Release()
-	enc, err := NewKeyEncoder(rec, []string{"id"})
+	enc, err := expr.NewKeyEncoder(rec, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestIndexUpsertAcrossCompactionAndOptimize(t *testing.T) {
 		pkUpsert(t, tbl, model, hRange(390, 20), "g")
 		pkCheck(t, tbl, model, "upsert after re-indexing the compacted fragments")
 
-		if _, err := tbl.Delete(ctx, Lt("id", 50), nil); err != nil {
+		if _, err := tbl.Delete(ctx, expr.Lt("id", 50), nil); err != nil {
 			t.Fatal(err)
 		}
 		for id := range int64(50) {
@@ -239,7 +241,7 @@ func TestIndexLookupReadsNoCoveredData(t *testing.T) {
 		if err != nil {
 			t.Fatalf("lookup with the covered data file gone: %v", err)
 		}
-		if rows.Len() != 2 || len(found) != 2 || !rows.Contains(RowAddress(covered.ID, 5)) {
+		if rows.Len() != 2 || len(found) != 2 || !rows.Contains(rowset.Address(covered.ID, 5)) {
 			t.Fatalf("lookup found %v (%d keys)", rows.Addresses(), len(found))
 		}
 	})

@@ -13,6 +13,8 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
+
+	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
 // A primary-key index segment is one file, _indices/<segment id>/pk.idx:
@@ -20,7 +22,7 @@ import (
 //	"FSPK" | format uint32 | entries uint64 | entries × (uvarint key length, key, uint64 address) | crc32
 //
 // little-endian, entries sorted by key then address, the CRC (Castagnoli) over everything before
-// it. Keys are the primary-key encoding of KeyEncoder (key.go); that encoding is part of this
+// it. Keys are the primary-key encoding of KeyEncoder (engine/expr/key.go); that encoding is part of this
 // format, so changing it needs a new format number. Format 2 encodes every NaN key as one
 // canonical NaN; format 1 wrote a NaN's own bits, so its keys differ from format 2's only for NaN
 // values of float key columns (see keysCurrent).
@@ -167,7 +169,7 @@ func (t *Table) writePKSegment(ctx context.Context, es []pkEntry, cover *roaring
 	if err := t.store.PutIfAbsent(ctx, t.key(rel), data); err != nil {
 		return IndexSegment{}, fmt.Errorf("table %s: write index segment %s: %w", t.name, rel, err)
 	}
-	cov, err := encodeBitmap(cover)
+	cov, err := rowset.EncodeBitmap(cover)
 	if err != nil {
 		return IndexSegment{}, fmt.Errorf("table %s: encode index coverage: %w", t.name, err)
 	}

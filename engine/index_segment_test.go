@@ -3,12 +3,14 @@ package engine
 import (
 	"slices"
 	"testing"
+
+	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
 // TestIndexSegmentFormat round-trips a primary-key segment file and checks that damage is
 // detected rather than misread.
 func TestIndexSegmentFormat(t *testing.T) {
-	es := []pkEntry{{"b", RowAddress(2, 7)}, {"a", RowAddress(1, 0)}, {"b", RowAddress(1, 3)}, {"", RowAddress(4, 1)}, {"c\x00d", 9}}
+	es := []pkEntry{{"b", rowset.Address(2, 7)}, {"a", rowset.Address(1, 0)}, {"b", rowset.Address(1, 3)}, {"", rowset.Address(4, 1)}, {"c\x00d", 9}}
 	sortEntries(es)
 	data := encodePKSegment(es)
 	s, err := decodePKSegment(data)
@@ -18,7 +20,7 @@ func TestIndexSegmentFormat(t *testing.T) {
 	for _, tc := range []struct {
 		key  string
 		want []uint64
-	}{{"a", []uint64{RowAddress(1, 0)}}, {"b", []uint64{RowAddress(1, 3), RowAddress(2, 7)}}, {"", []uint64{RowAddress(4, 1)}},
+	}{{"a", []uint64{rowset.Address(1, 0)}}, {"b", []uint64{rowset.Address(1, 3), rowset.Address(2, 7)}}, {"", []uint64{rowset.Address(4, 1)}},
 		{"c\x00d", []uint64{9}}, {"c", nil}, {"zz", nil}} {
 		var got []uint64
 		s.lookup(tc.key, func(a uint64) { got = append(got, a) })

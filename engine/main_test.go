@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -93,7 +94,7 @@ func scanRows(t testing.TB, tbl *Table, version uint64) []int64 {
 	}
 	var ids []int64
 	for _, r := range recs {
-		if !EqualIgnoringFieldIDs(r.Schema(), rowsSchema) {
+		if !arrowschema.EqualIgnoringFieldIDs(r.Schema(), rowsSchema) {
 			t.Fatalf("scan version %d: schema %s, want %s", version, r.Schema(), rowsSchema)
 		}
 		idc := r.Column(0).(*array.Int64)

@@ -11,6 +11,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
 // Table maintenance (seed 002).
@@ -531,7 +533,7 @@ func (mt *TableMaintainer) startBackground(ctx context.Context, after uint64, tr
 				}
 			}
 			st.run.Lock()
-			err := RecoverError(mt.opts.Logger, "background table maintenance", func() error {
+			err := panics.Recover(mt.opts.Logger, "background table maintenance", func() error {
 				_, err := mt.run(bg, after)
 				return err
 			})

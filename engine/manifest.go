@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 )
 
 // FormatVersion is the manifest format this build writes. A manifest with a higher number was
@@ -28,7 +30,7 @@ type Manifest struct {
 
 	// Schema is the Arrow IPC encoding of the table schema. Every field of it, nested ones
 	// included, carries its stable field id (FieldIDKey) once the table has committed with this
-	// build (fieldid.go).
+	// build (arrowschema.FieldID).
 	Schema []byte `json:"schema"`
 	// SchemaID numbers the table's schemas: 0 for the schema it was created with, one more on every
 	// change of it (a merge or an Overwrite with another schema). Giving ids to the fields of a
@@ -184,7 +186,7 @@ func decodeManifest(key string, data []byte) (*Manifest, error) {
 	if v, ok := parseManifestKey(key); ok && v != m.Version {
 		return nil, fmt.Errorf("%w %s: file holds version %d", ErrCorruptManifest, key, m.Version)
 	}
-	sc, err := decodeSchema(m.Schema)
+	sc, err := arrowschema.DecodeSchema(m.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: schema: %v", ErrCorruptManifest, key, err)
 	}

@@ -16,11 +16,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
 // fuzzManifest is a valid manifest with every section filled, the seed the mutations start from.
 func fuzzManifest(t testing.TB) *Manifest {
-	sb, err := encodeSchema(rowsSchema)
+	sb, err := arrowschema.EncodeSchema(rowsSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +155,14 @@ func FuzzDecodeManifestHeader(f *testing.F) {
 
 // fuzzTransactions are valid transactions of every shape the engine writes.
 func fuzzTransactions(t testing.TB) []*Transaction {
-	kept, err := encodeBitmap(bitmapOfRange(5))
+	kept, err := rowset.EncodeBitmap(bitmapOfRange(5))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []*Transaction{
 		{ID: "a", ReadVersion: 3, Operation: OpAppend, Properties: map[string]string{PropQueryID: "q", PropEpochID: "9"},
 			Fragments: []Fragment{{Files: []DataFile{{Path: makeDataKey("x"), SizeBytes: 10}}, PhysicalRows: 4}}},
-		{ID: "b", ReadVersion: 4, Operation: OpDelete, Deleted: NewRowSet(RowAddress(1, 0), RowAddress(1, 3), RowAddress(9, 1<<20))},
+		{ID: "b", ReadVersion: 4, Operation: OpDelete, Deleted: rowset.New(rowset.Address(1, 0), rowset.Address(1, 3), rowset.Address(9, 1<<20))},
 		{ID: "c", ReadVersion: 5, Operation: OpRewrite, Rewrite: &ChangeOfAddress{Groups: []RewriteGroup{
 			{Old: []RewrittenFragment{{ID: 1, PhysicalRows: 5, Kept: kept}}, NewFragments: 1}}},
 			Fragments: []Fragment{{Files: []DataFile{{Path: makeDataKey("y")}}, PhysicalRows: 5}}},
@@ -233,11 +236,11 @@ func FuzzDecodeManifestSchema(f *testing.F) {
 			return
 		}
 		// Whatever schema was accepted must survive the engine's own encoding.
-		sb, err := encodeSchema(got.ArrowSchema())
+		sb, err := arrowschema.EncodeSchema(got.ArrowSchema())
 		if err != nil {
 			t.Fatalf("encode an accepted schema %s: %v", got.ArrowSchema(), err)
 		}
-		sc, err := decodeSchema(sb)
+		sc, err := arrowschema.DecodeSchema(sb)
 		if err != nil || !sc.Equal(got.ArrowSchema()) {
 			t.Fatalf("schema %s did not survive a round trip: %v, %v", got.ArrowSchema(), sc, err)
 		}

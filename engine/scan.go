@@ -12,6 +12,10 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/rowset"
+	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -27,15 +31,15 @@ type ScanOptions struct {
 	// DeleteRows takes them. Not with Filter.
 	WithRowAddresses bool
 	// Fragments, when not nil, restricts the scan to these fragments of the version (in the
-	// version's order); an id the version lacks is ErrFragmentNotFound (scan_prune.go).
+	// version's order); an id the version lacks is ErrFragmentNotFound (scan_filter.go).
 	Fragments []uint64
 	// Exclude holds row addresses to leave out as if deleted (base rows a MemWAL read supersedes).
-	Exclude *RowSet
+	Exclude *rowset.Set
 	// Filter, when set, returns only the rows for which it is true, skipping row groups and
-	// fragments by their Parquet statistics (scan_prune.go).
-	Filter *Predicate
+	// fragments by their Parquet statistics (scan_filter.go).
+	Filter *expr.Predicate
 	// Background decodes one column at a time, each batch in a background slot
-	// (RunInBackground), on a local store: for reads no client waits on, such as compaction's.
+	// (background.Run), on a local store: for reads no client waits on, such as compaction's.
 	// On a remote store a batch's decode waits on range reads, which must not hold a slot, so
 	// there it reads as any scan does.
 	Background bool
@@ -70,12 +74,12 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 		seen := make(map[string]bool, len(o.Columns))
 		for _, c := range o.Columns {
 			if seen[c] {
-				return nil, fmt.Errorf("table %s: %w: column %q is projected twice", t.name, ErrSchemaMismatch, c)
+				return nil, fmt.Errorf("table %s: %w: column %q is projected twice", t.name, arrowschema.ErrSchemaMismatch, c)
 			}
 			seen[c] = true
 			js := full.FieldIndices(c)
 			if len(js) == 0 {
-				return nil, fmt.Errorf("table %s: %w: no column %q in %s", t.name, ErrSchemaMismatch, c, fieldList(full))
+				return nil, fmt.Errorf("table %s: %w: no column %q in %s", t.name, arrowschema.ErrSchemaMismatch, c, arrowschema.FieldList(full))
 			}
 			fieldIdx = append(fieldIdx, js[0])
 		}
@@ -136,7 +140,7 @@ type Scanner struct {
 	out        *arrow.Schema // what is returned
 	refs       int64
 	filter     *rowFilter // nil: every row
-	exclude    *RowSet
+	exclude    *rowset.Set
 	stats      ScanStats
 	background bool // ScanOptions.Background
 
@@ -199,7 +203,7 @@ func (s *Scanner) Next() bool {
 		return s.advance()
 	}
 	var more bool
-	if err := RunInBackground(s.ctx, func() error { more = s.advance(); return nil }); err != nil {
+	if err := background.Run(s.ctx, func() error { more = s.advance(); return nil }); err != nil {
 		s.err = err
 		return false
 	}
@@ -246,7 +250,7 @@ func (s *Scanner) advance() bool {
 			}
 			// Stamp the table's field definitions (names, nullability, metadata, exact types) on
 			// the batch.
-			conf, err := ConformBatch(s.schema, rec)
+			conf, err := arrowschema.ConformBatch(s.schema, rec)
 			if err != nil {
 				s.err = fmt.Errorf("table %s: read fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
 				return false
@@ -309,12 +313,12 @@ func (s *Scanner) openFragment(f Fragment) error {
 	var cols []int
 	for _, j := range s.fieldIdx {
 		if j >= len(fr.Manifest.Fields) {
-			continue // a column added after the file was written: ConformBatch reads it as nulls
+			continue // a column added after the file was written: arrowschema.ConformBatch reads it as nulls
 		}
 		cols = appendLeaves(cols, &fr.Manifest.Fields[j])
 	}
 	if len(cols) == 0 {
-		cols = appendLeaves(cols, &fr.Manifest.Fields[0]) // for the row count; ConformBatch drops it
+		cols = appendLeaves(cols, &fr.Manifest.Fields[0]) // for the row count; arrowschema.ConformBatch drops it
 	}
 	s.file, s.pr, s.fr, s.leafCols, s.openID = r, pr, fr, cols, f.ID
 	if s.runs = s.planRuns(pr, fr); len(s.runs) == 0 {

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -145,14 +147,14 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	if len(existing) > 0 {
 		return nil, fmt.Errorf("create table %s: %w", name, ErrTableExists)
 	}
-	sb, err := encodeSchema(schema)
+	sb, err := arrowschema.EncodeSchema(schema)
 	if err != nil {
 		return nil, err
 	}
 	txn := &Transaction{ID: uuid.NewString(), ReadVersion: 0, Operation: OpCreate, Properties: co.Properties, Schema: sb}
 	m := &Manifest{
 		FormatVersion: FormatVersion, Version: 1, TimestampNanos: time.Now().UnixNano(),
-		Schema: sb, LastFieldID: maxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: cloneMap(co.Config), NextFragmentID: 1,
+		Schema: sb, LastFieldID: arrowschema.MaxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: cloneMap(co.Config), NextFragmentID: 1,
 		Fragments: []Fragment{}, schema: schema,
 	}
 	if _, err := t.writeTransaction(ctx, txn, m); err != nil {
@@ -170,7 +172,7 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 
 // CheckCreate validates what Create would check before it writes anything (the name, the schema
 // under the type policy, the primary key) and returns the schema the table would store
-// (StoredSchema), with fresh field ids 1..n (assignFieldIDs). A create-on-put checks its stream's schema with it before reading any data.
+// (StoredSchema), with fresh field ids 1..n (AssignFieldIDs). A create-on-put checks its stream's schema with it before reading any data.
 func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Schema, error) {
 	if err := ValidateTableName(name); err != nil {
 		return nil, err
@@ -178,15 +180,15 @@ func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Sc
 	if err := validateNewSchema(schema); err != nil {
 		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}
-	stored, err := StoredSchema(schema)
+	stored, err := arrowschema.StoredSchema(schema)
 	if err != nil {
 		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}
-	// The table numbers its own fields (fieldid.go): ids the client's schema carries are dropped.
-	stored, _, _ = assignFieldIDs(stripFieldIDs(stored), 0)
+	// The table numbers its own fields (arrowschema.FieldID): ids the client's schema carries are dropped.
+	stored, _, _ = arrowschema.AssignFieldIDs(arrowschema.StripFieldIDs(stored), 0)
 	for _, k := range co.PrimaryKey {
 		if len(stored.FieldIndices(k)) != 1 {
-			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, ErrSchemaMismatch, k, fieldList(stored))
+			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, arrowschema.ErrSchemaMismatch, k, arrowschema.FieldList(stored))
 		}
 	}
 	return stored, nil
@@ -445,7 +447,7 @@ func (t *Table) HistoryFrom(ctx context.Context, newest uint64, lookback int) ([
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = RecoverError(t.opts.Logger, "read history entry", func() (err error) {
+			errs[i] = panics.Recover(t.opts.Logger, "read history entry", func() (err error) {
 				out[i], err = t.historyEntry(ctx, newest-uint64(i))
 				return err
 			})
@@ -514,15 +516,15 @@ func ListTables(ctx context.Context, store objstore.Store) ([]string, error) {
 // name used twice (CheckAppendSchema matches columns by name).
 func validateNewSchema(sc *arrow.Schema) error {
 	if sc.NumFields() == 0 {
-		return fmt.Errorf("%w: a table needs at least one column", ErrSchemaMismatch)
+		return fmt.Errorf("%w: a table needs at least one column", arrowschema.ErrSchemaMismatch)
 	}
 	seen := make(map[string]bool, sc.NumFields())
 	for i, f := range sc.Fields() {
 		if f.Name == "" {
-			return fmt.Errorf("%w: column %d has no name", ErrSchemaMismatch, i)
+			return fmt.Errorf("%w: column %d has no name", arrowschema.ErrSchemaMismatch, i)
 		}
 		if seen[f.Name] {
-			return fmt.Errorf("%w: column %q appears more than once", ErrSchemaMismatch, f.Name)
+			return fmt.Errorf("%w: column %q appears more than once", arrowschema.ErrSchemaMismatch, f.Name)
 		}
 		seen[f.Name] = true
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -39,7 +41,7 @@ func TestCreateAndOpenErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !EqualIgnoringFieldIDs(m.ArrowSchema(), rowsSchema) || m.Rows() != 0 || m.Transaction.Operation != OpCreate {
+		if !arrowschema.EqualIgnoringFieldIDs(m.ArrowSchema(), rowsSchema) || m.Rows() != 0 || m.Transaction.Operation != OpCreate {
 			t.Fatalf("version 1: schema %s, %d rows, operation %s", m.ArrowSchema(), m.Rows(), m.Transaction.Operation)
 		}
 	})
@@ -402,7 +404,7 @@ func TestCompactionPlanReportMatchesCompaction(t *testing.T) {
 	for i := range int64(4) {
 		appendIDs(t, tbl, idRange(i*10, 10), nil)
 	}
-	if _, err := tbl.Delete(t.Context(), In("id", 3, 14, 15), nil); err != nil {
+	if _, err := tbl.Delete(t.Context(), expr.In("id", 3, 14, 15), nil); err != nil {
 		t.Fatal(err)
 	}
 	m := mustLatest(t, tbl)

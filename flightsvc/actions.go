@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
@@ -134,7 +136,7 @@ func (s *Service) createTable(ctx context.Context, req *CreateTableRequest) (Cre
 		return CreateTableResult{}, err
 	}
 	sc := arrow.NewSchema(fields, nil)
-	if err := engine.CheckSchemaDepth(sc); err != nil {
+	if err := arrowschema.CheckSchemaDepth(sc); err != nil {
 		return CreateTableResult{}, err
 	}
 	t, err := s.sink.CreateTable(ctx, req.Table, sc, spec)
@@ -317,7 +319,7 @@ func (s *Service) delete(ctx context.Context, req *DeleteRequest) (DeleteResult,
 	if len(req.Where) == 0 || string(req.Where) == "null" {
 		return DeleteResult{}, invalidf("delete needs \"where\" (a predicate; to empty a table, send a complete-mode epoch with no rows)")
 	}
-	pred, err := engine.ParsePredicate(req.Where)
+	pred, err := expr.ParsePredicate(req.Where)
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("%w: delete \"where\": %w", streaming.ErrInvalidRequest, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
@@ -86,14 +86,14 @@ func parseTicket(body []byte) (streaming.ReadRequest, error) {
 }
 
 // columnsAndFilter checks the "columns" and decodes the "filter" of a ticket or descriptor.
-func columnsAndFilter(what string, columns []string, filter json.RawMessage) ([]string, *engine.Predicate, error) {
+func columnsAndFilter(what string, columns []string, filter json.RawMessage) ([]string, *expr.Predicate, error) {
 	if columns != nil && len(columns) == 0 {
 		return nil, nil, invalidf("%s \"columns\" must name at least one column (leave it out for every column)", what)
 	}
 	if len(filter) == 0 || string(filter) == "null" {
 		return columns, nil, nil
 	}
-	p, err := engine.ParsePredicate(filter)
+	p, err := expr.ParsePredicate(filter)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s \"filter\": %w", what, err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/bench/benchdata"
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
@@ -93,7 +93,7 @@ func putGetEpoch(b *testing.B, srv *testServer, e int64) int64 {
 		rec := benchdata.Batch(memory.DefaultAllocator, first, getBatchRows, benchBatchSeed)
 		defer rec.Release()
 		recs = append(recs, rec)
-		size += engine.RecordBytes(rec)
+		size += arrowschema.RecordBytes(rec)
 	}
 	a, err := srv.put(b.Context(), cmdDesc(b, epochCmd(getTable, benchQueryID, e)), benchdata.Schema, recs...)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -49,15 +51,15 @@ var errorReasons = []errorReason{
 	{err: errUnauthenticated, code: codes.Unauthenticated, reason: "UNAUTHENTICATED", codeDefault: true},
 	{err: errPermissionDenied, code: codes.PermissionDenied, reason: "PERMISSION_DENIED", codeDefault: true},
 	{err: errResourceExhausted, code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED", codeDefault: true},
-	{err: engine.ErrBatchTooLarge, code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED"},
+	{err: arrowschema.ErrBatchTooLarge, code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED"},
 	{err: memwal.ErrBackpressure, code: codes.ResourceExhausted, reason: "BACKPRESSURE"},
 	{err: errMalformedIPC, code: codes.InvalidArgument, reason: "MALFORMED_IPC"},
 	{err: errUnknownAction, code: codes.InvalidArgument, reason: "UNKNOWN_ACTION"},
-	{err: engine.ErrUnsupportedType, code: codes.InvalidArgument, reason: "UNSUPPORTED_TYPE"},
-	{err: engine.ErrSchemaChangeRefused, code: codes.InvalidArgument, reason: "SCHEMA_CHANGE_REFUSED"}, // wraps ErrSchemaMismatch
-	{err: engine.ErrSchemaMismatch, code: codes.InvalidArgument, reason: "SCHEMA_MISMATCH"},
+	{err: arrowschema.ErrUnsupportedType, code: codes.InvalidArgument, reason: "UNSUPPORTED_TYPE"},
+	{err: arrowschema.ErrSchemaChangeRefused, code: codes.InvalidArgument, reason: "SCHEMA_CHANGE_REFUSED"}, // wraps ErrSchemaMismatch
+	{err: arrowschema.ErrSchemaMismatch, code: codes.InvalidArgument, reason: "SCHEMA_MISMATCH"},
 	{err: engine.ErrInvalidTableName, code: codes.InvalidArgument, reason: "INVALID_TABLE_NAME"},
-	{err: engine.ErrInvalidPredicate, code: codes.InvalidArgument, reason: "INVALID_PREDICATE"},
+	{err: expr.ErrInvalidPredicate, code: codes.InvalidArgument, reason: "INVALID_PREDICATE"},
 	{err: engine.ErrFragmentNotFound, code: codes.InvalidArgument, reason: "FRAGMENT_NOT_FOUND"},
 	{err: streaming.ErrInvalidRequest, code: codes.InvalidArgument, reason: "INVALID_REQUEST", codeDefault: true},
 	{err: engine.ErrTableNotFound, code: codes.NotFound, reason: "TABLE_NOT_FOUND"},

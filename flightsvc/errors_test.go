@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -84,7 +85,7 @@ func TestToStatusEdges(t *testing.T) {
 		{"wrapped gRPC status", fmt.Errorf("recv: %w", status.Error(codes.DeadlineExceeded, "late")), codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 		{"a code without a default", status.Error(codes.Unavailable, "transport closing"), codes.Unavailable, "INTERNAL"},
 		{"already has a reason", toStatus(fmt.Errorf("x: %w", engine.ErrTableNotFound)), codes.NotFound, "TABLE_NOT_FOUND"},
-		{"unsupported type before schema mismatch", fmt.Errorf("column c: %w", engine.ErrUnsupportedType), codes.InvalidArgument, "UNSUPPORTED_TYPE"},
+		{"unsupported type before schema mismatch", fmt.Errorf("column c: %w", arrowschema.ErrUnsupportedType), codes.InvalidArgument, "UNSUPPORTED_TYPE"},
 		{"idle timeout before deadline", fmt.Errorf("%w: %w", errPutIdleTimeout, context.DeadlineExceeded), codes.DeadlineExceeded, "PUT_IDLE_TIMEOUT"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

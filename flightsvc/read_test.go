@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
@@ -47,7 +48,7 @@ func TestDoGetTimeTravelAndProjection(t *testing.T) {
 		if !slices.Equal(r.IDs, tc.want) || r.Rows != int64(len(tc.want)) {
 			t.Fatalf("version %d: ids %v, want %v", tc.version, r.IDs, tc.want)
 		}
-		if !engine.EqualIgnoringFieldIDs(r.Schema, rowSchema) {
+		if !arrowschema.EqualIgnoringFieldIDs(r.Schema, rowSchema) {
 			t.Fatalf("version %d: schema %v", tc.version, r.Schema)
 		}
 	}
@@ -99,7 +100,7 @@ func TestFlightInfoSchemaAndListFlights(t *testing.T) {
 		t.Fatalf("flight info descriptor %v", d)
 	}
 	sc, err := flight.DeserializeSchema(info.Schema, memory.DefaultAllocator)
-	if err != nil || !engine.EqualIgnoringFieldIDs(sc, rowSchema) {
+	if err != nil || !arrowschema.EqualIgnoringFieldIDs(sc, rowSchema) {
 		t.Fatalf("flight info schema %v, %v", sc, err)
 	}
 	var tk struct {
@@ -126,7 +127,7 @@ func TestFlightInfoSchemaAndListFlights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc, err := flight.DeserializeSchema(res.Schema, memory.DefaultAllocator); err != nil || !engine.EqualIgnoringFieldIDs(sc, rowSchema) {
+	if sc, err := flight.DeserializeSchema(res.Schema, memory.DefaultAllocator); err != nil || !arrowschema.EqualIgnoringFieldIDs(sc, rowSchema) {
 		t.Fatalf("GetSchema: %v, %v", sc, err)
 	}
 
@@ -246,7 +247,7 @@ func TestCreateTableThenPutWithoutCreate(t *testing.T) {
 		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
 		{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	}, nil)
-	if !engine.EqualIgnoringFieldIDs(sc, want) {
+	if !arrowschema.EqualIgnoringFieldIDs(sc, want) {
 		t.Fatalf("schema\n got %v\nwant %v", sc, want)
 	}
 
@@ -271,7 +272,7 @@ func TestCreateTableThenPutWithoutCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !engine.EqualIgnoringFieldIDs(r.Schema, want) || !slices.Equal(r.IDs, idRange(0, 6)) {
+	if !arrowschema.EqualIgnoringFieldIDs(r.Schema, want) || !slices.Equal(r.IDs, idRange(0, 6)) {
 		t.Fatalf("read back: schema %v ids %v", r.Schema, r.IDs)
 	}
 	// A nullable id cannot go into the non-nullable column.

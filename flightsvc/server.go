@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -92,7 +92,7 @@ func (c *Config) EnsureDefaults() *Config {
 		c.MaxConcurrentPuts = 64
 	}
 	if c.MaxDecodedMessageBytes <= 0 {
-		c.MaxDecodedMessageBytes = engine.DefaultMaxIPCMessageBytes
+		c.MaxDecodedMessageBytes = arrowschema.DefaultMaxIPCMessageBytes
 	}
 	if c.Sink.MaxStoredBatchBytes <= 0 {
 		// One limit for what a message may decode to and what its batch may expand to.

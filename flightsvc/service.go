@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -92,7 +93,7 @@ func NewService(sink Sink, alloc memory.Allocator, logger *slog.Logger) *Service
 // one goroutine per stream (pump) receives and Recv waits for it or the timer.
 type putStream struct {
 	s       flight.FlightService_DoPutServer
-	guard   engine.IPCStreamGuard
+	guard   arrowschema.IPCStreamGuard
 	idle    time.Duration // <= 0: wait for the client forever
 	desc    *flight.FlightDescriptor
 	skipped int
@@ -123,7 +124,7 @@ func (p *putStream) Recv() (*flight.FlightData, error) {
 			continue
 		}
 		if _, err := p.guard.Check(fd.DataHeader, fd.DataBody); err != nil {
-			if errors.Is(err, engine.ErrIPCTooLarge) {
+			if errors.Is(err, arrowschema.ErrIPCTooLarge) {
 				p.err = fmt.Errorf("%w: DoPut message %d: %v (limits: --max-put-bytes %d for the stream, 0 meaning none; --max-decoded-message-bytes %d for one message); split the epoch or raise the limit",
 					errResourceExhausted, p.n, err, p.guard.MaxStreamBytes, p.guard.MaxMessageBytes)
 			} else {
@@ -257,7 +258,7 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	defer release()
 	in := &putStream{s: stream, idle: s.putIdleTimeout,
-		guard: engine.IPCStreamGuard{MaxMessageBytes: s.maxDecodedMessageBytes, MaxStreamBytes: s.maxPutBytes}}
+		guard: arrowschema.IPCStreamGuard{MaxMessageBytes: s.maxDecodedMessageBytes, MaxStreamBytes: s.maxPutBytes}}
 	rdr, err := newPutReader(in, s.alloc)
 	if err != nil {
 		if in.err != nil {
@@ -398,7 +399,7 @@ func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.Fligh
 			return nil, fmt.Errorf("table %s: descriptor command \"filter\": %w", t.table, err)
 		}
 	}
-	schema, err := engine.ProjectSchema(m.ArrowSchema(), t.columns)
+	schema, err := arrowschema.ProjectSchema(m.ArrowSchema(), t.columns)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.table, err)
 	}
@@ -444,7 +445,7 @@ func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	schema, err := engine.ProjectSchema(m.ArrowSchema(), t.columns) // the schema its DoGets return
+	schema, err := arrowschema.ProjectSchema(m.ArrowSchema(), t.columns) // the schema its DoGets return
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("table %s: %w", t.table, err))
 	}
@@ -477,7 +478,7 @@ const maxGetMessageBytes = 2 << 20
 
 // writeBounded writes rec as slices of at most about maxGetMessageBytes each.
 func writeBounded(w *flight.Writer, rec arrow.RecordBatch) error {
-	size, n := engine.RecordBytes(rec), rec.NumRows()
+	size, n := arrowschema.RecordBytes(rec), rec.NumRows()
 	if size <= maxGetMessageBytes || n <= 1 {
 		return w.Write(rec)
 	}

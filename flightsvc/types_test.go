@@ -1,6 +1,6 @@
 package flightsvc_test
 
-// The Arrow type policy over a real server (engine/types.go): every Arrow type id, on the direct
+// The Arrow type policy over a real server (engine/arrowschema/types.go): every Arrow type id, on the direct
 // and the MemWAL route, either lands and reads back equal (after its documented conversion)
 // through DoGet, flush_memwal, the fold and compaction, or is refused with InvalidArgument naming
 // the column before any table or file exists.
@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/typetest"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -36,7 +37,7 @@ func typeSamples(t *testing.T) []typetest.Sample {
 	t.Helper()
 	byID := typetest.ByID()
 	var out []typetest.Sample
-	for _, r := range engine.TypeRules() {
+	for _, r := range arrowschema.TypeRules() {
 		s, ok := byID[r.ID]
 		if !ok {
 			t.Fatalf("no sample of Arrow type id %s", r.ID)
@@ -83,12 +84,12 @@ func readTyped(t *testing.T, c *flightConn, table string, s typetest.Sample, sto
 		t.Fatalf("%s: DoGet: %v", when, err)
 	}
 	defer rdr.Release()
-	if got := rdr.Schema().Field(1).Type; !engine.SameType(got, stored) {
+	if got := rdr.Schema().Field(1).Type; !arrowschema.SameType(got, stored) {
 		t.Fatalf("%s: column c read as %s, want %s", when, got, stored)
 	}
 	// The read type carries the table's field ids on nested fields, which array.Equal of a
 	// large_list compares: relabel the expected values with them.
-	rel, err := engine.ConformColumns(arrow.NewSchema([]arrow.Field{rdr.Schema().Field(1)}, nil), []arrow.Array{want}, int64(want.Len()))
+	rel, err := arrowschema.ConformColumns(arrow.NewSchema([]arrow.Field{rdr.Schema().Field(1)}, nil), []arrow.Array{want}, int64(want.Len()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestArrowTypes(t *testing.T) {
 					return s.put(testCtx(t), cmdDesc(t, epochCmd(e, r)), rec.Schema(), rec)
 				}
 				inSchema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "c", Type: smp.Type, Nullable: true}}, nil)
-				stored, policyErr := engine.StoredSchema(inSchema)
+				stored, policyErr := arrowschema.StoredSchema(inSchema)
 				a, err := put(1, "auto")
 				if policyErr != nil {
 					wantCode(t, err, codes.InvalidArgument, `"c`, "send")

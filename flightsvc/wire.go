@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -40,7 +41,7 @@ type PutCommand struct {
 	// Rows is the number of rows the client says the stream carries, >= 0.
 	Rows *int64 `json:"rows,omitempty"`
 	// MergeSchema lets the epoch change the table schema (new nullable columns, type promotions:
-	// engine.MergeSchema); absent or false: the stream must fit the table's schema as it is.
+	// arrowschema.MergeSchema); absent or false: the stream must fit the table's schema as it is.
 	MergeSchema *bool `json:"merge_schema,omitempty"`
 }
 
@@ -247,7 +248,7 @@ type TableSchema struct {
 	LastFieldID int32 `json:"last_field_id"`
 }
 
-// SchemaField is one column of a table schema with its stable field id (engine.FieldIDKey).
+// SchemaField is one column of a table schema with its stable field id (arrowschema.FieldIDKey).
 type SchemaField struct {
 	// ID is the field id; 0 for a table that has not committed since before field ids existed.
 	ID       int32  `json:"id"`
@@ -266,7 +267,7 @@ func tableSchemaOf(m *engine.Manifest) TableSchema {
 func schemaFields(fs []arrow.Field) []SchemaField {
 	out := make([]SchemaField, len(fs))
 	for i, f := range fs {
-		id, _ := engine.FieldID(f)
+		id, _ := arrowschema.FieldID(f)
 		out[i] = SchemaField{ID: id, Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable}
 		if nt, ok := f.Type.(arrow.NestedType); ok {
 			children := nt.Fields()
@@ -423,7 +424,7 @@ func CompactResultOf(r engine.CompactReport) CompactResult {
 // DeleteRequest is the body of delete.
 type DeleteRequest struct {
 	Table string `json:"table"`
-	// Where is required: the predicate JSON of engine.ParsePredicate.
+	// Where is required: the predicate JSON of expr.ParsePredicate.
 	Where json.RawMessage `json:"where,omitempty"`
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
@@ -79,7 +79,7 @@ func TestPutIdleTimeoutFreesSlots(t *testing.T) {
 	s.wantIDs(t, "t", idRange(0, 10))
 }
 
-// TestCreateNestingLimit: a table whose schema nests engine.MaxSchemaDepth levels is created by
+// TestCreateNestingLimit: a table whose schema nests arrowschema.MaxSchemaDepth levels is created by
 // a DoPut, lands its rows, and another server on the root (which reads the stored schema
 // afresh, as after a restart) reads them back. One level more is InvalidArgument at create and
 // creates nothing. Before, a schema nested 100 deep was created and then unreadable.
@@ -116,14 +116,14 @@ func TestCreateNestingLimit(t *testing.T) {
 		return err
 	}
 	// levels structs around the leaf: the column and the leaf are levels 1 and levels+1.
-	if err := put("deepest", engine.MaxSchemaDepth-1); err != nil {
-		t.Fatalf("%d levels: %v", engine.MaxSchemaDepth, err)
+	if err := put("deepest", arrowschema.MaxSchemaDepth-1); err != nil {
+		t.Fatalf("%d levels: %v", arrowschema.MaxSchemaDepth, err)
 	}
 	other := startServer(t, flightsvc.Config{Root: s.Root})
 	if ids := other.readIDs(t, "deepest"); len(ids) != 1 || ids[0] != 1 {
 		t.Fatalf("another server reads ids %v from the deepest table", ids)
 	}
-	for _, levels := range []int{engine.MaxSchemaDepth, 100} {
+	for _, levels := range []int{arrowschema.MaxSchemaDepth, 100} {
 		table := fmt.Sprintf("deep%d", levels)
 		wantCode(t, put(table, levels), codes.InvalidArgument, "nested deeper than 64")
 		_, err := s.action(testCtx(t), "table_stats", cmd{"table": table})

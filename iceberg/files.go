@@ -30,7 +30,7 @@ func dataFile(ctx context.Context, fio *storeIO, loc string, sc *iceberg.Schema,
 // writePositionDeletes writes a position-delete file (Iceberg v2) that deletes the rows at
 // positions of the data file at dataLoc, and returns it described as an Iceberg delete file.
 // Positions are row offsets in the data file, which is what the table's deletion bitmaps hold
-// (engine/deletes.go): a fragment is one data file.
+// (engine/rows_delete.go): a fragment is one data file.
 func writePositionDeletes(ctx context.Context, fio *storeIO, tablePrefix, dataLoc string, positions *roaring.Bitmap) (iceberg.DataFile, error) {
 	mem := memory.DefaultAllocator
 	b := array.NewRecordBuilder(mem, table.PositionalDeleteArrowSchema)

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
@@ -165,7 +166,7 @@ func TestPublishOperations(t *testing.T) {
 			}
 			del := func(pred string) {
 				t.Helper()
-				p, err := engine.ParsePredicate([]byte(pred))
+				p, err := expr.ParsePredicate([]byte(pred))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -14,7 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -32,9 +33,9 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 	batches []arrow.RecordBatch, alloc memory.Allocator) (FlushedGeneration, error) {
 	var size, rows int64
 	for _, b := range batches {
-		size += engine.RecordBytes(b)
+		size += arrowschema.RecordBytes(b)
 	}
-	// No background slot (engine.RunInBackground) for this copy: it is short, and puts held back
+	// No background slot (background.Run) for this copy: it is short, and puts held back
 	// by the backlog wait for it, so it must not queue behind a fold's or compaction's steps.
 	var buf bytes.Buffer
 	buf.Grow(int(size) + 64<<10) // the buffers, their padding and one message header per batch
@@ -65,7 +66,7 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 // valid only during its call; fn retains it to keep it. A generation whose files are gone
 // (compaction merged and deleted it) fails with an error wrapping objstore.ErrNotFound. A
 // background read (a fold's) decodes each batch of an IPC generation in a background slot
-// (engine.RunInBackground), and calls fn outside it.
+// (background.Run), and calls fn outside it.
 func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths, fg FlushedGeneration, schema *arrow.Schema,
 	alloc memory.Allocator, background bool, fn func(arrow.RecordBatch) error) error {
 	for _, f := range fg.Files {
@@ -101,9 +102,9 @@ func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memor
 		return err
 	}
 	defer r.Release()
-	if !engine.EqualIgnoringFieldIDs(schema, r.Schema()) {
+	if !arrowschema.EqualIgnoringFieldIDs(schema, r.Schema()) {
 		// A generation flushed before a schema merge is read through the current schema.
-		if err := engine.CheckWriteSchema(schema, r.Schema(), nil); err != nil {
+		if err := arrowschema.CheckWriteSchema(schema, r.Schema(), nil); err != nil {
 			return fmt.Errorf("%w: %s: schema %s does not fit the table's %s: %v", ErrCorrupt, key, r.Schema(), schema, err)
 		}
 	}
@@ -114,7 +115,7 @@ func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memor
 				return nil
 			}
 			var err error
-			if rec, err = engine.ConformColumnsOrByName(schema, r.RecordBatch()); err != nil {
+			if rec, err = arrowschema.ConformColumnsOrByName(schema, r.RecordBatch()); err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 			}
 			return nil
@@ -168,7 +169,7 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 		}
 		// Stamp the table's field definitions (names, nullability, metadata, exact types) on the
 		// batch.
-		b, err := engine.ConformBatch(schema, rec)
+		b, err := arrowschema.ConformBatch(schema, rec)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", key, err)
 		}
@@ -186,9 +187,9 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 
 // stepper returns what runs one decoding step of a read: in a background slot for a background
 // read, inline otherwise.
-func stepper(ctx context.Context, background bool) func(func() error) error {
-	if background {
-		return func(f func() error) error { return engine.RunInBackground(ctx, f) }
+func stepper(ctx context.Context, inBackground bool) func(func() error) error {
+	if inBackground {
+		return func(f func() error) error { return background.Run(ctx, f) }
 	}
 	return func(f func() error) error { return f() }
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -406,7 +407,7 @@ func (ss *ShardSet) startOwnerLoop() {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(ss.opts.Maintainer.BackgroundContext, ss.opts.Shard.OwnerLeaseTTL)
-			_ = engine.RecoverError(ss.opts.Shard.Logger, "memwal lease keeper", func() error {
+			_ = panics.Recover(ss.opts.Shard.Logger, "memwal lease keeper", func() error {
 				ss.renewLeases(ctx)
 				o.mu.Lock()
 				unkeyed := o.unkeyed
@@ -495,7 +496,7 @@ func (ss *ShardSet) takeOverExpired(ctx context.Context) {
 					case <-tctx.Done():
 					}
 				}()
-				err := engine.RecoverError(ss.opts.Shard.Logger, "memwal takeover", func() error { return ss.takeOver(tctx, i, deadOwner) })
+				err := panics.Recover(ss.opts.Shard.Logger, "memwal takeover", func() error { return ss.takeOver(tctx, i, deadOwner) })
 				if err != nil {
 					ss.opts.Shard.Logger.Warn("memwal: takeover of a shard failed; will retry", "table", ss.table.Name(), "shard", ss.ids[i], "err", err)
 				}

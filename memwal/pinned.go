@@ -10,6 +10,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/rowset"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -29,7 +32,7 @@ type PinnedRead struct {
 	manifest *engine.Manifest
 	mem      []arrow.RecordBatch
 	keep     []*array.Boolean    // keyed with rows: the winning rows of each batch of mem
-	keys     map[string]struct{} // keyed: the winners' keys (engine.KeyEncoder)
+	keys     map[string]struct{} // keyed: the winners' keys (expr.KeyEncoder)
 	rows     int64               // rows of the read: winners
 	bytes    int64
 }
@@ -48,7 +51,7 @@ func Pin(ctx context.Context, tbl *engine.Table, shards []ShardReader) (*PinnedR
 		}
 	}
 	for i, b := range mem {
-		p.bytes += engine.RecordBytes(b)
+		p.bytes += arrowschema.RecordBytes(b)
 		if p.keep == nil {
 			p.rows += b.NumRows()
 			continue
@@ -73,7 +76,7 @@ func (p *PinnedRead) Bytes() int64 { return p.bytes }
 
 // Superseded returns the addresses of the live base rows that the MemWAL rows supersede: with a
 // primary key, the base rows of the winners' keys; without one, none (nil).
-func (p *PinnedRead) Superseded(ctx context.Context) (*engine.RowSet, error) {
+func (p *PinnedRead) Superseded(ctx context.Context) (*rowset.Set, error) {
 	if len(p.keys) == 0 {
 		return nil, nil
 	}
@@ -83,14 +86,14 @@ func (p *PinnedRead) Superseded(ctx context.Context) (*engine.RowSet, error) {
 // Scan returns the MemWAL rows of the read with columns (empty: every column), only those for
 // which filter is true when it is set. Release the reader; it holds the PinnedRead's batches, not
 // the PinnedRead itself.
-func (p *PinnedRead) Scan(ctx context.Context, columns []string, filter *engine.Predicate) (array.RecordReader, error) {
+func (p *PinnedRead) Scan(ctx context.Context, columns []string, filter *expr.Predicate) (array.RecordReader, error) {
 	full := p.manifest.ArrowSchema()
 	if filter != nil {
 		if err := filter.Validate(full); err != nil {
 			return nil, fmt.Errorf("table %s: %w", p.table.Name(), err)
 		}
 	}
-	out, err := engine.ProjectSchema(full, columns)
+	out, err := arrowschema.ProjectSchema(full, columns)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", p.table.Name(), err)
 	}
@@ -143,7 +146,7 @@ func captureMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader,
 
 // winners resolves "newest wins" among MemWAL rows (later batches, and later rows of a batch,
 // override): it returns, per batch, which rows win, and the set of the winners' keys. Keys are
-// compared as the fold's upsert compares them (engine.KeyEncoder), so a read before a fold and
+// compared as the fold's upsert compares them (expr.KeyEncoder), so a read before a fold and
 // one after it agree on which rows share a key. A row with a null key (refused by puts) shadows
 // nothing and is kept. keep is nil when mem has no keyed row.
 func winners(mem []arrow.RecordBatch, pk []string) ([]*array.Boolean, map[string]struct{}, error) {
@@ -151,7 +154,7 @@ func winners(mem []arrow.RecordBatch, pk []string) ([]*array.Boolean, map[string
 	win := make(map[string]ref)
 	var kb []byte
 	for bi, b := range mem {
-		enc, err := engine.NewKeyEncoder(b, pk)
+		enc, err := expr.NewKeyEncoder(b, pk)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -171,7 +174,7 @@ func winners(mem []arrow.RecordBatch, pk []string) ([]*array.Boolean, map[string
 	}
 	keep := make([]*array.Boolean, len(mem))
 	for bi, b := range mem {
-		enc, _ := engine.NewKeyEncoder(b, pk)
+		enc, _ := expr.NewKeyEncoder(b, pk)
 		bb := array.NewBooleanBuilder(memory.DefaultAllocator)
 		for row := 0; row < int(b.NumRows()); row++ {
 			var ok bool
@@ -186,7 +189,7 @@ func winners(mem []arrow.RecordBatch, pk []string) ([]*array.Boolean, map[string
 
 // memSource yields the rows of mem that keep marks (all when keep is nil) and filter accepts,
 // projected to out (full: the table schema out projects, see filterProject).
-func memSource(ctx context.Context, mem []arrow.RecordBatch, keep []*array.Boolean, filter *engine.Predicate, full, out *arrow.Schema) batchSource {
+func memSource(ctx context.Context, mem []arrow.RecordBatch, keep []*array.Boolean, filter *expr.Predicate, full, out *arrow.Schema) batchSource {
 	i := 0
 	return func() (arrow.RecordBatch, error) {
 		for i < len(mem) {

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 )
 
 // mergedReadAttempts bounds how often ScanMerged starts over when a compaction folds and drains
@@ -151,7 +153,7 @@ func (s *Shard) storedIfFenced(ctx context.Context) (*StoredShard, error) {
 
 func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest, mem []arrow.RecordBatch, o engine.ScanOptions) (*mergedReader, error) {
 	full := m.ArrowSchema()
-	out, err := engine.ProjectSchema(full, o.Columns)
+	out, err := arrowschema.ProjectSchema(full, o.Columns)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", tbl.Name(), err)
 	}
@@ -197,7 +199,7 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 	if len(win) > 0 {
 		var kb []byte
 		baseKeep = func(b arrow.RecordBatch) (*array.Boolean, error) {
-			enc, err := engine.NewKeyEncoder(b, pk)
+			enc, err := expr.NewKeyEncoder(b, pk)
 			if err != nil {
 				return nil, err
 			}
@@ -248,7 +250,7 @@ func scannerSource(ctx context.Context, sc *engine.Scanner, keep func(arrow.Reco
 // (all when nil) with the columns of out, or nil when no row is kept. full is the table's latest
 // schema (out projects it), which the filter's columns are read through. The result is the
 // caller's.
-func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, filter *engine.Predicate, full, out *arrow.Schema) (arrow.RecordBatch, error) {
+func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, filter *expr.Predicate, full, out *arrow.Schema) (arrow.RecordBatch, error) {
 	if mask != nil {
 		n := 0
 		for i := 0; i < mask.Len(); i++ {
@@ -278,12 +280,12 @@ func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean
 	if filter != nil {
 		// The filter names columns of the table's latest schema: a memtable or generation batch
 		// of an older one reads through it first (columns added since as nulls).
-		c, err := engine.ConformToTable(full, src)
+		c, err := arrowschema.ConformToTable(full, src)
 		if err != nil {
 			return nil, fmt.Errorf("memwal: %w", err)
 		}
 		defer c.Release()
-		f, err := engine.FilterBatch(ctx, filter, c)
+		f, err := expr.FilterBatch(ctx, filter, c)
 		if err != nil || f == nil {
 			return nil, err
 		}
@@ -292,7 +294,7 @@ func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean
 	}
 	// A memtable or generation of an older schema of the table reads through the latest one
 	// (columns added since as nulls, promoted types widened).
-	rb, err := engine.ConformToTable(out, src)
+	rb, err := arrowschema.ConformToTable(out, src)
 	if err != nil {
 		return nil, fmt.Errorf("memwal: %w", err)
 	}

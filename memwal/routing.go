@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/expr"
 )
 
 // Table config keys of a MemWAL table.
@@ -89,7 +90,7 @@ func PartitionByKey(ctx context.Context, rec arrow.RecordBatch, pk []string, n i
 		out[0] = rec
 		return out, nil
 	}
-	enc, err := engine.NewKeyEncoder(rec, pk)
+	enc, err := expr.NewKeyEncoder(rec, pk)
 	if err != nil {
 		return nil, fmt.Errorf("memwal: partition by key: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -283,23 +285,23 @@ func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch
 	for _, b := range batches {
 		// Batches of an older schema of the table fit (omitted nullable columns, narrower types);
 		// a schema change never goes through a shard (the sink commits it directly).
-		if err := engine.CheckWriteSchema(s.schema, b.Schema(), s.pk); err != nil {
+		if err := arrowschema.CheckWriteSchema(s.schema, b.Schema(), s.pk); err != nil {
 			releasePut(put)
 			return walPut{}, fmt.Errorf("memwal shard %s: %w", s.id, err)
 		}
 		if b.NumRows() == 0 {
 			continue
 		}
-		conf, err := engine.ConformToTable(s.schema, b)
+		conf, err := arrowschema.ConformToTable(s.schema, b)
 		if err != nil {
 			releasePut(put)
-			return walPut{}, fmt.Errorf("memwal shard %s: %w: %w", s.id, engine.ErrSchemaMismatch, err)
+			return walPut{}, fmt.Errorf("memwal shard %s: %w: %w", s.id, arrowschema.ErrSchemaMismatch, err)
 		}
 		for _, k := range s.pk {
 			if c := conf.Column(s.schema.FieldIndices(k)[0]); c.NullN() > 0 {
 				conf.Release()
 				releasePut(put)
-				return walPut{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, engine.ErrSchemaMismatch, k, c.NullN())
+				return walPut{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, arrowschema.ErrSchemaMismatch, k, c.NullN())
 			}
 		}
 		put.Batches = append(put.Batches, conf)
@@ -474,8 +476,8 @@ func (s *Shard) commitGroup(group []*putRequest) {
 	}
 	var err error
 	if len(in) > 0 {
-		err = engine.RecoverError(s.opts.Logger, "memwal write wal entry", func() error { return s.writeEntry(pos, in) })
-		if errors.Is(err, engine.ErrPanic) {
+		err = panics.Recover(s.opts.Logger, "memwal write wal entry", func() error { return s.writeEntry(pos, in) })
+		if errors.Is(err, panics.ErrPanic) {
 			s.fail(err) // the entry's outcome is unknown: stop acknowledging
 		}
 	}
@@ -718,7 +720,7 @@ func (s *Shard) runFlusher() {
 			if mt == nil {
 				break
 			}
-			err := engine.RecoverError(s.opts.Logger, "memwal flush", func() error { return s.flush(mt) })
+			err := panics.Recover(s.opts.Logger, "memwal flush", func() error { return s.flush(mt) })
 			if err != nil {
 				failures++
 				// A fenced writer, a panic (the memtable cannot be encoded: it would panic again) or
@@ -728,7 +730,7 @@ func (s *Shard) runFlusher() {
 				switch {
 				case errors.Is(err, ErrFenced):
 					s.fail(err)
-				case errors.Is(err, engine.ErrPanic) || failures >= maxFlushFailures:
+				case errors.Is(err, panics.ErrPanic) || failures >= maxFlushFailures:
 					s.fail(fmt.Errorf("memwal shard %s: flush failed %d times, the writer stops: %w", s.id, failures, err))
 				}
 				if s.Err() != nil {
@@ -910,7 +912,7 @@ func batchBytes(puts []walPut) int64 {
 	var n int64
 	for _, p := range puts {
 		for _, b := range p.Batches {
-			n += engine.RecordBytes(b)
+			n += arrowschema.RecordBytes(b)
 		}
 	}
 	return n

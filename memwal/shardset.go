@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
 // A ShardSet is one table's MemWAL shards as one process serves them: the writers it owns, the
@@ -242,7 +244,7 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 		if done, err := held(w); err != nil || done {
 			return done, err
 		}
-		if attempt == 0 && m != nil && !engine.EqualIgnoringFieldIDs(w.Schema(), m.ArrowSchema()) {
+		if attempt == 0 && m != nil && !arrowschema.EqualIgnoringFieldIDs(w.Schema(), m.ArrowSchema()) {
 			// The table schema changed since the shard was opened (a schema merge): reopen it,
 			// which reads its WAL through the new schema, so the put is stored in it.
 			ss.dropWriter(i, w)
@@ -397,7 +399,7 @@ func (ss *ShardSet) afterFlush() {
 			return
 		}
 		log := ss.opts.Maintainer.Logger
-		_ = engine.RecoverError(log, "memwal fold after a flush", func() error {
+		_ = panics.Recover(log, "memwal fold after a flush", func() error {
 			ctx := ss.opts.Maintainer.BackgroundContext
 			m, err := ss.table.Latest(ctx)
 			if err != nil {

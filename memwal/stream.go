@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -88,7 +89,7 @@ func (w *walLog) streamRecords(ref *walStreamRef, epoch uint64) ([][]byte, error
 // schema, the table schema), into buf after room bytes of header.
 func writeStreamRecord(buf *bytes.Buffer, room int, epoch uint64, id string, seq int, schema *arrow.Schema, b arrow.RecordBatch) error {
 	buf.Reset()
-	buf.Grow(room + int(engine.RecordBytes(b)) + 16<<10)
+	buf.Grow(room + int(arrowschema.RecordBytes(b)) + 16<<10)
 	buf.Write(make([]byte, room))
 	md := schema.Metadata()
 	keys := slices.Concat(md.Keys(), []string{metaKind, metaWriterEpoch, metaPosition, metaStreamID, metaStreamSeq})
@@ -358,7 +359,7 @@ func (ss *ShardSet) StreamPut(ctx context.Context, since time.Time, m *engine.Ma
 		if done, err := held(w); err != nil || done {
 			return nil, done, err
 		}
-		if attempt == 0 && m != nil && !engine.EqualIgnoringFieldIDs(w.Schema(), m.ArrowSchema()) {
+		if attempt == 0 && m != nil && !arrowschema.EqualIgnoringFieldIDs(w.Schema(), m.ArrowSchema()) {
 			ss.dropWriter(i, w) // as in Put: reopen to store the rows in the new schema
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -243,10 +244,10 @@ func decodeWALEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc m
 // readEntryBatches reads the batches of an opened entry or stream record in tableSchema (nil: the
 // record's own, its WAL metadata stripped).
 func readEntryBatches(key string, r *ipc.Reader, tableSchema *arrow.Schema) ([]arrow.RecordBatch, error) {
-	if tableSchema != nil && !engine.EqualIgnoringFieldIDs(tableSchema, r.Schema()) {
+	if tableSchema != nil && !arrowschema.EqualIgnoringFieldIDs(tableSchema, r.Schema()) {
 		// An entry written in an older schema of the table (before a schema merge) is read
 		// through the current one; an entry that does not fit it is corrupt.
-		if err := engine.CheckWriteSchema(tableSchema, stripWALMetadata(r.Schema()), nil); err != nil {
+		if err := arrowschema.CheckWriteSchema(tableSchema, stripWALMetadata(r.Schema()), nil); err != nil {
 			return nil, fmt.Errorf("%w: wal entry %s: schema %s does not fit the table's %s: %v", ErrCorrupt, key, r.Schema(), tableSchema, err)
 		}
 	}
@@ -261,7 +262,7 @@ func readEntryBatches(key string, r *ipc.Reader, tableSchema *arrow.Schema) ([]a
 	}
 	for r.Next() {
 		rec := r.RecordBatch()
-		b, err := engine.ConformColumnsOrByName(tableSchema, rec)
+		b, err := arrowschema.ConformColumnsOrByName(tableSchema, rec)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("%w: wal entry %s: %v", ErrCorrupt, key, err)
@@ -393,7 +394,7 @@ func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *w
 // message's flatbuffer is checked against the schema first (the guard DoPut applies to the wire)
 // and every message is bounded by the stream's own size. Bytes that fail are ErrCorrupt.
 func openIPC(what string, b []byte, alloc memory.Allocator) (*ipc.Reader, error) {
-	if err := engine.CheckIPCStream(b, engine.IPCStreamGuard{}); err != nil {
+	if err := arrowschema.CheckIPCStream(b, arrowschema.IPCStreamGuard{}); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
 	}
 	limit := int64(len(b))

@@ -23,6 +23,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/faultstore"
@@ -256,7 +257,7 @@ func TestEngineUnderStoreFaults(t *testing.T) {
 				return
 			}
 			rng := rand.New(rand.NewPCG(seed, 7))
-			pred, err := engine.ParsePredicate([]byte(`{"op": "=", "column": "q", "value": "tomb"}`))
+			pred, err := expr.ParsePredicate([]byte(`{"op": "=", "column": "q", "value": "tomb"}`))
 			if err != nil {
 				t.Error(err)
 				return
@@ -289,7 +290,7 @@ func TestEngineUnderStoreFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pred, _ := engine.ParsePredicate([]byte(`{"op": "=", "column": "q", "value": "tomb"}`))
+		pred, _ := expr.ParsePredicate([]byte(`{"op": "=", "column": "q", "value": "tomb"}`))
 		if _, err := tbl.Delete(ctx, pred, nil); err != nil {
 			t.Fatalf("final delete: %v", err)
 		}

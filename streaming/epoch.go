@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 )
 
 // WriteEpoch lands one epoch (or, with r.Partition, stages one partition of it) from src, exactly
@@ -99,7 +100,7 @@ func (s *Sink) createWithEpoch(ctx context.Context, r *EpochRequest, src BatchSo
 	if err == nil && !m.ArrowSchema().Equal(stored) {
 		// Someone else created the table with another schema while we wrote: our files are in
 		// our schema, not theirs.
-		if _, cerr := engine.CheckAppendSchema(m.ArrowSchema(), stored); cerr != nil {
+		if _, cerr := arrowschema.CheckAppendSchema(m.ArrowSchema(), stored); cerr != nil {
 			err = fmt.Errorf("table %s: %w", r.Table, cerr)
 		} else {
 			err = fmt.Errorf("table %s was created concurrently with its columns in another order: %w; send the epoch again", r.Table, engine.ErrCommitConflict)
@@ -135,7 +136,7 @@ func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochReque
 		return Ack{}, err
 	}
 	// Schema evolution is decided once, from the stream's schema, before any data is read
-	// (engine.MergeSchema): a refused change, or a change without merge_schema, commits nothing.
+	// (arrowschema.MergeSchema): a refused change, or a change without merge_schema, commits nothing.
 	if err := schemaForEpoch(t, m, &r, src.Schema()); err != nil {
 		return Ack{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -106,7 +107,7 @@ func shardPuts(ctx context.Context, r *EpochRequest, m *engine.Manifest, n int, 
 		puts[i] = nil // every shard gets a put, identity only when it has no rows
 	}
 	for _, rec := range recs {
-		conf, err := engine.ConformToTable(m.ArrowSchema(), rec)
+		conf, err := arrowschema.ConformToTable(m.ArrowSchema(), rec)
 		if err != nil {
 			releasePuts(puts)
 			return nil, err
@@ -145,7 +146,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 	}
 	defer releaseBatches(recs)
 	for _, rec := range recs {
-		if err := engine.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
+		if err := arrowschema.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
 			return Ack{}, fmt.Errorf("table %s: %w", t.Name(), err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -34,7 +35,7 @@ func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src Batc
 		rec := src.RecordBatch()
 		rec.Retain()
 		head = append(head, rec)
-		bytes += engine.RecordBytes(rec)
+		bytes += arrowschema.RecordBytes(rec)
 	}
 	if bytes < limit { // the source ended first
 		if err := src.Err(); err != nil {
@@ -71,7 +72,7 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine
 	}
 	var rows int64
 	add := func(rec arrow.RecordBatch) error {
-		if err := engine.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
+		if err := arrowschema.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
 			return fmt.Errorf("table %s: %w", t.Name(), err)
 		}
 		rows += rec.NumRows()

@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/rowset"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -55,7 +57,7 @@ type ReadRequest struct {
 	// Columns to return, in order (empty: every column).
 	Columns []string
 	// Filter returns only the rows for which it is true (nil: every row).
-	Filter *engine.Predicate
+	Filter *expr.Predicate
 	// Fragments restricts the base rows to these fragments of the version (nil: every fragment;
 	// empty: none).
 	Fragments []uint64
@@ -120,7 +122,7 @@ func (s *Sink) PlanRead(ctx context.Context, table string, version uint64, targe
 		}
 	}
 	plan := ReadPlan{Manifest: m}
-	var superseded *engine.RowSet
+	var superseded *rowset.Set
 	baseSnapshot := ""
 	if pin != nil {
 		plan.Manifest, plan.Snapshot, superseded = pin.pin.Manifest(), pin.id, pin.superseded
@@ -348,7 +350,7 @@ type pinnedEntry struct {
 	id         string
 	table      string
 	pin        *memwal.PinnedRead
-	superseded *engine.RowSet // nil: none
+	superseded *rowset.Set // nil: none
 	expires    time.Time
 	refs       int // the registry's (until expiry or eviction) and one per reader; guarded by pinnedReads.mu
 }

@@ -22,7 +22,7 @@ var (
 	// ErrUnsupported: a valid request this build or this table cannot serve.
 	ErrUnsupported = errors.New("not supported")
 	// ErrStageNotFound: a commit_epoch named a stage that does not exist (the engine's sentinel:
-	// staging lives in engine/staging.go).
+	// staging lives in engine/write_stage.go).
 	ErrStageNotFound = engine.ErrStageNotFound
 )
 
@@ -86,7 +86,7 @@ type EpochRequest struct {
 	// ExpectRows, when set, is the number of rows the client says the stream carries. A stream
 	// that ends with a different count (a client that closed its side part-way) commits nothing.
 	ExpectRows *int64
-	// MergeSchema lets the epoch change the table schema (engine.MergeSchema): the change and
+	// MergeSchema lets the epoch change the table schema (arrowschema.MergeSchema): the change and
 	// the epoch's rows commit as one transaction, always on the direct route.
 	MergeSchema bool
 

@@ -6,10 +6,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 )
 
 // schemaForEpoch decides what the epoch r (of stream schema in) does to the table schema of
-// version m (engine.MergeSchema). A stream that fits the table as it is (an older schema of it
+// version m (arrowschema.MergeSchema). A stream that fits the table as it is (an older schema of it
 // included: omitted nullable columns, narrower types) changes nothing and takes any route. One
 // that needs a change is refused without r.MergeSchema; with it, r.merged is the new schema, and
 // the epoch goes to the base table directly (a MemWAL shard stores rows in the schema it was
@@ -23,7 +24,7 @@ func schemaForEpoch(t *engine.Table, m *engine.Manifest, r *EpochRequest, in *ar
 		return nil
 	}
 	if !r.MergeSchema {
-		return fmt.Errorf("table %s: %w", t.Name(), engine.CheckWriteSchema(m.ArrowSchema(), in, m.PrimaryKey))
+		return fmt.Errorf("table %s: %w", t.Name(), arrowschema.CheckWriteSchema(m.ArrowSchema(), in, m.PrimaryKey))
 	}
 	r.merged = merged
 	r.Route = RouteDirect
@@ -56,7 +57,7 @@ func mergeStageSchemas(t *engine.Table, m *engine.Manifest, c *CommitStagedReque
 		return nil, nil
 	}
 	if !c.MergeSchema {
-		return nil, fmt.Errorf("table %s: %w: the stages change the table schema; commit them with \"merge_schema\": true", t.Name(), engine.ErrSchemaMismatch)
+		return nil, fmt.Errorf("table %s: %w: the stages change the table schema; commit them with \"merge_schema\": true", t.Name(), arrowschema.ErrSchemaMismatch)
 	}
 	return merged, nil
 }

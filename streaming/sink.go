@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -48,7 +49,7 @@ type Options struct {
 	DefaultMaintenance *engine.MaintenanceConfig
 	// MaxStoredBatchBytes bounds the new buffers of one batch converted to stored types
 	// (dictionary, run-end-encoded and view columns expand); a larger batch fails with
-	// engine.ErrBatchTooLarge. 0 means engine.DefaultMaxIPCMessageBytes.
+	// arrowschema.ErrBatchTooLarge. 0 means arrowschema.DefaultMaxIPCMessageBytes.
 	MaxStoredBatchBytes int64
 	// DefaultLookback is the dedupe look-back used when a request sets none. Default 100.
 	DefaultLookback int
@@ -168,7 +169,7 @@ func (s *Sink) cache(t *engine.Table) *engine.Table {
 }
 
 // CreateTable creates a table; a table created concurrently by someone else is ErrTableExists.
-// The schema passes the type policy (engine.StoredSchema): the table stores converted types as
+// The schema passes the type policy (arrowschema.StoredSchema): the table stores converted types as
 // their plain equivalents, and a refused type fails before anything is written.
 func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec CreateSpec) (*engine.Table, error) {
 	if err := spec.Validate(); err != nil {
@@ -223,7 +224,7 @@ type BatchSource interface {
 }
 
 // storedSource is a BatchSource whose batches are converted to the stored types of the type policy
-// (engine.StoredSchema) as they enter: every write path below it (data files, MemWAL WAL entries,
+// (arrowschema.StoredSchema) as they enter: every write path below it (data files, MemWAL WAL entries,
 // upserts, stages) and the schema checks against the table see stored types only.
 type storedSource struct {
 	src    BatchSource
@@ -236,13 +237,13 @@ type storedSource struct {
 }
 
 // storeTypes returns src with its batches converted to stored types, or src itself when its
-// schema holds stored types only. A refused type is an error wrapping engine.ErrUnsupportedType
+// schema holds stored types only. A refused type is an error wrapping arrowschema.ErrUnsupportedType
 // (InvalidArgument) naming the column, before anything of the stream is read.
 func (s *Sink) storeTypes(ctx context.Context, src BatchSource) (BatchSource, error) {
 	if src.Schema() == nil {
 		return src, nil
 	}
-	stored, err := engine.StoredSchema(src.Schema())
+	stored, err := arrowschema.StoredSchema(src.Schema())
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +263,7 @@ func (c *storedSource) Next() bool {
 	if c.err != nil || !c.src.Next() {
 		return false
 	}
-	c.cur, c.err = engine.StoreBatch(c.ctx, c.mem, c.schema, c.src.RecordBatch(), c.limit)
+	c.cur, c.err = arrowschema.StoreBatch(c.ctx, c.mem, c.schema, c.src.RecordBatch(), c.limit)
 	return c.err == nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -57,7 +58,7 @@ func makeFragmentedTable(t *testing.T, store objstore.Store, name string) []int6
 			t.Fatalf("append %d: %v", i, err)
 		}
 	}
-	for _, where := range []*engine.Predicate{engine.Lt("id", 25), engine.In("id", 100, 101, 205, 399)} {
+	for _, where := range []*expr.Predicate{expr.Lt("id", 25), expr.In("id", 100, 101, 205, 399)} {
 		if _, err := tbl.Delete(ctx, where, nil); err != nil {
 			t.Fatalf("delete %s: %v", where, err)
 		}
@@ -244,7 +245,7 @@ func testCleanup(t *testing.T, bin string, env []string, store objstore.Store, u
 	if _, err := tbl.Compact(ctx, engine.CompactOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tbl.Delete(ctx, engine.Eq("id", 300), nil); err != nil {
+	if _, err := tbl.Delete(ctx, expr.Eq("id", 300), nil); err != nil {
 		t.Fatal(err)
 	}
 	want = slices.DeleteFunc(want, func(id int64) bool { return id == 300 })

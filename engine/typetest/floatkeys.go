@@ -10,7 +10,7 @@ import (
 
 // FloatKey is one floating-point primary-key value, given by its bit pattern so that NaN
 // payloads and the sign of zero survive, and the key class it belongs to: values of one class are
-// one primary key (engine.KeyEncoder), values of different classes are different keys.
+// one primary key (expr.KeyEncoder), values of different classes are different keys.
 type FloatKey struct {
 	Class string
 	Bits  uint64 // a float64's bits, or a float32's in the low 32 bits

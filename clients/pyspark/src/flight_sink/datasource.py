@@ -89,7 +89,7 @@ ARROW_WRITERS = _StreamArrowWriter is not None and _ArrowWriter is not None
 #: partition was staged, to prove that a retried task's rows land once. Never set it in production.
 TEST_FAIL_AFTER_STAGE_OPTION = "_testFailAfterStage"
 
-# Operations of the `history` action (engine/transaction.go), as streaming reads classify them.
+# Operations of the `history` action (engine/commit_transaction.go), as streaming reads classify them.
 _APPENDS = frozenset({"Append"})
 _NO_ROW_CHANGE = frozenset({"Create", "Rewrite", "CreateIndex", "OptimizeIndex", "UpdateConfig"})
 _ROW_CHANGES = frozenset({"Overwrite", "Delete", "Update", "Upsert"})

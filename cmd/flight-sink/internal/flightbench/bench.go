@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flight-sink/flight-sink/bench/benchdata"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -21,7 +19,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flight-sink/flight-sink/bench/benchdata"
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -253,7 +253,7 @@ func runThroughput(ctx context.Context, cfg Config, out io.Writer) error {
 	for i := range recs {
 		recs[i] = benchdata.Batch(mem, int64(i*cfg.BatchRows), cfg.BatchRows, 1)
 		defer recs[i].Release()
-		bytesPerStream += engine.RecordBytes(recs[i]) // the uncompressed payload size of MB/s figures
+		bytesPerStream += arrowschema.RecordBytes(recs[i]) // the uncompressed payload size of MB/s figures
 	}
 	dAddr, dStop, err := startDiscard()
 	if err != nil {

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/flight-sink/flight-sink/bench/benchdata"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -20,7 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"golang.org/x/sys/unix"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/bench/benchdata"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -150,7 +149,7 @@ func runFloor(ctx context.Context, cfg Config, out io.Writer) error {
 	for i := range big {
 		big[i] = benchdata.Batch(mem, int64(i*cfg.BatchRows), cfg.BatchRows, 6)
 		defer big[i].Release()
-		arrowBytes += engine.RecordBytes(big[i])
+		arrowBytes += arrowschema.RecordBytes(big[i])
 		ipcTotal += len(ipcBytes(big[i]))
 	}
 	var best [3]float64

@@ -1,0 +1,265 @@
+package arrowschema
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// The type policy: which Arrow types a table stores, and as what.
+//
+// Every column type that reaches a table passes StoredType first, at the edge where batches enter
+// (streaming wraps every DoPut stream with StoredSource; Create and create_table normalise their
+// schema), so table schemas, data files, MemWAL WAL entries and generations hold stored types
+// only. A type either
+//   - is stored as it is (TypeStored): it lands, and reads back equal, on every route, through
+//     MemWAL flush, fold and compaction;
+//   - is stored as another, plainer type holding the same values (TypeConverted): view types as
+//     their offset-based equivalents, dictionary and run-end-encoded columns as their value type,
+//     decimal32/decimal64 as decimal128 of the same precision and scale; a reader gets the stored
+//     type back; or
+//   - is refused (TypeRefused) with an error wrapping ErrUnsupportedType (hence ErrSchemaMismatch:
+//     InvalidArgument on the wire) that names the column and says what to send instead, before any
+//     table, file or WAL entry exists.
+//
+// Nested types (list, large_list, fixed_size_list, map, struct) are stored when all their
+// children are; a child is converted or refused by the same rules, and the error names its path
+// (column "c.x.item").
+//
+// typeRules is the one table of decisions: StoredType, the docs (docs/protocol.md "Arrow types",
+// checked by TestProtocolDocListsTypePolicy) and the type tests all read it.
+
+// ErrUnsupportedType: a column's Arrow type is one tables do not store (TypeRules). It wraps
+// ErrSchemaMismatch, so every caller that maps schema mismatches (InvalidArgument) maps it too.
+var ErrUnsupportedType = fmt.Errorf("%w: unsupported Arrow type", ErrSchemaMismatch)
+
+// TypeDecision is what the type policy does with one Arrow type.
+type TypeDecision string
+
+// The decisions of TypeRule.
+const (
+	TypeStored    TypeDecision = "stored"
+	TypeConverted TypeDecision = "converted"
+	TypeRefused   TypeDecision = "refused"
+)
+
+// TypeRule is the policy for one Arrow type id.
+type TypeRule struct {
+	ID       arrow.Type
+	Decision TypeDecision
+	// Note says, for the docs and for errors: what a converted type is stored as, a condition of a
+	// stored one, or what to send instead of a refused one.
+	Note string
+}
+
+// typeRules holds a rule for every Arrow type id arrow-go defines. An id missing here (a newer
+// arrow-go's) is refused.
+var typeRules = map[arrow.Type]TypeRule{
+	arrow.NULL: {arrow.NULL, TypeRefused, "a null-type column carries no type for later batches; send the column with its real type (all values null is fine), e.g. pyarrow pa.nulls(n, pa.int64())"},
+	arrow.BOOL: {arrow.BOOL, TypeStored, ""},
+
+	arrow.UINT8:   {arrow.UINT8, TypeStored, ""},
+	arrow.INT8:    {arrow.INT8, TypeStored, ""},
+	arrow.UINT16:  {arrow.UINT16, TypeStored, ""},
+	arrow.INT16:   {arrow.INT16, TypeStored, ""},
+	arrow.UINT32:  {arrow.UINT32, TypeStored, ""},
+	arrow.INT32:   {arrow.INT32, TypeStored, ""},
+	arrow.UINT64:  {arrow.UINT64, TypeStored, ""},
+	arrow.INT64:   {arrow.INT64, TypeStored, ""},
+	arrow.FLOAT16: {arrow.FLOAT16, TypeStored, ""},
+	arrow.FLOAT32: {arrow.FLOAT32, TypeStored, ""},
+	arrow.FLOAT64: {arrow.FLOAT64, TypeStored, ""},
+
+	arrow.STRING:            {arrow.STRING, TypeStored, ""},
+	arrow.BINARY:            {arrow.BINARY, TypeStored, ""},
+	arrow.LARGE_STRING:      {arrow.LARGE_STRING, TypeStored, ""},
+	arrow.LARGE_BINARY:      {arrow.LARGE_BINARY, TypeStored, ""},
+	arrow.FIXED_SIZE_BINARY: {arrow.FIXED_SIZE_BINARY, TypeStored, ""},
+
+	arrow.DATE32:    {arrow.DATE32, TypeStored, ""},
+	arrow.DATE64:    {arrow.DATE64, TypeStored, "Parquet keeps days: values must be whole days (multiples of 86400000 ms), as the Arrow format requires"},
+	arrow.TIMESTAMP: {arrow.TIMESTAMP, TypeStored, "every unit and time zone"},
+	arrow.TIME32:    {arrow.TIME32, TypeStored, ""},
+	arrow.TIME64:    {arrow.TIME64, TypeStored, ""},
+
+	arrow.INTERVAL_MONTHS:         {arrow.INTERVAL_MONTHS, TypeRefused, "Parquet files here have no interval encoding; send int32 (months)"},
+	arrow.INTERVAL_DAY_TIME:       {arrow.INTERVAL_DAY_TIME, TypeRefused, "Parquet files here have no interval encoding; send struct<days: int32, milliseconds: int32>"},
+	arrow.INTERVAL_MONTH_DAY_NANO: {arrow.INTERVAL_MONTH_DAY_NANO, TypeRefused, "Parquet files here have no interval encoding; send struct<months: int32, days: int32, nanoseconds: int64>"},
+	arrow.DURATION:                {arrow.DURATION, TypeRefused, "Parquet has no duration type; send int64 (a count of the duration's unit)"},
+
+	arrow.DECIMAL32:  {arrow.DECIMAL32, TypeConverted, "decimal128 of the same precision and scale"},
+	arrow.DECIMAL64:  {arrow.DECIMAL64, TypeConverted, "decimal128 of the same precision and scale"},
+	arrow.DECIMAL128: {arrow.DECIMAL128, TypeStored, ""},
+	arrow.DECIMAL256: {arrow.DECIMAL256, TypeStored, ""},
+
+	arrow.LIST:            {arrow.LIST, TypeStored, "element type by these rules"},
+	arrow.LARGE_LIST:      {arrow.LARGE_LIST, TypeStored, "element type by these rules"},
+	arrow.FIXED_SIZE_LIST: {arrow.FIXED_SIZE_LIST, TypeStored, "element type by these rules; null lists included"},
+	arrow.MAP:             {arrow.MAP, TypeStored, "key and item types by these rules"},
+	arrow.STRUCT:          {arrow.STRUCT, TypeStored, "at least one field, each by these rules; a struct with no fields is refused (Parquet cannot store it): send a struct with a field, or leave the column out"},
+
+	arrow.LIST_VIEW:       {arrow.LIST_VIEW, TypeConverted, "list"},
+	arrow.LARGE_LIST_VIEW: {arrow.LARGE_LIST_VIEW, TypeConverted, "large_list"},
+	arrow.STRING_VIEW:     {arrow.STRING_VIEW, TypeConverted, "utf8"},
+	arrow.BINARY_VIEW:     {arrow.BINARY_VIEW, TypeConverted, "binary"},
+	arrow.DICTIONARY:      {arrow.DICTIONARY, TypeConverted, "its value type (the dictionary is expanded)"},
+	arrow.RUN_END_ENCODED: {arrow.RUN_END_ENCODED, TypeConverted, "its value type (the runs are expanded)"},
+
+	arrow.SPARSE_UNION: {arrow.SPARSE_UNION, TypeRefused, "Parquet has no union type; send a struct with one nullable field per member"},
+	arrow.DENSE_UNION:  {arrow.DENSE_UNION, TypeRefused, "Parquet has no union type; send a struct with one nullable field per member"},
+
+	arrow.EXTENSION: {arrow.EXTENSION, TypeStored, "a registered extension (arrow.uuid, arrow.json, arrow.bool8, ...) whose storage type is stored as it is; otherwise refused: send the storage type"},
+}
+
+// TypeRules returns the policy for every Arrow type id, ordered by id.
+func TypeRules() []TypeRule {
+	out := make([]TypeRule, 0, len(typeRules))
+	for _, r := range typeRules {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// TypeRuleOf returns the policy for type id; an id the table lacks is refused.
+func TypeRuleOf(id arrow.Type) TypeRule {
+	if r, ok := typeRules[id]; ok {
+		return r
+	}
+	return TypeRule{ID: id, Decision: TypeRefused, Note: "this server does not know the type; send a plainer type"}
+}
+
+// unsupportedTypeError is a refusal by the type policy.
+func unsupportedTypeError(path string, dt arrow.DataType, why string) error {
+	return fmt.Errorf("%w: column %q has type %s, which tables do not store: %s", ErrUnsupportedType, path, dt, why)
+}
+
+// StoredType returns the type a column of type dt is stored as (dt itself when the policy stores
+// it as it is), or an error wrapping ErrUnsupportedType naming column path. The field names,
+// nullability and metadata of nested children are kept.
+func StoredType(path string, dt arrow.DataType) (arrow.DataType, error) {
+	rule := TypeRuleOf(dt.ID())
+	if rule.Decision == TypeRefused {
+		return nil, unsupportedTypeError(path, dt, rule.Note)
+	}
+	switch t := dt.(type) {
+	case *arrow.Decimal32Type:
+		return &arrow.Decimal128Type{Precision: t.Precision, Scale: t.Scale}, nil
+	case *arrow.Decimal64Type:
+		return &arrow.Decimal128Type{Precision: t.Precision, Scale: t.Scale}, nil
+	case *arrow.StringViewType:
+		return arrow.BinaryTypes.String, nil
+	case *arrow.BinaryViewType:
+		return arrow.BinaryTypes.Binary, nil
+	case *arrow.DictionaryType:
+		return StoredType(path, t.ValueType)
+	case *arrow.RunEndEncodedType:
+		return StoredType(path, t.Encoded())
+	case *arrow.ListViewType:
+		f, err := storedField(path, t.ElemField())
+		if err != nil {
+			return nil, err
+		}
+		return arrow.ListOfField(f), nil
+	case *arrow.LargeListViewType:
+		f, err := storedField(path, t.ElemField())
+		if err != nil {
+			return nil, err
+		}
+		return arrow.LargeListOfField(f), nil
+	case *arrow.ListType:
+		f, err := storedField(path, t.ElemField())
+		if err != nil || f.Equal(t.ElemField()) {
+			return dt, err
+		}
+		return arrow.ListOfField(f), nil
+	case *arrow.LargeListType:
+		f, err := storedField(path, t.ElemField())
+		if err != nil || f.Equal(t.ElemField()) {
+			return dt, err
+		}
+		return arrow.LargeListOfField(f), nil
+	case *arrow.FixedSizeListType:
+		f, err := storedField(path, t.ElemField())
+		if err != nil || f.Equal(t.ElemField()) {
+			return dt, err
+		}
+		return arrow.FixedSizeListOfField(t.Len(), f), nil
+	case *arrow.MapType:
+		k, err := storedField(path, t.KeyField())
+		if err != nil {
+			return nil, err
+		}
+		v, err := storedField(path, t.ItemField())
+		if err != nil {
+			return nil, err
+		}
+		if k.Equal(t.KeyField()) && v.Equal(t.ItemField()) {
+			return dt, nil
+		}
+		m := arrow.MapOfFields(k, v)
+		m.KeysSorted = t.KeysSorted
+		return m, nil
+	case *arrow.StructType:
+		if t.NumFields() == 0 {
+			return nil, unsupportedTypeError(path, dt, "a struct with no fields has nothing Parquet can store; send a struct with at least one field, or leave the column out")
+		}
+		fields := make([]arrow.Field, t.NumFields())
+		same := true
+		for i, f := range t.Fields() {
+			sf, err := storedField(path, f)
+			if err != nil {
+				return nil, err
+			}
+			fields[i] = sf
+			same = same && sf.Equal(f)
+		}
+		if same {
+			return dt, nil
+		}
+		return arrow.StructOf(fields...), nil
+	case arrow.ExtensionType:
+		st, err := StoredType(path, t.StorageType())
+		if err != nil {
+			return nil, err
+		}
+		if !arrow.TypeEqual(st, t.StorageType()) {
+			return nil, unsupportedTypeError(path, dt, fmt.Sprintf("its storage type %s is stored as %s; send the column as %s", t.StorageType(), st, st))
+		}
+		return dt, nil
+	}
+	return dt, nil
+}
+
+// storedField is f with its type stored; path gains f's name.
+func storedField(path string, f arrow.Field) (arrow.Field, error) {
+	st, err := StoredType(path+"."+f.Name, f.Type)
+	if err != nil {
+		return arrow.Field{}, err
+	}
+	f.Type = st
+	return f, nil
+}
+
+// StoredSchema returns sc with every column type stored (StoredType), sc itself when nothing
+// changes, or the first refusal: an error wrapping ErrUnsupportedType that names the column.
+func StoredSchema(sc *arrow.Schema) (*arrow.Schema, error) {
+	fields := sc.Fields()
+	same := true
+	for i, f := range fields {
+		st, err := StoredType(f.Name, f.Type)
+		if err != nil {
+			return nil, err
+		}
+		if !arrow.TypeEqual(st, f.Type, arrow.CheckMetadata()) {
+			fields[i].Type = st
+			same = false
+		}
+	}
+	if same {
+		return sc, nil
+	}
+	md := sc.Metadata()
+	return arrow.NewSchema(fields, &md), nil
+}

@@ -1,0 +1,248 @@
+package arrowschema
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/flight-sink/flight-sink/internal/panics"
+)
+
+// StoreBatch returns rec converted to stored, the schema StoredSchema returned for rec's schema:
+// every column of a converted type (view, dictionary, run-end-encoded, decimal32/64, or a nested
+// type holding one) becomes its stored type with the same values. It returns rec itself, retained,
+// when the schemas are the same. The caller releases the result. A batch that cannot be converted
+// (invalid data) is an error wrapping ErrSchemaMismatch naming the column; a panic in the
+// conversion kernels is an error too. The conversion holds at most limit bytes of new buffers
+// (0: DefaultMaxIPCMessageBytes); past it the batch is refused with an error wrapping
+// ErrBatchTooLarge, since a small batch of converted types can expand without bound.
+func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema, rec arrow.RecordBatch, limit int64) (out arrow.RecordBatch, err error) {
+	if rec.Schema() == stored || rec.Schema().Equal(stored) {
+		rec.Retain()
+		return rec, nil
+	}
+	if int(rec.NumCols()) != stored.NumFields() {
+		return nil, fmt.Errorf("%w: batch has %d columns, its schema %d", ErrSchemaMismatch, rec.NumCols(), stored.NumFields())
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	if limit <= 0 {
+		limit = DefaultMaxIPCMessageBytes
+	}
+	ctx = compute.WithAllocator(ctx, mem)
+	cols := make([]arrow.Array, 0, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	err = panics.Recover(nil, "convert batch to stored types", func() error {
+		for i, col := range rec.Columns() {
+			f := stored.Field(i)
+			if !arrow.TypeEqual(col.DataType(), f.Type) {
+				// Measured before converting: the kernels run in goroutines of their own, where
+				// running out of memory is not an error anyone can catch.
+				if err := checkExpansion(f.Name, col, limit); err != nil {
+					return err
+				}
+			}
+			c, err := storeArray(ctx, mem, col, f.Type)
+			if err != nil {
+				return fmt.Errorf("%w: column %q: convert %s to %s: %v", ErrSchemaMismatch, f.Name, col.DataType(), f.Type, err)
+			}
+			cols = append(cols, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return array.NewRecordBatch(stored, cols, rec.NumRows()), nil
+}
+
+// storeArray converts arr to type to (StoredType of arr's type). The result is a new reference.
+func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to arrow.DataType) (arrow.Array, error) {
+	if arrow.TypeEqual(arr.DataType(), to) {
+		arr.Retain()
+		return arr, nil
+	}
+	switch a := arr.(type) {
+	case *array.Dictionary:
+		dict, err := storeArray(ctx, mem, a.Dictionary(), to)
+		if err != nil {
+			return nil, err
+		}
+		defer dict.Release()
+		return compute.TakeArray(ctx, dict, a.Indices())
+	case *array.RunEndEncoded:
+		values, err := storeArray(ctx, mem, a.Values(), to)
+		if err != nil {
+			return nil, err
+		}
+		defer values.Release()
+		idx := array.NewInt64Builder(mem)
+		defer idx.Release()
+		idx.Reserve(a.Len())
+		for i := 0; i < a.Len(); i++ {
+			idx.UnsafeAppend(int64(a.GetPhysicalIndex(i)))
+		}
+		ia := idx.NewArray()
+		defer ia.Release()
+		return compute.TakeArray(ctx, values, ia)
+	case *array.StringView, *array.BinaryView:
+		return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
+	case *array.Decimal32:
+		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
+	case *array.Decimal64:
+		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
+	case *array.ListView:
+		return listViewToList(ctx, mem, a, to)
+	case *array.LargeListView:
+		return listViewToList(ctx, mem, a, to)
+	}
+	// A nested type stored with converted children: convert the children whole and keep the
+	// parent's own buffers (validity, offsets) and offset, which still describe them.
+	return WithChildren(arr, to, func(child arrow.Array, to arrow.DataType) (arrow.Array, error) {
+		return storeArray(ctx, mem, child, to)
+	})
+}
+
+// widenDecimal builds the decimal128 array to (same precision and scale) from a decimal32 or
+// decimal64 array whose unscaled value i is value(i).
+func widenDecimal(mem memory.Allocator, arr arrow.Array, to arrow.DataType, value func(int) int64) (arrow.Array, error) {
+	b := array.NewDecimal128Builder(mem, to.(*arrow.Decimal128Type))
+	defer b.Release()
+	for i := 0; i < arr.Len(); i++ {
+		if arr.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(decimal128.FromI64(value(i)))
+		}
+	}
+	return b.NewArray(), nil
+}
+
+// WithChildren returns arr as type to, a nested type of the same layout, with each child replaced
+// by convert(child, to's child type); the parent's own buffers (validity, offsets) and offset are
+// kept, since they still describe the converted children. The result is a new reference.
+func WithChildren(arr arrow.Array, to arrow.DataType, convert func(arrow.Array, arrow.DataType) (arrow.Array, error)) (arrow.Array, error) {
+	d := arr.Data()
+	var childTypes []arrow.DataType
+	switch t := to.(type) {
+	case arrow.ListLikeType: // list, large_list, fixed_size_list, map
+		childTypes = []arrow.DataType{t.Elem()}
+	case *arrow.StructType:
+		for _, f := range t.Fields() {
+			childTypes = append(childTypes, f.Type)
+		}
+	default:
+		return nil, fmt.Errorf("no conversion from %s to %s", arr.DataType(), to)
+	}
+	if len(d.Children()) != len(childTypes) {
+		return nil, fmt.Errorf("%s has %d children, %s %d", arr.DataType(), len(d.Children()), to, len(childTypes))
+	}
+	children := make([]arrow.ArrayData, 0, len(childTypes))
+	defer func() {
+		for _, c := range children {
+			c.Release()
+		}
+	}()
+	for i, cd := range d.Children() {
+		ca := array.MakeFromData(cd)
+		c, err := convert(ca, childTypes[i])
+		ca.Release()
+		if err != nil {
+			return nil, err
+		}
+		cdata := c.Data()
+		cdata.Retain()
+		c.Release()
+		children = append(children, cdata)
+	}
+	nd := array.NewData(to, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// listViewToList converts a list view into the list (or large list) to: the elements of each
+// view, in row order, become the new child, and null rows become empty.
+func listViewToList(ctx context.Context, mem memory.Allocator, a array.VarLenListLike, to arrow.DataType) (arrow.Array, error) {
+	var elem arrow.DataType
+	large := false
+	switch t := to.(type) {
+	case *arrow.ListType:
+		elem = t.Elem()
+	case *arrow.LargeListType:
+		elem, large = t.Elem(), true
+	default:
+		return nil, fmt.Errorf("no conversion from %s to %s", a.DataType(), to)
+	}
+	n := a.Len()
+	idx := array.NewInt64Builder(mem)
+	defer idx.Release()
+	offsets := make([]int64, n+1)
+	for i := 0; i < n; i++ {
+		if a.IsValid(i) {
+			start, end := a.ValueOffsets(i)
+			for j := start; j < end; j++ {
+				idx.Append(j)
+			}
+		}
+		offsets[i+1] = int64(idx.Len())
+	}
+	ia := idx.NewArray()
+	defer ia.Release()
+	var values arrow.Array
+	switch lv := a.(type) {
+	case *array.ListView:
+		values = lv.ListValues()
+	case *array.LargeListView:
+		values = lv.ListValues()
+	default:
+		return nil, fmt.Errorf("no conversion from %s to %s", a.DataType(), to)
+	}
+	child, err := storeArray(ctx, mem, values, elem)
+	if err != nil {
+		return nil, err
+	}
+	defer child.Release()
+	taken, err := compute.TakeArray(ctx, child, ia)
+	if err != nil {
+		return nil, err
+	}
+	defer taken.Release()
+	var offBuf *memory.Buffer
+	if large {
+		offBuf = memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(offsets))
+	} else {
+		if offsets[n] > int64(^uint32(0)>>1) {
+			return nil, fmt.Errorf("%d list elements do not fit the 32-bit offsets of %s; send large_list_view", offsets[n], to)
+		}
+		off32 := make([]int32, n+1)
+		for i, o := range offsets {
+			off32[i] = int32(o)
+		}
+		offBuf = memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(off32))
+	}
+	var valid *memory.Buffer
+	nulls := a.NullN()
+	if nulls > 0 {
+		bm := make([]byte, bitutil.BytesForBits(int64(n)))
+		for i := 0; i < n; i++ {
+			if a.IsValid(i) {
+				bitutil.SetBit(bm, i)
+			}
+		}
+		valid = memory.NewBufferBytes(bm)
+	}
+	d := array.NewData(to, n, []*memory.Buffer{valid, offBuf}, []arrow.ArrayData{taken.Data()}, nulls, 0)
+	defer d.Release()
+	return array.MakeFromData(d), nil
+}
