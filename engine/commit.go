@@ -100,7 +100,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 				return nil, err
 			}
 		}
-		// Index catch-up (seed 001) is derived from the version this commit read.
+		// Index catch-up (index_catchup.go) is derived from the version this commit read.
 		if err := t.recordIndexCatchup(ctx, &readState, latest, next); err != nil {
 			t.deleteFiles(ctx, written)
 			return nil, err

@@ -56,7 +56,7 @@ type Manifest struct {
 	// every segment covers (index.go).
 	Indices []Index `json:"indices,omitempty"`
 	// IndexCatchup records, per index name and MemWAL shard, the merged generation the index is
-	// proven to cover (seed 001, index_catchup.go). Every index has an entry for every shard in
+	// proven to cover (index_catchup.go). Every index has an entry for every shard in
 	// MemWALMerged, 0 included; a missing entry never reads as caught up.
 	IndexCatchup map[string]map[string]uint64 `json:"index_catchup,omitempty"`
 
