@@ -214,7 +214,7 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 			return nil, fmt.Errorf("table %s: a %s cannot change the schema", t.name, txn.Operation)
 		}
 	}
-	// A table written before field ids existed gets them now, without rewriting data files.
+	// A table whose schema has no field ids gets them here, without rewriting data files.
 	if err := withTableFieldIDs(next); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}

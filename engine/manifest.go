@@ -32,7 +32,7 @@ type Manifest struct {
 	Schema []byte `json:"schema"`
 	// SchemaID numbers the table's schemas: 0 for the schema it was created with, one more on every
 	// change of it (a merge or an Overwrite with another schema). Giving ids to the fields of a
-	// table written before field ids existed is not a change.
+	// table whose schema has none is not a change.
 	SchemaID int `json:"schema_id"`
 	// LastFieldID is the highest field id ever assigned in the table; a new field gets a higher
 	// one, so ids are never reused.
