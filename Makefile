@@ -43,7 +43,9 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# versitygw is the real S3 server the tests run against (see DESIGN.md section 6).
+# versitygw is the real S3 server the tests run against (objstore/storetest starts one per test
+# binary): S3 behaviour is tested against a server, never a mock. Without it the S3 cases skip,
+# except in CI (CI=true or FLIGHT_SINK_REQUIRE_S3=1), where its absence fails the run.
 tools:
 	@command -v versitygw >/dev/null 2>&1 || test -x "$(GOBIN_DIR)/versitygw" || \
 		{ echo "installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR)"; \

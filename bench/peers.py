@@ -590,6 +590,8 @@ def write_doc(res, doc: Path, pngs: list[str]) -> None:
     w("make bench                         # every Go benchmark, then flight-sink bench (BENCHTIME=10s for steadier numbers)")
     w("go test -run '^$' -bench . -benchmem -count 6 ./engine/ ./memwal/ ./streaming/ ./flightsvc/ > new.txt   # then: benchstat old.txt new.txt")
     w("bin/flight-sink bench --only throughput")
+    w("bin/flight-sink bench --only memwal-floor   # MemWAL against a discarding server and an fdatasync probe, in one run")
+    w("make bench-servers                          # 16 queries over 2 servers on versitygw, 20 ms per store call: direct vs MemWAL")
     w("```\n")
     w("## Reproduce\n")
     w("```sh")

@@ -101,7 +101,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 				return nil, err
 			}
 		}
-		// Index catch-up (seed 001) is derived from the version this commit read.
+		// Index catch-up (index_catchup.go) is derived from the version this commit read.
 		if err := t.recordIndexCatchup(ctx, &readState, latest, next); err != nil {
 			t.deleteFiles(ctx, written)
 			return nil, err
@@ -215,7 +215,7 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 			return nil, fmt.Errorf("table %s: a %s cannot change the schema", t.name, txn.Operation)
 		}
 	}
-	// A table written before field ids existed gets them now, without rewriting data files.
+	// A table whose schema has no field ids gets them here, without rewriting data files.
 	if err := withTableFieldIDs(next); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}

@@ -239,8 +239,8 @@ func (rb *rowRebase) searchKeys(ctx context.Context, base *Manifest) error {
 }
 
 // carryDeletions maps the rows deleted from the Rewrite's old fragments since it read them into
-// its new fragments of next and writes their deletion files (seed 004: a Rewrite that lands
-// after a Delete/Update keeps those deletions).
+// its new fragments of next and writes their deletion files (a Rewrite that lands after a
+// Delete/Update keeps those deletions: docs/conflicts.md, carry).
 func (rb *rowRebase) carryDeletions(ctx context.Context, base, next *Manifest) ([]string, error) {
 	am, err := resolveCommitted(rb.txn, next)
 	if err != nil {

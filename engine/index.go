@@ -43,7 +43,8 @@ const (
 	PropIndexName = "flight_sink.index.name"
 )
 
-// indicesDir is the directory of index files inside a table, fixed by the design contract.
+// indicesDir is the directory of index files inside a table, part of the on-disk layout
+// (docs/storage.md, docs/indices.md).
 const indicesDir = "_indices/"
 
 // Index is one logical index of a table version.

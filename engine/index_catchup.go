@@ -9,7 +9,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
-// Index catch-up for MemWAL (seed 001).
+// Index catch-up for MemWAL (docs/indices.md, Index catch-up for MemWAL).
 //
 // A MemWAL shard's flushed generation may be retired (its files deleted) only once every index
 // holds its rows. The base manifest records, per index and shard, the merged generation the index

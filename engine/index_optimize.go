@@ -19,7 +19,7 @@ import (
 type IndexSpec struct {
 	// Name of the index, unique in the table. Default "pk".
 	Name string
-	// Columns to index. Default (and, for now, the only choice): the table's primary key.
+	// Columns to index. Default, and the only columns supported: the table's primary key.
 	Columns []string
 	// Properties are stamped on the CreateIndex transaction.
 	Properties map[string]string

@@ -24,7 +24,7 @@ import (
 // little-endian, entries sorted by key then address, the CRC (Castagnoli) over everything before
 // it. Keys are the primary-key encoding of KeyEncoder (engine/expr/key.go); that encoding is part of this
 // format, so changing it needs a new format number. Format 2 encodes every NaN key as one
-// canonical NaN; format 1 wrote a NaN's own bits, so its keys differ from format 2's only for NaN
+// canonical NaN; format 1 stores a NaN's own bits, so its keys differ from format 2's only for NaN
 // values of float key columns (see keysCurrent).
 
 const (

@@ -15,7 +15,7 @@ import (
 	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
-// Table maintenance (seed 002).
+// Table maintenance (docs/indices.md, Table maintenance; docs/operations.md, Maintenance).
 //
 // A TableMaintainer runs a table's configured maintenance after a user commit, in a fixed order:
 //
@@ -26,7 +26,7 @@ import (
 //  3. cleanup (expired stages, versions past retention and the files only they referenced).
 //
 // The order matters: a fold comes first because it adds fragments, which the index then covers
-// (index catch-up is what lets a folded generation's files be retired, seed 001) and compaction
+// (index catch-up is what lets a folded generation's files be retired) and compaction
 // then merges; indices are brought up to date before compaction reads the table; cleanup runs
 // last so that it can remove the files the others replaced. Iceberg publishing (a contributed
 // step with BeforeCleanup) sits between compaction and cleanup.

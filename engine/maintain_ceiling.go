@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The fragment ceiling (shared/DESIGN.md §2: bounds hold under any load, as an LSM's write
-// stalls do).
+// The fragment ceiling: a table's bounds hold under any load, as an LSM's write stalls make them
+// hold (docs/operations.md, Ceilings).
 //
 // Background compaction keeps a table's small fragments down, but it runs behind the commits and
 // falls behind without limit on a loaded machine. compaction.max_fragments (default 64) is a

@@ -9,7 +9,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
-// ChangeOfAddress is a Rewrite's record of where it moved rows (seed 004): for every fragment it
+// ChangeOfAddress is a Rewrite's record of where it moved rows: for every fragment it
 // replaced, the offsets it kept (the rows live at its read version), and how many of the
 // transaction's new fragments each group of replaced fragments became.
 //

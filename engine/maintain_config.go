@@ -29,7 +29,7 @@ const (
 	MaintenanceOff MaintenanceMode = "off"
 )
 
-// FailurePolicy says what a failed maintenance operation does to the run (seed 002).
+// FailurePolicy says what a failed maintenance operation does to the run (docs/indices.md).
 type FailurePolicy string
 
 // Failure policies.

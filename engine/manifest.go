@@ -34,7 +34,7 @@ type Manifest struct {
 	Schema []byte `json:"schema"`
 	// SchemaID numbers the table's schemas: 0 for the schema it was created with, one more on every
 	// change of it (a merge or an Overwrite with another schema). Giving ids to the fields of a
-	// table written before field ids existed is not a change.
+	// table whose schema has none is not a change.
 	SchemaID int `json:"schema_id"`
 	// LastFieldID is the highest field id ever assigned in the table; a new field gets a higher
 	// one, so ids are never reused.
@@ -58,7 +58,7 @@ type Manifest struct {
 	// every segment covers (index.go).
 	Indices []Index `json:"indices,omitempty"`
 	// IndexCatchup records, per index name and MemWAL shard, the merged generation the index is
-	// proven to cover (seed 001, index_catchup.go). Every index has an entry for every shard in
+	// proven to cover (index_catchup.go). Every index has an entry for every shard in
 	// MemWALMerged, 0 included; a missing entry never reads as caught up.
 	IndexCatchup map[string]map[string]uint64 `json:"index_catchup,omitempty"`
 

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// Directory names inside a table, fixed by the design contract.
+// Directory names inside a table: the on-disk layout of docs/storage.md. Readers of existing
+// tables depend on them; they never change.
 const (
 	versionsDir     = "_versions/"
 	transactionsDir = "_transactions/"

@@ -15,7 +15,8 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// Staged writes (multi-writer epochs, shared/DESIGN.md §3).
+// Staged writes (multi-writer epochs: docs/protocol.md, Multi-writer epochs; docs/storage.md,
+// Stages).
 //
 // A writer of one partition of an epoch writes its data files under data/ (unreferenced, like
 // the files of any commit in flight) and then a stage record that names them:

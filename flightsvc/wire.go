@@ -250,7 +250,7 @@ type TableSchema struct {
 
 // SchemaField is one column of a table schema with its stable field id (arrowschema.FieldIDKey).
 type SchemaField struct {
-	// ID is the field id; 0 for a table that has not committed since before field ids existed.
+	// ID is the field id; 0 for a table whose schema has no field ids (its next commit gives them).
 	ID       int32  `json:"id"`
 	Name     string `json:"name"`
 	Type     string `json:"type"`

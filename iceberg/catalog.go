@@ -15,7 +15,7 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// Layout of a table's Iceberg metadata (DESIGN.md section 7), relative to the table.
+// Layout of a table's Iceberg metadata (docs/iceberg.md, Layout), relative to the table.
 const (
 	metadataDir     = "metadata/"
 	versionHintName = "version-hint.text"

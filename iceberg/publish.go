@@ -22,7 +22,7 @@ const (
 	formatVersion = 2
 
 	// PropVersion is the snapshot summary property (and table property) that holds the
-	// flight-sink version an Iceberg snapshot mirrors (DESIGN.md section 7).
+	// flight-sink version an Iceberg snapshot mirrors (docs/iceberg.md).
 	PropVersion = "flight-sink.version"
 	// propOperation is the summary property naming the flight-sink operations a snapshot mirrors.
 	propOperation = "flight-sink.operation"
@@ -84,7 +84,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Publisher keeps a table's Iceberg metadata (DESIGN.md section 7) in step with its versions.
+// Publisher keeps a table's Iceberg metadata (docs/iceberg.md) in step with its versions.
 // It holds no state: every Publish starts from the newest metadata file and the newest version,
 // so it catches up after a crash, after publishing was off for a while and after another server
 // published or committed. Safe for concurrent use, across processes too (commits are

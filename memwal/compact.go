@@ -23,7 +23,7 @@ const (
 
 // RetirePolicy reports whether a merged generation's files may be deleted now. Compaction only
 // asks about generations at or below the shard's merged watermark, which the base table holds.
-// The default is index catch-up (seed 001): every index of the latest base version is proven to
+// The default is index catch-up (engine): every index of the latest base version is proven to
 // cover the generation (engine.IndexesCoverGeneration), which always holds on a table without
 // indices.
 type RetirePolicy func(shard string, generation uint64) bool
@@ -73,7 +73,7 @@ func (ct *CompactionTurns) take(table, shard string) func() {
 	return mu.Unlock
 }
 
-// Compactor folds a table's MemWAL shards into its base table (seed 000). It needs no ownership
+// Compactor folds a table's MemWAL shards into its base table. It needs no ownership
 // of a shard and so never fences its writer: the base manifest's merged-generation watermark,
 // advanced in the fold's own transaction, proves which generations the table holds, and the drain
 // removes only those. A Compactor is safe for concurrent use; compactions of one shard run one at

@@ -23,8 +23,8 @@ import (
 // uncompressed: writing one is a copy of buffers the memtable already holds, and reading one back
 // decodes nothing. A generation is read only by this package (merged reads, the fold into the base
 // table) and lives until the next fold, which encodes its rows into the table's Parquet data files:
-// a Parquet generation (zstd, the format before, still read) paid that encode twice, on the same
-// cores as the puts (docs/storage.md).
+// a Parquet generation (zstd; readers accept one) would pay that encode twice, on the same cores
+// as the puts (docs/storage.md).
 //
 // writeGeneration writes batches (in schema) as generation g's file under the shard and returns
 // its manifest entry without the WAL range. Nothing references the file until the shard manifest
@@ -138,7 +138,7 @@ func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memor
 	return nil
 }
 
-// readParquet reads a Parquet generation file (the format flushes wrote before Arrow IPC).
+// readParquet reads a Parquet generation file (readers accept them; flushes write Arrow IPC).
 func readParquet(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
 	_ bool, fn func(arrow.RecordBatch) error) error {
 	r, _, err := objstore.OpenReader(ctx, store, key)

@@ -89,7 +89,7 @@ type GenerationFile struct {
 type QueryWatermark struct {
 	Epoch int64 `json:"epoch"`
 	// PrevEpoch is the query's highest flushed epoch below Epoch; nil when none is known (the
-	// query's first flushed epoch, or a manifest written before this field).
+	// query's first flushed epoch, or a manifest that does not carry the field).
 	PrevEpoch    *int64 `json:"prev_epoch,omitempty"`
 	Generation   uint64 `json:"generation"`
 	UpdatedNanos int64  `json:"updated_nanos"`

@@ -46,7 +46,7 @@ var errMergedSince = errors.New("memwal: generations were folded into a newer ba
 // every MemWAL row first, so a newer row that does not match still supersedes an older one.
 //
 // The MemWAL rows are read into memory; base rows stream. The caller must Release the reader. For a read of an older version, pass no shards: the MemWAL holds
-// today's rows, not that version's.
+// the current rows, not that version's.
 func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o engine.ScanOptions) (array.RecordReader, error) {
 	m, mem, err := captureMerged(ctx, tbl, shards, o.Version)
 	if err != nil {

@@ -521,9 +521,9 @@ func (w *segmentWriter) syncPendingLocked() error {
 // a pause as long as the chunk took, so the device spends at most half its time on it.
 // The fdatasync per chunk, not only a write-back of it, is what keeps it out of the way of the
 // fdatasync that acknowledges puts: on a virtual disk the writes reach the host's cache, and the
-// next flush, whoever issues it, pays for every byte written since the last one. Measured here
-// (trace of `bench --only memwal-floor`): a 16 MiB zero-fill written back a MiB at a time without
-// flushing made the WAL's fdatasyncs beside it take 5-17 ms.
+// next flush, whoever issues it, pays for every byte written since the last one. In a trace of
+// `bench --only memwal-floor`, a 16 MiB zero-fill written back a MiB at a time without flushing
+// makes the WAL's fdatasyncs beside it take 5-17 ms.
 func preallocate(dir string, size int64, paced bool) (string, error) {
 	path := filepath.Join(dir, segmentTmpPrefix+uuid.NewString())
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)

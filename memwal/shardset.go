@@ -41,7 +41,7 @@ import (
 //  4. Close closes the writers; acknowledged puts are durable in the WAL and the next writer of
 //     the shard, in any process, replays them.
 //
-// The fold ceiling (shared/DESIGN.md §2: bounds hold under any load). Automatic folds run behind
+// The fold ceiling (bounds hold under any load: docs/operations.md). Automatic folds run behind
 // the puts and only when the table's maintenance is on; with maintenance off, or a fold that keeps
 // failing slowly, generations would pile up without limit and every read would merge them all.
 // So a put to a shard whose backlog is at Options.MaxUnfoldedGenerations stalls before it is

@@ -424,7 +424,7 @@ func stripWALMetadata(s *arrow.Schema) *arrow.Schema {
 
 // walLog reads and writes one shard's WAL entries: objects created put-if-absent on an object
 // store, records in segment files on a local disk (segment.go). Readers of either see both, so a
-// shard written as objects (the only format before segments) replays on a local disk.
+// shard holding entry objects replays on a local disk.
 type walLog struct {
 	store objstore.Store
 	shard string

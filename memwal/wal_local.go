@@ -16,7 +16,8 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// The WAL on a local disk: segments (segment.go) plus the entry objects an older version wrote.
+// The WAL on a local disk: segments (segment.go) plus any entry objects the shard holds (read, then
+// deleted by the first flush).
 
 // defaultSegmentBytes is the preallocated size of a WAL segment.
 const defaultSegmentBytes = 16 << 20

@@ -157,7 +157,7 @@ func writeTemp(p string, body io.Reader) (string, error) {
 var writebackChunk int64 = 8 << 20
 
 // copyWithWriteback copies body into f, starting the write-back of every full chunk as soon as
-// it is written; files smaller than a chunk are written as before.
+// it is written; a file smaller than a chunk is written plainly, its write-back left to the fsync.
 func copyWithWriteback(f *os.File, body io.Reader) error {
 	_, err := io.Copy(&writebackWriter{f: f}, body) // a bytes.Reader body hands over its slice at once
 	return err

@@ -56,7 +56,7 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, m *engine.Manifes
 		return EpochState{}, nil
 	}
 	// Below the watermark, or no watermark (dropped after idling past retention, or a table
-	// written before watermarks): the history window is the source of truth.
+	// whose manifests carry none): the history window is the source of truth.
 	hist, err := t.HistoryFrom(ctx, m.Version, lookback)
 	if err != nil {
 		return EpochState{}, fmt.Errorf("dedupe scan of table %s: %w", t.Name(), err)

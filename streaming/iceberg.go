@@ -13,7 +13,8 @@ import (
 const MaintainIcebergPublish engine.MaintenanceOperation = "iceberg_publish"
 
 // icebergSteps returns the Iceberg publish as a maintenance step of table t (after compaction,
-// before cleanup: DESIGN.md section 7), or none when the sink's Options turn publishing off.
+// before cleanup, so cleanup sees what the Iceberg metadata still references: docs/iceberg.md),
+// or none when the sink's Options turn publishing off.
 // It runs at most once per publish interval (Options.IcebergPublishInterval, the table's
 // iceberg.publish_interval_ms), the last commits of a burst by the trailing run.
 // Best effort: a failed publish is logged and counted (flight_sink.maintenance.operations and

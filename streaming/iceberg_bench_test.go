@@ -19,7 +19,7 @@ import (
 // route, sent back to back by one query, background maintenance) with Iceberg publishing on and
 // off: epochs/s, ack p50/p99, and with publishing on the publish lag (ack to the version being in
 // the Iceberg metadata) p50/p99. A measurement, not a test: it runs only with
-// FLIGHT_SINK_ICEBERG_BENCH_EPOCHS set (docs/benchmarks.md quotes it).
+// FLIGHT_SINK_ICEBERG_BENCH_EPOCHS set (docs/iceberg.md quotes it).
 func TestIcebergPublishCost(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("FLIGHT_SINK_ICEBERG_BENCH_EPOCHS"))
 	if n <= 0 {

@@ -20,7 +20,7 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// Parallel reads (DESIGN §3, GetFlightInfo endpoints).
+// Parallel reads (GetFlightInfo endpoints: docs/protocol.md, Endpoint tickets).
 //
 // PlanRead describes one consistent state of a table as parts that can be read independently and
 // in parallel, each by its own DoGet: groups of base fragments of about a target size, and the

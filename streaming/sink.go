@@ -458,7 +458,7 @@ func (c *countedSource) Err() error {
 }
 
 // maintain runs the table's configured maintenance after a user commit m (engine
-// TableMaintainer, seed 002). The commit is already visible; in the default background mode this
+// TableMaintainer). The commit is already visible; in the default background mode this
 // returns at once. Only a strict failure in inline mode returns an error: the epoch is committed
 // all the same, and its replay is acknowledged as a duplicate.
 func (s *Sink) maintain(ctx context.Context, t *engine.Table, m *engine.Manifest) error {

@@ -12,7 +12,7 @@ import (
 // the column, which is what Iceberg readers match columns by.
 //
 // Ids are assigned when a field is added (Create, a schema merge, an Overwrite's new columns, or
-// the first commit to a table written before ids existed) and never reused: Manifest.LastFieldID
+// the first commit to a table whose schema has no ids) and never reused: Manifest.LastFieldID
 // is the highest id the table ever handed out, and a new field always gets a higher one.
 const FieldIDKey = "PARQUET:field_id"
 

@@ -1,6 +1,6 @@
 package arrowschema
 
-// Schema evolution (DESIGN.md §3): how a write's schema relates to the table's, decided in one
+// Schema evolution (docs/protocol.md): how a write's schema relates to the table's, decided in one
 // place, MergeSchema, which every route (direct, upsert, MemWAL, multi-writer stages) consults.
 //
 // Allowed with merge_schema, and changing the table schema:

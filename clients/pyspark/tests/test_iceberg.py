@@ -1,4 +1,4 @@
-"""Every table is also an Iceberg table (shared/DESIGN.md section 7, docs/iceberg.md): real
+"""Every table is also an Iceberg table (docs/iceberg.md): real
 Iceberg readers (PyIceberg's StaticTable, Polars' scan_iceberg, Spark 4.1 with the Iceberg
 runtime) read exactly the rows DoGet serves, for every operation, and every retained snapshot
 reads as the flight-sink version its summary names (time travel)."""

@@ -2,7 +2,7 @@
 # Creates (or reuses) the second Python environment the tests need: PySpark 4.1.x beside the
 # main environment's 4.3.0. Two things need it: the Spark version matrix of the flight-sink data
 # source (clients/pyspark) and the Iceberg read test, whose runtime jar exists only for Spark 4.1
-# (shared/DESIGN.md section 7). It also fetches that jar with Maven.
+# (docs/iceberg.md, "Spark"). It also fetches that jar with Maven.
 #
 # Prints the environment's python path on its last line. Idempotent: a second run installs
 # nothing. Override the locations with FLIGHT_SINK_SPARK41_VENV and FLIGHT_SINK_JARS.

@@ -8,7 +8,7 @@ Register it once per session with :func:`flight_sink.spark.register`, then::
     spark.read.format("flight-sink").option("uri", u).option("table", t).load()
     spark.readStream.format("flight-sink").option("uri", u).option("table", t).load()
 
-Options (``shared/DESIGN.md`` section 8): ``uri``, ``table`` (both required), ``token``,
+Options (``clients/pyspark/README.md`` lists them with their defaults): ``uri``, ``table`` (both required), ``token``,
 ``query_id``, ``mergeSchema``, ``create`` (default true), ``primaryKey`` (comma separated, with
 ``create``), ``route``, ``version`` (reads), ``skipChangeCommits`` (streaming reads),
 ``pushFilters`` (batch reads, default true).
