@@ -6,8 +6,8 @@ import (
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 )
 
-// withTableFieldIDs gives m's schema an id on every field that lacks one (a table written before
-// field ids existed, on its next commit), re-encoding the schema. Data files are not rewritten:
+// withTableFieldIDs gives m's schema an id on every field that lacks one (a table whose schema has
+// no field ids, on its next commit), re-encoding the schema. Data files are not rewritten:
 // they are read by column name and stamped with the manifest's schema. It is not a schema
 // change, so SchemaID stays.
 func withTableFieldIDs(m *Manifest) error {
