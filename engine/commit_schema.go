@@ -25,17 +25,28 @@ import (
 // rebases as the conflict matrix says: its files are in an older schema of the table, which
 // reads through the latest (ConformBatch).
 
-// SchemaForWrite returns the table schema a write of schema in makes of version m's: m's own
-// when in fits it (changed false), or the merged schema with field ids for its new fields,
-// counted from m.LastFieldID, ready for NewWriterFor and Transaction.SetSchema. Refusals are
-// MergeSchema's.
+// SchemaForWrite returns the table schema a write of schema in makes of version m's, ready for
+// NewWriterFor: m's own (WriteSchema) when in fits it (changed false), or the merged schema with
+// field ids for its new fields, counted from m.LastFieldID, also ready for
+// Transaction.SetSchema. Refusals are MergeSchema's.
 func SchemaForWrite(m *Manifest, in *arrow.Schema) (sc *arrow.Schema, changed bool, err error) {
 	merged, changed, err := arrowschema.MergeSchema(m.ArrowSchema(), in, m.PrimaryKey)
-	if err != nil || !changed {
+	if err != nil {
 		return m.ArrowSchema(), false, err
+	}
+	if !changed {
+		return m.WriteSchema(), false, nil
 	}
 	merged, _, _ = arrowschema.AssignFieldIDs(merged, max(m.LastFieldID, arrowschema.MaxFieldID(m.ArrowSchema())))
 	return merged, true, nil
+}
+
+// WriteSchema returns the schema data files of m's table are written in: m's schema, with field
+// ids on every field. A table whose schema has no field ids gets them on its next commit
+// (withTableFieldIDs); its files carry the same ids already, as the assignment is deterministic.
+func (m *Manifest) WriteSchema() *arrow.Schema {
+	sc, _, _ := arrowschema.AssignFieldIDs(m.ArrowSchema(), max(m.LastFieldID, arrowschema.MaxFieldID(m.ArrowSchema())))
+	return sc
 }
 
 // mergeTxnSchema makes next (a copy of the latest version) carry txn's merged schema, as the

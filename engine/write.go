@@ -56,10 +56,7 @@ func (t *Table) NewWriter(ctx context.Context, in *arrow.Schema, opts ...WriterO
 	if in == nil {
 		in = m.ArrowSchema() // e.g. a truncate: no batches, so no schema of their own
 	}
-	// A table whose schema has no field ids gets them on this commit (withTableFieldIDs);
-	// its files carry the same ids already, as the assignment is deterministic.
-	target, _, _ := arrowschema.AssignFieldIDs(m.ArrowSchema(), max(m.LastFieldID, arrowschema.MaxFieldID(m.ArrowSchema())))
-	return t.NewWriterFor(target, in, opts...)
+	return t.NewWriterFor(m.WriteSchema(), in, opts...)
 }
 
 // NewWriterFor returns a Writer that writes files in schema target from batches of schema in.

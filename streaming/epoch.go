@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // WriteEpoch lands one epoch (or, with r.Partition, stages one partition of it) from src, exactly
@@ -35,56 +38,150 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	if err != nil {
 		return Ack{}, fmt.Errorf("table %s: %w", r.Table, err)
 	}
-	t, err := s.Table(ctx, r.Table)
-	if errors.Is(err, engine.ErrTableNotFound) && r.Create != nil {
-		return s.createWithEpoch(ctx, &r, src)
-	}
-	if err != nil {
-		return Ack{}, notFoundHint(err)
-	}
-	return s.writeEpochTo(ctx, t, &r, src)
-}
-
-// createWithEpoch lands the first epoch of a table that does not exist yet, creating the table
-// from the stream's schema (r.Create). The create waits until the epoch's data has been read
-// whole and validated: a stream that fails part-way (a corrupt batch, a client that cancels, a
-// batch that cannot be converted) creates nothing, and a refused type or a bad create spec fails
-// before anything is read. A create that loses the race to another creator lands the epoch in the
-// winner's table.
-func (s *Sink) createWithEpoch(ctx context.Context, r *EpochRequest, src BatchSource) (Ack, error) {
-	spec := *r.Create
-	stored, err := engine.CheckCreate(r.Table, src.Schema(), createOptions(spec))
-	if err != nil {
-		return Ack{}, invalidName(err)
-	}
-	viaMemWAL, err := useMemWAL(r, spec.MemWAL != nil) // the shards the table will have
+	e, err := s.planEpoch(ctx, &r, src.Schema())
 	if err != nil {
 		return Ack{}, err
 	}
-	if viaMemWAL || (r.Mode == ModeUpdate && len(spec.PrimaryKey) > 0) {
+	if e.base == nil {
+		return s.createWithEpoch(ctx, e, src)
+	}
+	return s.landEpoch(ctx, e, src)
+}
+
+// epoch is one epoch write as the sink decided it. planEpoch decides, once and before any of the
+// epoch's data is read: the table, the version the decision is made on, the route, the schema
+// the rows are written and committed in, and whether the mode makes it an upsert. Every later
+// step reads these fields and decides none of them again.
+type epoch struct {
+	EpochRequest // normalised
+
+	table  *engine.Table    // the table; for a create-on-put (base nil) a handle until it exists
+	base   *engine.Manifest // the version the epoch was decided on; nil: the epoch creates the table
+	shards *memwal.ShardSet // the table's MemWAL shards; nil when it has none
+	// stored is the table schema the rows are written in: the base version's, the merged schema
+	// when the epoch changes it (merged is then set too), or the schema the create makes.
+	stored *arrow.Schema
+	merged *arrow.Schema
+	route  Route // RouteDirect or RouteMemWAL
+	upsert bool  // an update epoch on a keyed table lands as one Upsert
+	// arrived is when the epoch was decided: a MemWAL replay check reads the other servers'
+	// shards as of no earlier than this.
+	arrived time.Time
+}
+
+// planEpoch decides epoch r (normalised) of stream schema in (stored types).
+func (s *Sink) planEpoch(ctx context.Context, r *EpochRequest, in *arrow.Schema) (*epoch, error) {
+	e := &epoch{EpochRequest: *r}
+	t, err := s.table(ctx, r.Table) // Normalize checked the name
+	if errors.Is(err, engine.ErrTableNotFound) && r.Create != nil {
+		return e, s.planCreate(e, in)
+	}
+	if err != nil {
+		return nil, notFoundHint(err)
+	}
+	return e, s.planOn(ctx, e, t, in)
+}
+
+// planCreate decides an epoch that creates its table from the stream's schema (e.Create): the
+// schema the table will store and the route its shards will give. A refused type or a bad
+// create spec fails here, before anything is read.
+func (s *Sink) planCreate(e *epoch, in *arrow.Schema) error {
+	spec := *e.Create
+	stored, err := engine.CheckCreate(e.Table, in, createOptions(spec))
+	if err != nil {
+		return invalidName(err)
+	}
+	e.stored = stored
+	viaMemWAL, err := useMemWAL(&e.EpochRequest, spec.MemWAL != nil) // the shards the table will have
+	if err != nil {
+		return err
+	}
+	e.route = RouteDirect
+	if viaMemWAL {
+		e.route = RouteMemWAL
+	}
+	e.upsert = e.Mode == ModeUpdate && len(spec.PrimaryKey) > 0
+	if e.route == RouteDirect && !e.upsert {
+		e.table, err = engine.Handle(s.store, e.Table, &s.opts.Engine)
+	}
+	return err
+}
+
+// planOn decides epoch e on the existing table t: the latest version, its shards, what the
+// stream's schema does to the table's (schemaForEpoch), the route and the upsert.
+func (s *Sink) planOn(ctx context.Context, e *epoch, t *engine.Table, in *arrow.Schema) error {
+	e.table = t
+	// A MemWAL epoch's replay check reads the other servers' shards as of no earlier than now;
+	// on a table this server already writes through MemWAL that read starts now, beside the read
+	// of the latest version, instead of after it (memwal.ShardSet.PrefetchPeers).
+	e.arrived = time.Now()
+	if ss := s.knownShardSet(t); ss != nil && e.Partition == nil && e.Mode != ModeComplete && e.Route != RouteDirect {
+		ss.PrefetchPeers()
+	}
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	e.base = m
+	if e.shards, err = s.tableShards(t, m); err != nil {
+		return err
+	}
+	// Schema evolution is decided from the stream's schema, before any data is read
+	// (arrowschema.MergeSchema): a refused change, or a change without merge_schema, commits
+	// nothing, and a change takes the direct route.
+	e.stored, e.merged, err = schemaForEpoch(t, m, &e.EpochRequest, in)
+	if err != nil {
+		return err
+	}
+	viaMemWAL := false
+	if e.merged == nil {
+		if viaMemWAL, err = useMemWAL(&e.EpochRequest, e.shards != nil); err != nil {
+			return err
+		}
+	}
+	e.route = RouteDirect
+	if viaMemWAL {
+		e.route = RouteMemWAL
+	}
+	e.upsert = e.Mode == ModeUpdate && len(m.PrimaryKey) > 0
+	if e.upsert && e.Partition != nil && !viaMemWAL {
+		return fmt.Errorf("%w: update mode on table %s (primary key %v) upserts by key; send the epoch in one DoPut, not as staged partitions",
+			ErrUnsupported, t.Name(), m.PrimaryKey)
+	}
+	return nil
+}
+
+// createWithEpoch lands the first epoch of a table that does not exist yet, creating the table
+// from the stream's schema (e.Create). The create waits until the epoch's data has been read
+// whole and validated: a stream that fails part-way (a corrupt batch, a client that cancels, a
+// batch that cannot be converted) creates nothing. A create that loses the race to another
+// creator lands the epoch in the winner's table.
+func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, error) {
+	spec := *e.Create
+	if e.route == RouteMemWAL || e.upsert {
 		// These routes hold the epoch in memory anyway (a MemWAL put, an upsert): read it all,
-		// then create, then land it on the new table.
+		// then create, then decide and land it on the table that now exists.
 		recs, err := readBatches(ctx, src)
 		if err != nil {
 			return Ack{}, err
 		}
 		defer releaseBatches(recs)
-		t, err := s.createOrOpen(ctx, r.Table, stored, spec)
+		t, err := s.createOrOpen(ctx, e.Table, e.stored, spec)
 		if err != nil {
 			return Ack{}, err
 		}
-		return s.writeEpochTo(ctx, t, r, &batchesSource{schema: stored, recs: recs})
+		on := &epoch{EpochRequest: e.EpochRequest}
+		if err := s.planOn(ctx, on, t, e.stored); err != nil {
+			return Ack{}, err
+		}
+		return s.landEpoch(ctx, on, &batchesSource{schema: e.stored, recs: recs})
 	}
 	// The direct route streams the epoch into data files of the table-to-be (unreferenced until a
 	// version names them; removed on failure), and creates the table only once they are durable.
 	// Crash order: files, then the Create (version 1), then the epoch's commit (version 2). A crash
 	// before the Create leaves unreferenced files that cleanup reclaims, never a table; a crash
 	// between the two leaves an empty table, and the replayed epoch lands in it.
-	h, err := engine.Handle(s.store, r.Table, &s.opts.Engine)
-	if err != nil {
-		return Ack{}, invalidName(err)
-	}
-	w, err := h.NewWriterFor(stored, src.Schema())
+	w, err := e.table.NewWriterFor(e.stored, src.Schema())
 	if err != nil {
 		return Ack{}, err
 	}
@@ -92,68 +189,39 @@ func (s *Sink) createWithEpoch(ctx context.Context, r *EpochRequest, src BatchSo
 	if err != nil {
 		return Ack{}, err
 	}
-	t, err := s.createOrOpen(ctx, r.Table, stored, spec)
+	t, err := s.createOrOpen(ctx, e.Table, e.stored, spec)
 	var m *engine.Manifest
 	if err == nil {
 		m, err = t.Latest(ctx)
 	}
-	if err == nil && !m.ArrowSchema().Equal(stored) {
+	if err == nil && !m.ArrowSchema().Equal(e.stored) {
 		// Someone else created the table with another schema while we wrote: our files are in
 		// our schema, not theirs.
-		if _, cerr := arrowschema.CheckAppendSchema(m.ArrowSchema(), stored); cerr != nil {
-			err = fmt.Errorf("table %s: %w", r.Table, cerr)
+		if _, cerr := arrowschema.CheckAppendSchema(m.ArrowSchema(), e.stored); cerr != nil {
+			err = fmt.Errorf("table %s: %w", e.Table, cerr)
 		} else {
-			err = fmt.Errorf("table %s was created concurrently with its columns in another order: %w; send the epoch again", r.Table, engine.ErrCommitConflict)
+			err = fmt.Errorf("table %s was created concurrently with its columns in another order: %w; send the epoch again", e.Table, engine.ErrCommitConflict)
 		}
 	}
 	if err != nil {
 		w.Abort(context.WithoutCancel(ctx))
 		return Ack{}, err
 	}
-	r.Route = RouteDirect
-	if r.Partition != nil {
-		return s.stage(ctx, t, r, frags, rows, w)
+	e.table, e.base = t, m
+	if e.Partition != nil {
+		return s.stage(ctx, e, frags, rows, w)
 	}
-	return s.commitEpoch(ctx, t, r, frags, rows, w)
+	return s.commitEpoch(ctx, e, frags, rows, w)
 }
 
-// writeEpochTo lands the epoch in the existing table t.
-func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochRequest, src BatchSource) (Ack, error) {
-	r := *rp
-	// A MemWAL epoch's replay check reads the other servers' shards as of no earlier than now;
-	// on a table this server already writes through MemWAL that read starts now, beside the read
-	// of the latest version, instead of after it (memwal.ShardSet.PrefetchPeers).
-	r.arrived = time.Now()
-	if ss := s.knownShardSet(t); ss != nil && r.Partition == nil && r.Mode != ModeComplete && r.Route != RouteDirect {
-		ss.PrefetchPeers()
-	}
-	m, err := t.Latest(ctx)
-	if err != nil {
-		return Ack{}, err
-	}
-	ss, err := s.tableShards(t, m)
-	if err != nil {
-		return Ack{}, err
-	}
-	// Schema evolution is decided once, from the stream's schema, before any data is read
-	// (arrowschema.MergeSchema): a refused change, or a change without merge_schema, commits nothing.
-	if err := schemaForEpoch(t, m, &r, src.Schema()); err != nil {
-		return Ack{}, err
-	}
-	viaMemWAL, err := useMemWAL(&r, ss != nil)
-	if err != nil {
-		return Ack{}, err
-	}
-	keyedUpdate := r.Mode == ModeUpdate && len(m.PrimaryKey) > 0
-	if keyedUpdate && r.Partition != nil && !viaMemWAL {
-		return Ack{}, fmt.Errorf("%w: update mode on table %s (primary key %v) upserts by key; send the epoch in one DoPut, not as staged partitions",
-			ErrUnsupported, t.Name(), m.PrimaryKey)
-	}
+// landEpoch lands epoch e, decided on an existing table, exactly once.
+func (s *Sink) landEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, error) {
+	t := e.table
 	// Dedupe before reading the data: a replayed epoch costs a manifest read, not a write. On
 	// the MemWAL route only the base watermark is consulted here (an epoch that went direct);
 	// the shards answer for their own epochs, and a history scan per epoch would cost more than
 	// the put it guards.
-	st, err := s.findEpoch(ctx, t, m, r.QueryID, r.EpochID, r.Lookback, !viaMemWAL)
+	st, err := s.findEpoch(ctx, t, e.base, e.QueryID, e.EpochID, e.Lookback, e.route == RouteDirect)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -161,42 +229,36 @@ func (s *Sink) writeEpochTo(ctx context.Context, t *engine.Table, rp *EpochReque
 		if err := drain(src); err != nil {
 			return Ack{}, fmt.Errorf("read stream: %w", err)
 		}
-		ack := newAck(StatusDuplicate, &r)
+		ack := newAck(StatusDuplicate, &e.EpochRequest)
 		ack.Version = st.Version
 		return ack, nil
 	}
-	if viaMemWAL {
-		r.Route = RouteMemWAL
-		return s.writeMemWALEpoch(ctx, t, m, ss, &r, src)
+	if e.route == RouteMemWAL {
+		return s.writeMemWALEpoch(ctx, e, src)
 	}
-	r.Route = RouteDirect
-	if keyedUpdate {
-		return s.upsertEpoch(ctx, t, &r, src)
+	if e.upsert {
+		return s.upsertEpoch(ctx, e, src)
 	}
 	// A staged partition's files must be stored before it is staged; a direct epoch's last file
 	// lands while its commit is prepared.
-	var frags []engine.Fragment
-	var rows int64
-	var w *engine.Writer
-	if r.merged != nil {
-		if w, err = t.NewWriterFor(r.merged, src.Schema()); err == nil {
-			frags, rows, w, err = s.writeInto(ctx, w, src, r.Partition == nil)
-		}
-	} else {
-		frags, rows, w, err = s.writeAll(ctx, t, src, r.Partition == nil)
-	}
+	w, err := t.NewWriterFor(e.stored, src.Schema())
 	if err != nil {
 		return Ack{}, err
 	}
-	if r.Partition != nil {
-		return s.stage(ctx, t, &r, frags, rows, w)
+	frags, rows, w, err := s.writeInto(ctx, w, src, e.Partition == nil)
+	if err != nil {
+		return Ack{}, err
 	}
-	return s.commitEpoch(ctx, t, &r, frags, rows, w)
+	if e.Partition != nil {
+		return s.stage(ctx, e, frags, rows, w)
+	}
+	return s.commitEpoch(ctx, e, frags, rows, w)
 }
 
 // upsertEpoch lands an update-mode epoch on a keyed table as one Upsert: rows whose key the table
 // holds replace it, the rest are inserted.
-func (s *Sink) upsertEpoch(ctx context.Context, t *engine.Table, r *EpochRequest, src BatchSource) (Ack, error) {
+func (s *Sink) upsertEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, error) {
+	t := e.table
 	recs, err := readBatches(ctx, src)
 	if err != nil {
 		return Ack{}, err
@@ -204,68 +266,64 @@ func (s *Sink) upsertEpoch(ctx context.Context, t *engine.Table, r *EpochRequest
 	defer releaseBatches(recs)
 	rows := batchRows(recs)
 	if rows == 0 {
-		return s.ackEmpty(r), nil
+		return s.ackEmpty(e), nil
 	}
-	txn, err := t.PrepareUpsertIn(ctx, nil, recs, r.merged)
+	txn, err := t.PrepareUpsertIn(ctx, nil, recs, e.merged)
 	if err != nil {
 		return Ack{}, err
 	}
-	txn.Properties = engine.EpochProperties(engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}, nil)
-	return s.commitTxn(ctx, t, r, txn, rows, func() { t.Discard(context.WithoutCancel(ctx), txn) })
+	txn.Properties = engine.EpochProperties(engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}, nil)
+	return s.commitTxn(ctx, e, txn, rows, func() { t.Discard(context.WithoutCancel(ctx), txn) })
 }
 
-func (s *Sink) ackEmpty(r *EpochRequest) Ack {
-	ack := newAck(StatusEmpty, r)
-	ack.Route = r.Route
+func (s *Sink) ackEmpty(e *epoch) Ack {
+	ack := newAck(StatusEmpty, &e.EpochRequest)
+	ack.Route = e.route
 	return ack
 }
 
 // commitEpoch commits the written fragments as the epoch's one transaction.
-func (s *Sink) commitEpoch(ctx context.Context, t *engine.Table, r *EpochRequest, frags []engine.Fragment, rows int64, w *engine.Writer) (Ack, error) {
+func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragment, rows int64, w *engine.Writer) (Ack, error) {
 	op := engine.OpAppend
-	if r.Mode == ModeComplete {
+	if e.Mode == ModeComplete {
 		op = engine.OpOverwrite // the mode alone decides to replace; an empty complete epoch truncates
-		if err := s.foldBeforeOverwrite(ctx, t); err != nil {
+		if err := s.foldBeforeOverwrite(ctx, e); err != nil {
 			abortIfFailed(ctx, w, engine.ErrCommitConflict)
 			return Ack{}, err
 		}
 	} else if rows == 0 {
-		return s.ackEmpty(r), nil // an empty append/update epoch commits nothing
+		return s.ackEmpty(e), nil // an empty append/update epoch commits nothing
 	}
 	txn := &engine.Transaction{
 		Operation:  op,
-		Properties: engine.EpochProperties(engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}, nil),
+		Properties: engine.EpochProperties(engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}, nil),
 		Fragments:  frags,
 	}
 	if w != nil {
 		txn.FilesDurable = w.Durable
 	}
-	if r.merged != nil {
-		if err := txn.SetSchema(r.merged); err != nil {
+	if e.merged != nil {
+		if err := txn.SetSchema(e.merged); err != nil {
 			abortIfFailed(ctx, w, engine.ErrCommitConflict)
 			return Ack{}, err
 		}
 	}
-	return s.commitTxn(ctx, t, r, txn, rows, func() { abortIfFailed(ctx, w, engine.ErrCommitConflict) })
+	return s.commitTxn(ctx, e, txn, rows, func() { abortIfFailed(ctx, w, engine.ErrCommitConflict) })
 }
 
 // foldBeforeOverwrite folds a MemWAL table's shards into the base table, so that an Overwrite
 // replaces their rows too instead of leaving them above the merged watermark.
-func (s *Sink) foldBeforeOverwrite(ctx context.Context, t *engine.Table) error {
-	m, err := t.Latest(ctx)
-	if err != nil {
-		return err
+func (s *Sink) foldBeforeOverwrite(ctx context.Context, e *epoch) error {
+	if e.shards == nil {
+		return nil
 	}
-	ss, err := s.tableShards(t, m)
-	if err != nil || ss == nil {
-		return err
-	}
-	return ss.FoldAll(ctx)
+	return e.shards.FoldAll(ctx)
 }
 
 // commitTxn commits an epoch's prepared transaction. discard removes its files; it is called only
 // when the commit certainly did not land.
-func (s *Sink) commitTxn(ctx context.Context, t *engine.Table, r *EpochRequest, txn *engine.Transaction, rows int64, discard func()) (Ack, error) {
+func (s *Sink) commitTxn(ctx context.Context, e *epoch, txn *engine.Transaction, rows int64, discard func()) (Ack, error) {
+	t := e.table
 	m, err := t.Commit(ctx, txn)
 	if err != nil {
 		if engine.CommitDefinitelyFailed(err) {
@@ -273,13 +331,13 @@ func (s *Sink) commitTxn(ctx context.Context, t *engine.Table, r *EpochRequest, 
 		}
 		if errors.Is(err, engine.ErrEpochAlreadyCommitted) {
 			// Another writer committed this query's epoch while we wrote: answer as a replay.
-			st, ferr := s.findEpoch(ctx, t, nil, r.QueryID, r.EpochID, r.Lookback, true)
+			st, ferr := s.findEpoch(ctx, t, nil, e.QueryID, e.EpochID, e.Lookback, true)
 			if ferr != nil {
 				return Ack{}, ferr
 			}
 			if st.Committed {
-				ack := newAck(StatusDuplicate, r)
-				ack.Version, ack.Route = st.Version, r.Route
+				ack := newAck(StatusDuplicate, &e.EpochRequest)
+				ack.Version, ack.Route = st.Version, e.route
 				return ack, nil
 			}
 		}
@@ -288,7 +346,7 @@ func (s *Sink) commitTxn(ctx context.Context, t *engine.Table, r *EpochRequest, 
 	if err := s.maintain(ctx, t, m); err != nil {
 		return Ack{}, err
 	}
-	ack := newAck(StatusCommitted, r)
-	ack.Version, ack.Rows, ack.Route = m.Version, rows, r.Route
+	ack := newAck(StatusCommitted, &e.EpochRequest)
+	ack.Version, ack.Rows, ack.Route = m.Version, rows, e.route
 	return ack, nil
 }

@@ -101,7 +101,7 @@ func useMemWAL(r *EpochRequest, hasShards bool) (bool, error) {
 // shardPuts splits the batches of an epoch of a keyed table into the puts of each shard by key
 // hash: shard index -> batches.
 // Every returned batch is retained; release them with releasePuts.
-func shardPuts(ctx context.Context, r *EpochRequest, m *engine.Manifest, n int, recs []arrow.RecordBatch) (map[int][]arrow.RecordBatch, error) {
+func shardPuts(ctx context.Context, m *engine.Manifest, n int, recs []arrow.RecordBatch) (map[int][]arrow.RecordBatch, error) {
 	puts := make(map[int][]arrow.RecordBatch)
 	for i := 0; i < n; i++ {
 		puts[i] = nil // every shard gets a put, identity only when it has no rows
@@ -136,13 +136,14 @@ func releasePuts(puts map[int][]arrow.RecordBatch) {
 }
 
 // writeMemWALEpoch lands an epoch in the table's MemWAL shards, exactly once.
-func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *memwal.ShardSet, r *EpochRequest, src BatchSource) (Ack, error) {
+func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, error) {
+	t, m, ss := e.table, e.base, e.shards
 	recs, rest, err := s.memwalEpochHead(ctx, m, src)
 	if err != nil {
 		return Ack{}, err
 	}
 	if rest != nil { // a large epoch: streamed into its shard as it arrives (memwal_stream.go)
-		return s.streamMemWALEpoch(ctx, t, m, ss, r, recs, rest)
+		return s.streamMemWALEpoch(ctx, e, recs, rest)
 	}
 	defer releaseBatches(recs)
 	for _, rec := range recs {
@@ -152,20 +153,20 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 	}
 	rows := batchRows(recs)
 	if rows == 0 {
-		ack := newAck(StatusEmpty, r) // an empty append/update epoch writes nothing, as on the direct route
+		ack := newAck(StatusEmpty, &e.EpochRequest) // an empty append/update epoch writes nothing, as on the direct route
 		ack.Route = RouteMemWAL
 		return ack, nil
 	}
-	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
+	id := engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}
 	if len(m.PrimaryKey) == 0 {
-		dup, err := ss.PutUnkeyed(ctx, r.arrived, m, &id, recs, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
+		dup, err := ss.PutUnkeyed(ctx, e.arrived, m, &id, recs, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
 			func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
 		if err != nil {
 			return Ack{}, err
 		}
-		return s.memwalAck(ctx, ss, m, r, rows, dup)
+		return s.memwalAck(ctx, e, rows, dup)
 	}
-	puts, err := shardPuts(ctx, r, m, len(ss.IDs()), recs)
+	puts, err := shardPuts(ctx, m, len(ss.IDs()), recs)
 	if err != nil {
 		return Ack{}, err
 	}
@@ -174,7 +175,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.
 	if err != nil {
 		return Ack{}, err
 	}
-	return s.memwalAck(ctx, ss, m, r, rows, held == len(puts))
+	return s.memwalAck(ctx, e, rows, held == len(puts))
 }
 
 // shardPutsAtOnce says whether putShards puts an epoch's shards concurrently. A variable only so
@@ -209,17 +210,17 @@ func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id 
 
 // memwalAck acknowledges an epoch the shards hold: a duplicate, or committed (then a fold may be
 // due).
-func (s *Sink) memwalAck(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, r *EpochRequest, rows int64, dup bool) (Ack, error) {
+func (s *Sink) memwalAck(ctx context.Context, e *epoch, rows int64, dup bool) (Ack, error) {
 	if dup {
-		ack := newAck(StatusDuplicate, r)
+		ack := newAck(StatusDuplicate, &e.EpochRequest)
 		ack.Route = RouteMemWAL
 		return ack, nil
 	}
 	// A fold is due: the table's maintenance runs (inline) or is scheduled (background).
-	if err := ss.AfterPut(ctx, m); err != nil {
+	if err := e.shards.AfterPut(ctx, e.base); err != nil {
 		return Ack{}, err // inline maintenance with a strict policy; the epoch itself is durable
 	}
-	ack := newAck(StatusCommitted, r)
+	ack := newAck(StatusCommitted, &e.EpochRequest)
 	ack.Rows, ack.Route = rows, RouteMemWAL
 	return ack, nil
 }

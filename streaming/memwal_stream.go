@@ -54,12 +54,13 @@ func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src Batc
 // streamMemWALEpoch lands an epoch of a table without a primary key in its shard as its batches
 // arrive: head are the batches read so far (released here), src the rest of the epoch. A replay
 // of an epoch the shard holds is drained and acknowledged as a duplicate without a write.
-func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine.Manifest, ss *memwal.ShardSet, r *EpochRequest, head []arrow.RecordBatch, src BatchSource) (Ack, error) {
+func (s *Sink) streamMemWALEpoch(ctx context.Context, e *epoch, head []arrow.RecordBatch, src BatchSource) (Ack, error) {
 	defer releaseBatches(head)
-	id := engine.EpochIdentity{QueryID: r.QueryID, EpochID: r.EpochID}
+	t, m, ss := e.table, e.base, e.shards
+	id := engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}
 	// The shard is the one the buffered path picks (memwal.ShardSet.Route, through StreamPut),
 	// and the replay check is the buffered path's too (every shard, heldElsewhere).
-	st, held, err := ss.StreamPut(ctx, r.arrived, m, &id, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
+	st, held, err := ss.StreamPut(ctx, e.arrived, m, &id, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
 		func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
 	if err != nil {
 		return Ack{}, err
@@ -68,7 +69,7 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine
 		if err := drain(src); err != nil {
 			return Ack{}, fmt.Errorf("read stream: %w", err)
 		}
-		return s.memwalAck(ctx, ss, m, r, 0, true)
+		return s.memwalAck(ctx, e, 0, true)
 	}
 	var rows int64
 	add := func(rec arrow.RecordBatch) error {
@@ -102,5 +103,5 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, t *engine.Table, m *engine
 	if err != nil {
 		return Ack{}, err
 	}
-	return s.memwalAck(ctx, ss, m, r, rows, done)
+	return s.memwalAck(ctx, e, rows, done)
 }

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal"
@@ -89,9 +86,6 @@ type EpochRequest struct {
 	// MergeSchema lets the epoch change the table schema (arrowschema.MergeSchema): the change and
 	// the epoch's rows commit as one transaction, always on the direct route.
 	MergeSchema bool
-
-	merged  *arrow.Schema // the table schema the epoch's rows are written and committed in, when it changes it
-	arrived time.Time     // when the epoch reached writeEpochTo: the MemWAL replay check is as of no earlier
 }
 
 // Normalize validates r in place: it trims the query id once (that trimmed id is the one stamped),

@@ -10,25 +10,24 @@ import (
 )
 
 // schemaForEpoch decides what the epoch r (of stream schema in) does to the table schema of
-// version m (arrowschema.MergeSchema). A stream that fits the table as it is (an older schema of it
-// included: omitted nullable columns, narrower types) changes nothing and takes any route. One
-// that needs a change is refused without r.MergeSchema; with it, r.merged is the new schema, and
-// the epoch goes to the base table directly (a MemWAL shard stores rows in the schema it was
-// opened with), where the change and its rows commit as one transaction.
-func schemaForEpoch(t *engine.Table, m *engine.Manifest, r *EpochRequest, in *arrow.Schema) error {
-	merged, changed, err := engine.SchemaForWrite(m, in)
+// version m (arrowschema.MergeSchema) and returns the schema its rows are written in. A stream
+// that fits the table as it is (an older schema of it included: omitted nullable columns,
+// narrower types) changes nothing: stored is m's schema (engine.Manifest.WriteSchema) and merged
+// is nil. One that needs a change is refused without r.MergeSchema; with it, merged (and stored)
+// is the new schema, and the epoch goes to the base table directly (a MemWAL shard stores rows
+// in the schema it was opened with), where the change and its rows commit as one transaction.
+func schemaForEpoch(t *engine.Table, m *engine.Manifest, r *EpochRequest, in *arrow.Schema) (stored, merged *arrow.Schema, err error) {
+	sc, changed, err := engine.SchemaForWrite(m, in)
 	if err != nil {
-		return fmt.Errorf("table %s: %w", t.Name(), err)
+		return nil, nil, fmt.Errorf("table %s: %w", t.Name(), err)
 	}
 	if !changed {
-		return nil
+		return sc, nil, nil
 	}
 	if !r.MergeSchema {
-		return fmt.Errorf("table %s: %w", t.Name(), arrowschema.CheckWriteSchema(m.ArrowSchema(), in, m.PrimaryKey))
+		return nil, nil, fmt.Errorf("table %s: %w", t.Name(), arrowschema.CheckWriteSchema(m.ArrowSchema(), in, m.PrimaryKey))
 	}
-	r.merged = merged
-	r.Route = RouteDirect
-	return nil
+	return sc, sc, nil
 }
 
 // mergeStageSchemas returns the table schema the stages' schemas make of version m's when they

@@ -105,6 +105,18 @@ func (o *Options) EnsureDefaults() *Options {
 	return o
 }
 
+// TableOptions returns the engine options of every table opened under options o: o.Engine with
+// the hooks publishing adds (cleanup keeps what the table's Iceberg snapshots read and expires
+// them with its versions, unless o.DisableIceberg). Every opener of a table (a Sink, the
+// command line's admin verbs) takes its options from here, so none can forget a hook.
+func TableOptions(o *Options) engine.Options {
+	eo := o.Engine
+	if !o.DisableIceberg && eo.CleanupRetain == nil {
+		eo.CleanupRetain = iceberg.Retain
+	}
+	return eo
+}
+
 // Sink lands epochs in the tables of one store root. It is safe for concurrent use; several
 // Sinks (in several processes) may serve the same root at once.
 type Sink struct {
@@ -129,9 +141,7 @@ func NewSink(store objstore.Store, opts *Options) *Sink {
 		o = *opts
 	}
 	o.EnsureDefaults()
-	if !o.DisableIceberg && o.Engine.CleanupRetain == nil {
-		o.Engine.CleanupRetain = iceberg.Retain // cleanup and Iceberg snapshot expiry move together
-	}
+	o.Engine = TableOptions(&o)
 	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*memwal.ShardSet)}
 	s.bg, s.stop = context.WithCancel(context.Background())
 	return s
@@ -145,6 +155,12 @@ func (s *Sink) Table(ctx context.Context, name string) (*engine.Table, error) {
 	if err := engine.ValidateTableName(name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
+	return s.table(ctx, name)
+}
+
+// table is Table for a name already validated (a normalised request's): the cached table, or
+// engine.Open's.
+func (s *Sink) table(ctx context.Context, name string) (*engine.Table, error) {
 	s.mu.Lock()
 	t := s.tables[name]
 	s.mu.Unlock()

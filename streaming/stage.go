@@ -11,23 +11,23 @@ import (
 
 // stage records a partition's files as a stage of its epoch (engine.Table.WriteStage) under a
 // new token. Nothing becomes visible.
-func (s *Sink) stage(ctx context.Context, t *engine.Table, r *EpochRequest, frags []engine.Fragment, rows int64, w *engine.Writer) (Ack, error) {
+func (s *Sink) stage(ctx context.Context, e *epoch, frags []engine.Fragment, rows int64, w *engine.Writer) (Ack, error) {
 	st := engine.Stage{
-		QueryID: r.QueryID, EpochID: r.EpochID, Mode: string(r.Mode),
-		PartitionID: r.Partition.ID, Attempt: r.Partition.Attempt, Rows: rows, Fragments: frags,
+		QueryID: e.QueryID, EpochID: e.EpochID, Mode: string(e.Mode),
+		PartitionID: e.Partition.ID, Attempt: e.Partition.Attempt, Rows: rows, Fragments: frags,
 	}
-	if r.merged != nil {
-		if err := st.SetSchema(r.merged); err != nil {
+	if e.merged != nil {
+		if err := st.SetSchema(e.merged); err != nil {
 			w.Abort(context.WithoutCancel(ctx))
 			return Ack{}, err
 		}
 	}
 	// The data files are durable (Writer.Finish) before the record that names them.
-	if err := t.WriteStage(ctx, &st); err != nil {
+	if err := e.table.WriteStage(ctx, &st); err != nil {
 		w.Abort(context.WithoutCancel(ctx))
 		return Ack{}, err
 	}
-	ack := newAck(StatusStaged, r)
+	ack := newAck(StatusStaged, &e.EpochRequest)
 	ack.Rows, ack.Stage = rows, st.Token
 	return ack, nil
 }
@@ -64,7 +64,7 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 	if err := s.normalize(&r); err != nil {
 		return Ack{}, err
 	}
-	t, err := s.Table(ctx, r.Table)
+	t, err := s.table(ctx, r.Table) // normalize checked the name
 	if err != nil {
 		return Ack{}, err
 	}
@@ -76,7 +76,7 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 		return Ack{}, fmt.Errorf("%w: update mode on table %s (primary key %v) upserts by key; send the epoch in one DoPut, not as staged partitions",
 			ErrUnsupported, t.Name(), m.PrimaryKey)
 	}
-	r.Route = RouteDirect // multi-writer epochs always commit to the base table
+	e := &epoch{EpochRequest: r, table: t, base: m, route: RouteDirect} // multi-writer epochs always commit to the base table
 	st, err := s.findEpoch(ctx, t, m, r.QueryID, r.EpochID, r.Lookback, true)
 	if err != nil {
 		return Ack{}, err
@@ -116,10 +116,13 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 		frags = append(frags, rec.Fragments...)
 		rows += rec.Rows
 	}
-	if r.merged, err = mergeStageSchemas(t, m, &c, recs); err != nil {
+	if e.merged, err = mergeStageSchemas(t, m, &c, recs); err != nil {
 		return Ack{}, err
 	}
-	ack, err := s.commitEpoch(ctx, t, &r, frags, rows, nil)
+	if e.shards, err = s.tableShards(t, m); err != nil {
+		return Ack{}, err
+	}
+	ack, err := s.commitEpoch(ctx, e, frags, rows, nil)
 	if err != nil {
 		return Ack{}, err
 	}

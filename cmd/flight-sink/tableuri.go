@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/streaming"
 )
 
 // parseTableURI splits a table URI into the URI of the store root that holds the table and the
@@ -103,9 +103,9 @@ func openTable(ctx context.Context, g *Globals, uri string) (*engine.Table, erro
 	if err != nil {
 		return nil, err
 	}
-	// Cleanup keeps what the table's Iceberg snapshots read and expires them with it, as the
-	// servers' does.
-	return engine.Open(ctx, store, name, &engine.Options{CleanupRetain: iceberg.Retain})
+	// The options a server gives the table (Iceberg snapshot expiry moves with cleanup).
+	opts := streaming.TableOptions(&streaming.Options{})
+	return engine.Open(ctx, store, name, &opts)
 }
 
 // openLatest opens the table at uri and reads its latest version.
