@@ -17,26 +17,9 @@ var (
 	ErrBackpressure = errors.New("memwal shard backlog over its limit")
 	// ErrClosed: the shard was closed, or failed and must be reopened.
 	ErrClosed = errors.New("memwal shard closed")
-	// ErrEpochCommitted: a put carries an epoch identity the shard already holds. See
-	// EpochCommittedError.
-	ErrEpochCommitted = errors.New("memwal epoch already committed")
 	// ErrCorrupt: a shard manifest or WAL entry could not be decoded.
 	ErrCorrupt = errors.New("corrupt memwal object")
 )
-
-// EpochCommittedError reports where a shard already holds an epoch that a put tried to write again.
-type EpochCommittedError struct {
-	Shard    string
-	QueryID  string
-	EpochID  int64
-	Location EpochLocation
-}
-
-func (e *EpochCommittedError) Error() string {
-	return fmt.Sprintf("memwal shard %s: query %q epoch %d already committed (%s)", e.Shard, e.QueryID, e.EpochID, e.Location)
-}
-
-func (e *EpochCommittedError) Unwrap() error { return ErrEpochCommitted }
 
 // FencedError names the epochs involved when a writer is fenced.
 type FencedError struct {

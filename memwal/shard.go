@@ -200,7 +200,7 @@ type PutResult struct {
 // Put appends batches to the shard as one put and returns once the WAL entry holding them is
 // durable and the writer has confirmed it still owns the shard. epoch, when not nil, is the
 // streaming identity of the rows: a shard holds each identity at most once, so a put of an
-// identity it already holds fails with an *EpochCommittedError (ErrEpochCommitted) saying where.
+// identity it already holds fails with an *engine.EpochCommittedError (engine.ErrEpochCommitted) saying where.
 // Send every row an epoch has for this shard in one put.
 //
 // Batches must fit the shard's schema (columns matched by name); they are retained, not copied.
@@ -456,7 +456,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 		case r.put.Epoch != nil:
 			k := EpochKey{r.put.Epoch.QueryID, r.put.Epoch.EpochID}
 			if loc, dup := s.epochLocationLocked(k.QueryID, k.EpochID); dup {
-				e := &EpochCommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
+				e := &engine.EpochCommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
 				rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, e) })
 			} else if seen[k] {
 				dups = append(dups, r)
@@ -508,7 +508,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 			continue
 		}
 		e := r.put.Epoch
-		finish(r, 0, &EpochCommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
+		finish(r, 0, &engine.EpochCommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
 	}
 }
 

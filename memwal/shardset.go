@@ -255,7 +255,7 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 		switch {
 		case err == nil:
 			return false, nil
-		case errors.Is(err, ErrEpochCommitted):
+		case errors.Is(err, engine.ErrEpochCommitted):
 			return true, nil // a concurrent put of the same epoch won
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && ss.unroute(i):
 			// A shard this set owned for its unkeyed puts: another server claimed it. Reclaiming

@@ -138,7 +138,7 @@ func (p *PutStream) waitWritten() { p.pending.Wait() }
 func (s *Shard) CanStream() bool { return s.wal.seg != nil }
 
 // StreamPut starts a streamed put of epoch (nil: no identity) into the shard, on a local disk
-// only (CanStream). It fails with an *EpochCommittedError when the shard already holds the epoch,
+// only (CanStream). It fails with an *engine.EpochCommittedError when the shard already holds the epoch,
 // and with the writer's sticky error once it failed. ctx bounds the whole stream: when it ends,
 // the put's outcome is as for Put.
 func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*PutStream, error) {
@@ -153,7 +153,7 @@ func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*Pu
 		err = fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
 	case epoch != nil:
 		if loc, dup := s.epochLocationLocked(epoch.QueryID, epoch.EpochID); dup {
-			err = &EpochCommittedError{Shard: s.id, QueryID: epoch.QueryID, EpochID: epoch.EpochID, Location: loc}
+			err = &engine.EpochCommittedError{Shard: s.id, QueryID: epoch.QueryID, EpochID: epoch.EpochID, Location: loc}
 		}
 	}
 	s.mu.Unlock()
@@ -239,7 +239,7 @@ func (p *PutStream) Append(batches ...arrow.RecordBatch) error {
 }
 
 // Commit makes the streamed put durable and acknowledged, as Put does for a put of every batch
-// appended: it fails with an *EpochCommittedError when the epoch landed meanwhile (the stream's
+// appended: it fails with an *engine.EpochCommittedError when the epoch landed meanwhile (the stream's
 // records then never count), ErrFenced when another writer claimed the shard.
 func (p *PutStream) Commit() (PutResult, error) {
 	if p.ended {
@@ -373,7 +373,7 @@ func (ss *ShardSet) StreamPut(ctx context.Context, since time.Time, m *engine.Ma
 		switch {
 		case err == nil:
 			return st, false, nil
-		case errors.Is(err, ErrEpochCommitted):
+		case errors.Is(err, engine.ErrEpochCommitted):
 			return nil, true, nil
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && reroutes < 2 && ss.unroute(i):
 			// Another server claimed the shard this set owned: route again, as PutUnkeyed does.
@@ -420,7 +420,7 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 	switch {
 	case err == nil:
 		return false, nil
-	case errors.Is(err, ErrEpochCommitted):
+	case errors.Is(err, engine.ErrEpochCommitted):
 		return true, nil
 	case errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed):
 		// The stream's records never count; the batches are still at hand: put them again,

@@ -139,8 +139,8 @@ func TestStreamPutLandsOnceAndReplays(t *testing.T) {
 	if d := diskRecords(t, dir); d.records != streamBatches || d.segments < 2 || d.commits != 1 {
 		t.Fatalf("on disk: %+v, want %d stream records over several segments and one commit", d, streamBatches)
 	}
-	if _, err := s.StreamPut(context.Background(), &engine.EpochIdentity{QueryID: "q", EpochID: 2}); !errors.Is(err, ErrEpochCommitted) {
-		t.Fatalf("a second stream of epoch 2: %v, want ErrEpochCommitted", err)
+	if _, err := s.StreamPut(context.Background(), &engine.EpochIdentity{QueryID: "q", EpochID: 2}); !errors.Is(err, engine.ErrEpochCommitted) {
+		t.Fatalf("a second stream of epoch 2: %v, want engine.ErrEpochCommitted", err)
 	}
 	s.Close()
 
@@ -235,8 +235,8 @@ func TestStreamPutDuplicateAtCommit(t *testing.T) {
 	if d := diskRecords(t, dir); d.records != streamBatches {
 		t.Fatalf("on disk before the commit: %+v, want the stream's %d records", d, streamBatches)
 	}
-	if _, err := ps.Commit(); !errors.Is(err, ErrEpochCommitted) {
-		t.Fatalf("commit of a duplicate stream: %v, want ErrEpochCommitted", err)
+	if _, err := ps.Commit(); !errors.Is(err, engine.ErrEpochCommitted) {
+		t.Fatalf("commit of a duplicate stream: %v, want engine.ErrEpochCommitted", err)
 	}
 	checkRows(t, "before a reopen", readMerged(t, tbl, s), expectRows(0, 10, "put"))
 	if d := diskRecords(t, dir); d.commits != 0 {

@@ -557,7 +557,7 @@ func (w *shardWriter) put(ctx context.Context, t *testing.T, l *ledger, p int, q
 			l.acked(key, ack{Status: "committed"}, attempt)
 			return
 		}
-		if errors.Is(err, memwal.ErrEpochCommitted) && attempt > 1 {
+		if errors.Is(err, engine.ErrEpochCommitted) && attempt > 1 {
 			l.acked(key, ack{Status: "duplicate"}, attempt)
 			return
 		}

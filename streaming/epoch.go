@@ -270,7 +270,7 @@ func (s *Sink) commitTxn(ctx context.Context, t *engine.Table, r *EpochRequest, 
 		if engine.CommitDefinitelyFailed(err) {
 			discard()
 		}
-		if errors.Is(err, engine.ErrEpochAlreadyCommitted) {
+		if errors.Is(err, engine.ErrEpochCommitted) {
 			// Another writer committed this query's epoch while we wrote: answer as a replay.
 			st, ferr := s.findEpoch(ctx, t, nil, r.QueryID, r.EpochID, r.Lookback, true)
 			if ferr != nil {
