@@ -120,7 +120,7 @@ func TestMemWALReadsNeverFence(t *testing.T) {
 						a.mustAction(t, "flush_memwal", cmd{"table": table}, nil)
 					}
 					if slices.Contains(tc.foldAt, e) {
-						a.mustAction(t, "compact_memwal_shard", cmd{"table": table}, nil)
+						a.mustAction(t, "fold_memwal_shard", cmd{"table": table}, nil)
 					}
 				}
 				before := root.shardManifests(t, table, 2)
@@ -275,7 +275,7 @@ func TestMemWALReadsRacingFlushAndFold(t *testing.T) {
 				a.mustAction(t, "flush_memwal", cmd{"table": table}, nil)
 			}
 			if e%6 == 0 {
-				a.mustAction(t, "compact_memwal_shard", cmd{"table": table}, nil)
+				a.mustAction(t, "fold_memwal_shard", cmd{"table": table}, nil)
 			}
 		}
 		close(stop)

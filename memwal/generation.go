@@ -63,7 +63,7 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 
 // readGeneration calls fn with every batch of generation fg, in order, in schema. A batch is
 // valid only during its call; fn retains it to keep it. A generation whose files are gone
-// (compaction merged and deleted it) fails with an error wrapping objstore.ErrNotFound. A
+// (a fold merged and deleted it) fails with an error wrapping objstore.ErrNotFound. A
 // background read (a fold's) decodes each batch of an IPC generation in a background slot
 // (engine.RunInBackground), and calls fn outside it.
 func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths, fg FlushedGeneration, schema *arrow.Schema,

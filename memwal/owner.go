@@ -539,7 +539,7 @@ func (ss *ShardSet) takeOver(ctx context.Context, i int, deadOwner string) error
 	if err := w.Flush(ctx); err != nil {
 		return fmt.Errorf("flush after takeover: %w", err)
 	}
-	if _, err := ss.CompactShard(ctx, i, 1); err != nil {
+	if _, err := ss.FoldShard(ctx, i, 1); err != nil {
 		return fmt.Errorf("fold after takeover: %w", err)
 	}
 	o.mu.Lock()

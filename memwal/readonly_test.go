@@ -1,7 +1,7 @@
 package memwal
 
 // The read-only view of a shard (StoredShard): it sees what every writer acknowledged, never
-// writes to the store, and a merged read that races a compaction neither misses nor repeats rows.
+// writes to the store, and a merged read that races a fold neither misses nor repeats rows.
 
 import (
 	"context"
@@ -130,7 +130,7 @@ func TestFencedWriterAnswersFromStorage(t *testing.T) {
 }
 
 // TestMergedReadRacingDrainStartsOver: a merged read that took its base version before a
-// compaction folded and drained a generation must not lose that generation's rows. readShards
+// a fold merged and drained a generation must not lose that generation's rows. readShards
 // against the stale base version fails with errMergedSince (the resident writer's and the stored
 // view's snapshots alike) so ScanMerged reads again from the newer base version.
 func TestMergedReadRacingDrainStartsOver(t *testing.T) {
@@ -144,8 +144,8 @@ func TestMergedReadRacingDrainStartsOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil || n != 1 {
-			t.Fatalf("compact: %d, %v", n, err)
+		if n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil || n != 1 {
+			t.Fatalf("fold: %d, %v", n, err)
 		}
 		put(t, w, "q", 1, 10, 10, "a")
 		flush(t, w) // the writer's manifest no longer lists generation 1

@@ -792,7 +792,7 @@ func (s *Shard) flush(mt *memtable) error {
 	})
 	if err != nil {
 		// The generation's file is unreferenced garbage (or, if the outcome was unknown, it is
-		// referenced and must stay): leave it; compaction sweeps unlisted directories.
+		// referenced and must stay): leave it; the fold sweeps unlisted directories.
 		return fmt.Errorf("memwal shard %s: commit generation %d: %w", s.id, g, err)
 	}
 	s.mu.Lock()
@@ -863,7 +863,7 @@ type ShardStats struct {
 	Shard                       string
 	WriterEpoch                 uint64
 	ManifestVersion             uint64
-	Generations                 int // flushed, not yet drained by compaction
+	Generations                 int // flushed, not yet drained by a fold
 	GenerationRows              int64
 	MemtableRows                int64 // acknowledged, not yet in a generation
 	SealedMemtables             int
@@ -875,7 +875,7 @@ type ShardStats struct {
 }
 
 // Stats returns the writer's view of the shard. Generations reflect the newest manifest the
-// writer has read, which a compaction's drain may have changed since.
+// writer has read, which a fold's drain may have changed since.
 func (s *Shard) Stats() ShardStats {
 	latest, _ := s.ms.cached()
 	s.mu.Lock()

@@ -36,7 +36,7 @@ type Snapshot struct {
 	gens   []FlushedGeneration
 	mem    []arrow.RecordBatch // retained
 	// drained: the manifest the snapshot was taken from no longer lists a generation above the
-	// caller's merged watermark that the shard flushed. A compaction folded it into a base
+	// caller's merged watermark that the shard flushed. A fold merged it into a base
 	// version newer than the caller's and drained it, so the caller's base version misses its
 	// rows: read again from a newer base version.
 	drained bool
@@ -85,7 +85,7 @@ func (sn *Snapshot) MemtableRows() int64 {
 }
 
 // Read calls fn with every batch of the snapshot, oldest first. A batch is valid only during its
-// call. A generation that compaction has merged and deleted since the snapshot was taken fails
+// call. A generation that a fold has merged and deleted since the snapshot was taken fails
 // with an error wrapping objstore.ErrNotFound; read again against a newer base version.
 func (sn *Snapshot) Read(ctx context.Context, fn func(arrow.RecordBatch) error) error {
 	for _, g := range sn.gens {
@@ -266,7 +266,7 @@ type storedView struct {
 // generation) or missed (entry deleted, generation not in M): start over. Claims between 1 and 3
 // bump only the writer epoch; a new writer's fence is skipped and its entries after it are
 // acknowledged puts like any other. Entries written after the listing in 2 are puts concurrent
-// with the read. Compaction's drains do not move replay_after; the caller that merges with a
+// with the read. Folds' drains do not move replay_after; the caller that merges with a
 // base version checks them (ShardManifest.drainedAbove).
 func (ss *StoredShard) view(ctx context.Context, schema *arrow.Schema) (*storedView, error) {
 	for attempt := 0; attempt < storedViewAttempts; attempt++ {

@@ -188,7 +188,7 @@ func runRoutesWith(ctx context.Context, c flight.Client, cfg Config, streams int
 			if err := action(ctx, c, "flush_memwal", map[string]any{"table": tb.name}, nil); err != nil {
 				return err
 			}
-			if err := action(ctx, c, "compact_memwal_shard", map[string]any{"table": tb.name}, nil); err != nil {
+			if err := action(ctx, c, "fold_memwal_shard", map[string]any{"table": tb.name}, nil); err != nil {
 				return err
 			}
 		}

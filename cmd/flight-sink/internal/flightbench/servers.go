@@ -311,7 +311,7 @@ func runServerRoute(ctx context.Context, cfg Config, srvs []*benchServer, r serv
 	if r.route == "memwal" {
 		// The final flush and fold, through one server: it takes over the shards the other
 		// servers hold (today by fencing them), so the base table ends up holding every row.
-		for _, a := range []string{"flush_memwal", "compact_memwal_shard"} {
+		for _, a := range []string{"flush_memwal", "fold_memwal_shard"} {
 			if err := retryAction(ctx, c, a, map[string]any{"table": r.table}); err != nil {
 				return nil, err
 			}
