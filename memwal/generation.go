@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -82,7 +83,7 @@ func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths,
 }
 
 // readIPCGeneration reads a generation file written by writeGeneration. Its bytes are checked as
-// the WAL's are (openIPC) and every batch must fit schema: a file that does not is ErrCorrupt.
+// the WAL's are (wal.OpenIPC) and every batch must fit schema: a file that does not is ErrCorrupt.
 func readIPCGeneration(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
 	background bool, fn func(arrow.RecordBatch) error) error {
 	b, err := store.Get(ctx, key)
@@ -97,7 +98,7 @@ func readIPCGeneration(ctx context.Context, store objstore.Store, key string, sc
 func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memory.Allocator, step func(func() error) error,
 	fn func(arrow.RecordBatch) error) error {
 	var r *ipc.Reader
-	if err := step(func() (err error) { r, err = openIPC(key, b, alloc); return err }); err != nil {
+	if err := step(func() (err error) { r, err = wal.OpenIPC(key, b, alloc); return err }); err != nil {
 		return err
 	}
 	defer r.Release()

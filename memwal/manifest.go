@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -378,14 +379,14 @@ func (ms *ManifestStore) put(ctx context.Context, m *ShardManifest) error {
 // writer's first entry goes right after it. Racing claimants retry up to Options.ClaimRetries
 // times; the last to claim wins and the others are fenced.
 func (ms *ManifestStore) ClaimEpoch(ctx context.Context) (*ShardManifest, uint64, error) {
-	w := &walLog{store: ms.store, shard: ms.shard, paths: ms.paths}
-	defer w.close()
+	w := wal.NewLog(wal.Config{Store: ms.store, Shard: ms.shard, Prefix: ms.paths.walPrefix()})
+	defer w.Close()
 	return ms.claimEpoch(ctx, w)
 }
 
 // claimEpoch is ClaimEpoch placing the fence through w, the claiming writer's WAL (on a local
 // disk the fence starts the writer's first segment, which it then appends to).
-func (ms *ManifestStore) claimEpoch(ctx context.Context, w *walLog) (*ShardManifest, uint64, error) {
+func (ms *ManifestStore) claimEpoch(ctx context.Context, w *wal.Log) (*ShardManifest, uint64, error) {
 	var claimed *ShardManifest
 	for attempt := 0; claimed == nil; attempt++ {
 		if attempt >= ms.opts.ClaimRetries {
@@ -423,7 +424,7 @@ func (ms *ManifestStore) claimEpoch(ctx context.Context, w *walLog) (*ShardManif
 			return nil, 0, err
 		}
 	}
-	fence, err := w.placeFence(ctx, claimed.WriterEpoch, claimed.ReplayAfterWALEntryPosition, ms.opts.ClaimRetries)
+	fence, err := w.PlaceFence(ctx, claimed.WriterEpoch, claimed.ReplayAfterWALEntryPosition, ms.opts.ClaimRetries)
 	if err != nil {
 		return nil, 0, err
 	}

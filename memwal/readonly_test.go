@@ -8,8 +8,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
-
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -157,42 +155,6 @@ func TestMergedReadRacingDrainStartsOver(t *testing.T) {
 				t.Fatalf("%T: read against the base version before the fold: %v, want errMergedSince", r, err)
 			}
 			checkRows(t, "merged read", readMerged(t, tbl, r), expectRows(0, 30, "a"))
-		}
-	})
-}
-
-// FuzzDecodeWALHeader: the header decoder of the read-only view takes the same bytes as
-// decodeWALEntry behind the same guard. Any input is an error wrapping ErrCorrupt or a header,
-// never a panic; and an entry the full decoder accepts has the header the full decoder reads.
-func FuzzDecodeWALHeader(f *testing.F) {
-	for _, b := range fuzzWALEntries(f) {
-		f.Add(b)
-		f.Add(b[:len(b)*2/3])
-		f.Add(b[:len(b)/3])
-	}
-	f.Add([]byte{})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		h, err := decodeWALHeader(fuzzWALKey, data)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("header decode error %q does not wrap ErrCorrupt", err)
-		}
-		full, ferr := decodeWALEntry(fuzzWALKey, data, nil, memory.NewGoAllocator())
-		if ferr != nil {
-			return
-		}
-		defer full.release()
-		if err != nil {
-			t.Fatalf("decodeWALEntry accepts an entry whose header is refused: %v", err)
-		}
-		if h.Position != full.Position || h.WriterEpoch != full.WriterEpoch || h.Fence != full.Fence || len(h.Puts) != len(full.Puts) {
-			t.Fatalf("header %+v, entry %+v", h, full)
-		}
-		for i, p := range full.Puts {
-			hp := h.Puts[i]
-			if hp.Rows != p.Rows || len(hp.Batches) != 0 || (hp.Epoch == nil) != (p.Epoch == nil) || (p.Epoch != nil && *hp.Epoch != *p.Epoch) {
-				t.Fatalf("put %d: header %+v, entry %+v", i, hp, p)
-			}
 		}
 	})
 }

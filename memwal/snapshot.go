@@ -11,6 +11,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -132,7 +133,7 @@ type StoredShard struct {
 	table *engine.Table
 	id    string
 	ms    *ManifestStore
-	wal   *walLog
+	wal   *wal.Log
 	paths shardPaths
 	opts  Options
 }
@@ -147,7 +148,7 @@ func NewStoredShard(tbl *engine.Table, shardID string, opts *Options) *StoredSha
 	paths := newShardPaths(tbl.Name(), shardID)
 	return &StoredShard{table: tbl, id: shardID, paths: paths, opts: o,
 		ms:  NewManifestStore(tbl.Store(), tbl.Name(), shardID, &o),
-		wal: &walLog{store: tbl.Store(), shard: shardID, paths: paths}}
+		wal: wal.NewLog(wal.Config{Store: tbl.Store(), Shard: shardID, Prefix: paths.walPrefix()})}
 }
 
 // ShardID implements ShardReader.
@@ -178,7 +179,7 @@ func (ss *StoredShard) Stats(ctx context.Context) (ShardStats, error) {
 	if n := len(v.entries); n > 0 {
 		st.NextWALPosition = v.entries[n-1].Position + 1
 	}
-	v.replayed(func(_ uint64, p walPut) { st.MemtableRows += p.Rows })
+	v.replayed(func(_ uint64, p wal.Put) { st.MemtableRows += p.Rows })
 	return st, nil
 }
 
@@ -192,7 +193,7 @@ func (ss *StoredShard) EpochCommitted(ctx context.Context, queryID string, epoch
 		return false, EpochLocation{}, err
 	}
 	found := uint64(0)
-	v.replayed(func(pos uint64, p walPut) {
+	v.replayed(func(pos uint64, p wal.Put) {
 		if found == 0 && p.Epoch != nil && p.Epoch.QueryID == queryID && p.Epoch.EpochID == epochID {
 			found = pos
 		}
@@ -226,7 +227,7 @@ func (ss *StoredShard) Snapshot(ctx context.Context, mergedWatermark uint64) (*S
 		return sn, nil
 	}
 	sn.gens, sn.drained = v.manifest.GenerationsAbove(mergedWatermark), v.manifest.drainedAbove(mergedWatermark)
-	v.replayed(func(_ uint64, p walPut) {
+	v.replayed(func(_ uint64, p wal.Put) {
 		for _, b := range p.Batches {
 			b.Retain()
 			sn.mem = append(sn.mem, b)
@@ -244,7 +245,7 @@ const storedViewAttempts = 8
 // shard has none (then it has no WAL either: a claim creates the manifest before its fence).
 type storedView struct {
 	manifest *ShardManifest
-	entries  []*walEntry
+	entries  []*wal.Entry
 }
 
 // view reads the shard's read-only view: entries decoded whole in schema, or header only (no
@@ -308,16 +309,16 @@ func (ss *StoredShard) view(ctx context.Context, schema *arrow.Schema) (*storedV
 
 // readEntries reads the WAL entries after v.manifest's replay_after into v.
 func (ss *StoredShard) readEntries(ctx context.Context, v *storedView, schema *arrow.Schema) error {
-	positions, err := ss.wal.list(ctx, v.manifest.ReplayAfterWALEntryPosition)
+	positions, err := ss.wal.List(ctx, v.manifest.ReplayAfterWALEntryPosition)
 	if err != nil {
 		return err
 	}
 	for _, pos := range positions {
-		var e *walEntry
+		var e *wal.Entry
 		if schema == nil {
-			e, err = ss.wal.readHeader(ctx, pos)
+			e, err = ss.wal.ReadHeader(ctx, pos)
 		} else {
-			e, err = ss.wal.read(ctx, pos, schema, ss.opts.Allocator)
+			e, err = ss.wal.Read(ctx, pos, schema, ss.opts.Allocator)
 		}
 		if err != nil {
 			return err
@@ -331,7 +332,7 @@ func (ss *StoredShard) readEntries(ctx context.Context, v *storedView, schema *a
 // position: fence entries (data-less, left by claims) are skipped, and so is a put of an epoch
 // that an earlier entry holds or that is at or below its query's flushed watermark, as
 // Shard.replay does. fn must not keep the put's batches without retaining them.
-func (v *storedView) replayed(fn func(pos uint64, p walPut)) {
+func (v *storedView) replayed(fn func(pos uint64, p wal.Put)) {
 	if v.manifest == nil {
 		return
 	}
@@ -356,7 +357,7 @@ func (v *storedView) replayed(fn func(pos uint64, p walPut)) {
 // release drops the view's batches.
 func (v *storedView) release() {
 	for _, e := range v.entries {
-		e.release()
+		e.Release()
 	}
 	v.entries = nil
 }
