@@ -1,5 +1,10 @@
 package memwal
 
+// FuzzDecodeShardManifest: a shard manifest read back from storage. A corrupt manifest must give
+// an error wrapping ErrCorrupt, never a panic, and what a commit writes must read back as
+// written. (The WAL's fuzz targets are in memwal/wal.) `go test` runs the seeds (f.Add and
+// testdata/fuzz/<Name>/) as ordinary tests; `make fuzz` runs each target for a fixed time.
+
 import (
 	"bytes"
 	"encoding/json"

@@ -465,10 +465,11 @@ type Config struct {
 // store, records in segment files on a local disk (segment.go). Readers of either see both, so a
 // shard written as objects (the only format before segments) replays on a local disk.
 //
-// A Log is a reader until PlaceFence makes it the shard's writer. Its methods are not safe for
-// concurrent use, except that the stream methods (StartStream, AppendStreamRecord, UnpinStream,
-// ReleaseSegments) may run beside AppendEntry: memwal calls Create/AppendEntry from the shard's
-// group committer only and serialises List, Read and ReadHeader with it.
+// A Log is a reader until PlaceFence makes it the shard's writer (on a local disk, Segmented).
+// List, Forget and Close must not run concurrently with any other method. Between two Lists,
+// Read and ReadHeader may run concurrently with each other, and the writer's segment methods
+// (AppendEntry, DeleteEntries, StartStream, AppendStreamRecord, UnpinStream, ReleaseSegments)
+// may run concurrently with each other: the segment writer has its own lock.
 type Log struct {
 	store  objstore.Store
 	shard  string

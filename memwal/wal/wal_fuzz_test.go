@@ -1,9 +1,9 @@
 package wal
 
-// Fuzz targets for what a shard reads back from storage: WAL entries (Arrow IPC streams with the
-// put metadata in the schema) and shard manifests. A corrupt object must give an error wrapping
-// ErrCorrupt, never a panic or a leaked buffer, and what the shard writes must read back as
-// written.
+// Fuzz targets for the WAL entries a shard reads back from storage (Arrow IPC streams with the
+// put metadata in the schema); memwal fuzzes shard manifests. A corrupt entry must give an error
+// wrapping ErrCorrupt, never a panic or a leaked buffer, and what the writer writes must read
+// back as written.
 //
 // `go test` runs the seeds (f.Add and testdata/fuzz/<Name>/) as ordinary tests; `make fuzz` runs
 // each target for a fixed time.
