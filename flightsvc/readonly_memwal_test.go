@@ -362,7 +362,7 @@ func TestMemWALReadOnlyViewRefusesBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 	} else {
-		// A WAL segment on a local disk (memwal/segment.go): its first record is a 16-byte header
+		// A WAL segment on a local disk (memwal/wal/segment.go): its first record is a 16-byte header
 		// (CRC, payload length, log number) and a whole entry. Entry objects beside it are read
 		// too; put the corrupt ones far past any position the writer reached.
 		n := binary.LittleEndian.Uint32(good[4:8])
