@@ -107,8 +107,8 @@ FUZZTIME ?= 10s
 FUZZ_TARGETS := \
 	engine:FuzzDecodeManifest engine:FuzzDecodeManifestHeader engine:FuzzDecodeManifestSchema \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
-	memwal:FuzzDecodeWALEntry memwal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
-	memwal:FuzzDecodeWALHeader memwal:FuzzSegmentRecords memwal:FuzzReadGeneration \
+	memwal/wal:FuzzDecodeWALEntry memwal/wal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
+	memwal/wal:FuzzDecodeWALHeader memwal/wal:FuzzSegmentRecords memwal:FuzzReadGeneration \
 	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet flightsvc:FuzzCalls
 
 # The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and

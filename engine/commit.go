@@ -316,7 +316,7 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 // CommitDefinitelyFailed reports whether err from Commit proves that no manifest references the
 // transaction, so its data files may be deleted at once.
 func CommitDefinitelyFailed(err error) bool {
-	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochAlreadyCommitted) || errors.Is(err, errFilesNotDurable) ||
+	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochCommitted) || errors.Is(err, errFilesNotDurable) ||
 		errors.Is(err, errStalled) ||
 		errors.Is(err, ErrGenerationAlreadyMerged) ||
 		errors.Is(err, ErrTooManyRetries) || errors.Is(err, arrowschema.ErrSchemaMismatch)

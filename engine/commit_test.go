@@ -498,7 +498,7 @@ func commitEpoch(t testing.TB, tbl *Table, q string, e int64, ids []int64) (*Man
 func requireEpochCommitted(t testing.TB, err error, q string, e, watermark int64, version uint64) {
 	t.Helper()
 	var ece *EpochCommittedError
-	if !errors.As(err, &ece) || !errors.Is(err, ErrEpochAlreadyCommitted) {
+	if !errors.As(err, &ece) || !errors.Is(err, ErrEpochCommitted) {
 		t.Fatalf("epoch %s/%d: got %v, want an *EpochCommittedError", q, e, err)
 	}
 	if ece.QueryID != q || ece.EpochID != e || ece.WatermarkEpoch != watermark || ece.Version != version {
@@ -611,7 +611,7 @@ func TestEpochRace(t *testing.T) {
 			switch {
 			case err == nil:
 				winners++
-			case errors.Is(err, ErrEpochAlreadyCommitted):
+			case errors.Is(err, ErrEpochCommitted):
 			default:
 				t.Errorf("racer %d: %v", i, err)
 			}

@@ -17,7 +17,7 @@ import (
 //
 // The proof is derived at commit time from the version the commit read (R), with nothing passed
 // in: an index that, as this commit publishes it, covers every fragment that was live at R holds
-// every row that MemWAL compaction had folded into the table by R, so it is caught up to R's
+// every row that a MemWAL fold had merged into the table by R, so it is caught up to R's
 // merged-generation watermark. Fragment ids are only comparable within one id space, which is why
 // the index and the fragment set are both judged at R: comparing the index to the fragments live
 // at commit time would fail whenever anything (an append, a fold) landed in between, and a

@@ -271,7 +271,7 @@ func TestIndexCatchupIndicesJudgedIndependently(t *testing.T) {
 }
 
 // ccFold commits ids as a MemWAL fold of generation gen of shard: an Append that raises the
-// shard's merged watermark, as memwal's compactor commits it.
+// shard's merged watermark, as memwal's folder commits it.
 func ccFold(t testing.TB, tbl *Table, shard string, gen uint64, ids []int64) *Manifest {
 	t.Helper()
 	ctx := t.Context()

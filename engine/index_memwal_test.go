@@ -65,8 +65,8 @@ func TestIndexCatchupGatesMemWALRetirement(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				c := memwal.NewCompactor(tbl, nil)
-				if n, err := c.CompactShard(ctx, shard); err != nil || n != 2 {
+				c := memwal.NewFolder(tbl, nil)
+				if n, err := c.FoldShard(ctx, shard); err != nil || n != 2 {
 					t.Fatalf("compact: %d generations, %v", n, err)
 				}
 				gens := genDirs(t, store, name, shard)
@@ -91,7 +91,7 @@ func TestIndexCatchupGatesMemWALRetirement(t *testing.T) {
 				if m, err = tbl.Latest(ctx); err != nil || !engine.IndexesCoverGeneration(m, shard, 2) {
 					t.Fatalf("after optimize: catch-up %v (%v)", m.IndexCatchup, err)
 				}
-				if _, err := c.CompactShard(ctx, shard); err != nil {
+				if _, err := c.FoldShard(ctx, shard); err != nil {
 					t.Fatal(err)
 				}
 				if gens := genDirs(t, store, name, shard); len(gens) != 0 {

@@ -226,7 +226,7 @@ func TestUpsert(t *testing.T) {
 			t.Fatalf("latest: %s, stream watermark %+v", m.Transaction.Operation, m.Streams)
 		}
 		// The epoch is committed: an upsert replaying it fails like a replayed append.
-		if _, err := tbl.Upsert(ctx, []arrow.RecordBatch{r2}, props); !errors.Is(err, ErrEpochAlreadyCommitted) {
+		if _, err := tbl.Upsert(ctx, []arrow.RecordBatch{r2}, props); !errors.Is(err, ErrEpochCommitted) {
 			t.Fatalf("replayed upsert epoch: %v", err)
 		}
 		hRequireRows(t, "after the refused replay", hRead(t, tbl, 0), want)

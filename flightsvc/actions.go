@@ -73,9 +73,13 @@ var actions = map[string]action{
 	"flush_memwal": newAction(
 		`Flush MemWAL memtables to generations. Body: {"table", "shard"? (a shard id; default every shard)}. Result: {"shards_flushed": n}.`,
 		(*Service).flushMemWAL),
-	"compact_memwal_shard": newAction(
+	"fold_memwal_shard": newAction(
 		`Fold MemWAL generations into the base table. Body: {"table", "shard"? (a shard id; default every shard), "min_generations"?}. Result: {"generations_reclaimed": n}.`,
-		(*Service).compactMemWAL),
+		(*Service).foldMemWAL),
+	// compact_memwal_shard is the fold's older name, kept as an alias: same body, same answer.
+	"compact_memwal_shard": newAction(
+		`Alias of fold_memwal_shard (its older name): fold MemWAL generations into the base table. Body: {"table", "shard"? (a shard id; default every shard), "min_generations"?}. Result: {"generations_reclaimed": n}.`,
+		(*Service).foldMemWAL),
 	"table_stats": newAction(
 		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
 		(*Service).tableStats),
@@ -346,23 +350,23 @@ func (s *Service) flushMemWAL(ctx context.Context, req *FlushMemWALRequest) (Flu
 	return FlushMemWALResult{ShardsFlushed: n}, nil
 }
 
-func (s *Service) compactMemWAL(ctx context.Context, req *CompactMemWALRequest) (CompactMemWALResult, error) {
+func (s *Service) foldMemWAL(ctx context.Context, req *FoldMemWALRequest) (FoldMemWALResult, error) {
 	shard, err := shardArg(req.Shard)
 	if err != nil {
-		return CompactMemWALResult{}, err
+		return FoldMemWALResult{}, err
 	}
 	r := streaming.MemWALRequest{Table: req.Table, Shard: shard}
 	if v := req.MinGenerations; v != nil {
 		if *v < 1 {
-			return CompactMemWALResult{}, invalidf("min_generations must be >= 1 (leave it out for 1), got %d", *v)
+			return FoldMemWALResult{}, invalidf("min_generations must be >= 1 (leave it out for 1), got %d", *v)
 		}
 		r.MinGenerations = *v
 	}
-	n, err := s.sink.CompactMemWAL(ctx, r)
+	n, err := s.sink.FoldMemWAL(ctx, r)
 	if err != nil {
-		return CompactMemWALResult{}, err
+		return FoldMemWALResult{}, err
 	}
-	return CompactMemWALResult{GenerationsReclaimed: n}, nil
+	return FoldMemWALResult{GenerationsReclaimed: n}, nil
 }
 
 func (s *Service) createIndex(ctx context.Context, req *CreateIndexRequest) (TableVersion, error) {

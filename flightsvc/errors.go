@@ -69,7 +69,7 @@ var errorReasons = []errorReason{
 	{err: engine.ErrTableExists, code: codes.AlreadyExists, reason: "TABLE_EXISTS"},
 	{err: streaming.ErrQueryReused, code: codes.FailedPrecondition, reason: "QUERY_REUSED"},
 	{err: streaming.ErrUnsupported, code: codes.FailedPrecondition, reason: "UNSUPPORTED"},
-	{err: engine.ErrEpochAlreadyCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
+	{err: engine.ErrEpochCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
 	{err: engine.ErrCommitConflict, code: codes.FailedPrecondition, reason: "COMMIT_CONFLICT"},
 	{err: iceberg.ErrDisabled, code: codes.FailedPrecondition, reason: "ICEBERG_DISABLED"},
 	{err: memwal.ErrFenced, code: codes.FailedPrecondition, reason: "FENCED"},
@@ -157,6 +157,8 @@ func errorMetadata(err error) map[string]string {
 	switch {
 	case errors.As(err, &conflict):
 		return map[string]string{"table": conflict.Table, "their_version": strconv.FormatUint(conflict.TheirVersion, 10)}
+	case errors.As(err, &epoch) && epoch.Shard != "":
+		return map[string]string{"query_id": epoch.QueryID, "epoch_id": strconv.FormatInt(epoch.EpochID, 10), "shard": epoch.Shard}
 	case errors.As(err, &epoch):
 		return map[string]string{"query_id": epoch.QueryID, "epoch_id": strconv.FormatInt(epoch.EpochID, 10),
 			"watermark_epoch": strconv.FormatInt(epoch.WatermarkEpoch, 10)}

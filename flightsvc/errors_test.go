@@ -109,6 +109,7 @@ func TestErrorMetadata(t *testing.T) {
 	}{
 		{fmt.Errorf("commit: %w", &engine.ConflictError{Table: "events", TheirVersion: 7}), map[string]string{"table": "events", "their_version": "7"}},
 		{&engine.EpochCommittedError{QueryID: "q", EpochID: 3, WatermarkEpoch: 5}, map[string]string{"query_id": "q", "epoch_id": "3", "watermark_epoch": "5"}},
+		{&engine.EpochCommittedError{QueryID: "q", EpochID: 3, Shard: "s-1"}, map[string]string{"query_id": "q", "epoch_id": "3", "shard": "s-1"}},
 		{&memwal.FencedError{Shard: "s-1"}, map[string]string{"shard": "s-1"}},
 	} {
 		info := errorInfoOf(toStatus(c.err))

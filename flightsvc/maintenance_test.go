@@ -11,7 +11,7 @@ import (
 )
 
 // A MemWAL table over Flight: epochs land in the shards (no base version each), reads merge
-// them, flush and compaction fold them into the base table exactly once, and replays stay
+// them, flush and fold_memwal_shard fold them into the base table exactly once, and replays stay
 // duplicates throughout.
 func TestMemWALTableOverFlight(t *testing.T) {
 	s := startServer(t, flightsvc.Config{})
@@ -56,21 +56,22 @@ func TestMemWALTableOverFlight(t *testing.T) {
 	var folded struct {
 		Reclaimed int `json:"generations_reclaimed"`
 	}
-	s.mustAction(t, "compact_memwal_shard", cmd{"table": "hf"}, &folded)
+	s.mustAction(t, "fold_memwal_shard", cmd{"table": "hf"}, &folded)
 	if flushed.ShardsFlushed != 2 || folded.Reclaimed < 1 {
-		t.Fatalf("flush %+v, compact %+v", flushed, folded)
+		t.Fatalf("flush %+v, fold %+v", flushed, folded)
 	}
 	if got := s.stats(t, "hf"); got.Rows != 300 {
-		t.Fatalf("base rows after compaction: %d", got.Rows)
+		t.Fatalf("base rows after the fold: %d", got.Rows)
 	}
 	s.wantIDs(t, "hf", want)
 	if a := s.mustPut(t, cmd{"table": "hf", "query_id": "fast", "epoch_id": 5}, idRange(500, 50)); a.Status != "duplicate" {
-		t.Fatalf("replay after compaction: %+v", a)
+		t.Fatalf("replay after the fold: %+v", a)
 	}
-	// Nothing left to fold.
+	// Nothing left to fold; compact_memwal_shard, the fold's older name, answers as
+	// fold_memwal_shard does.
 	s.mustAction(t, "compact_memwal_shard", cmd{"table": "hf"}, &folded)
 	if folded.Reclaimed != 0 {
-		t.Fatalf("second compaction reclaimed %d", folded.Reclaimed)
+		t.Fatalf("second fold (compact_memwal_shard) reclaimed %d", folded.Reclaimed)
 	}
 }
 

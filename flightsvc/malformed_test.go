@@ -233,6 +233,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"flush_memwal with an empty shard", act("flush_memwal", cmd{"table": "mw", "shard": ""}), codes.InvalidArgument, "shard"},
 		{"flush_memwal with a shard number", act("flush_memwal", cmd{"table": "mw", "shard": 0}), codes.InvalidArgument, `flush_memwal body field "shard" must be a string`},
 		{"flush_memwal with min_generations", act("flush_memwal", cmd{"table": "mw", "min_generations": 2}), codes.InvalidArgument, `unknown field "min_generations" in flush_memwal body`},
+		{"fold_memwal_shard min_generations given as 0", act("fold_memwal_shard", cmd{"table": "mw", "min_generations": 0}), codes.InvalidArgument, "min_generations must be >= 1"},
 		{"compact_memwal_shard min_generations given as 0", act("compact_memwal_shard", cmd{"table": "mw", "min_generations": 0}), codes.InvalidArgument, "min_generations must be >= 1"},
 		{"commit_epoch without stages", act("commit_epoch", cmd{"table": "t", "query_id": "q", "epoch_id": 1, "mode": "complete"}), codes.InvalidArgument, `"stages"`},
 		{"commit_epoch without epoch_id", act("commit_epoch", cmd{"table": "t", "query_id": "q", "stages": []string{}}), codes.InvalidArgument, "epoch_id"},

@@ -206,6 +206,7 @@ func TestProtocolDocExamples(t *testing.T) {
 			}
 			return action("flush_memwal")(set(body, "shard", st.MemWAL.Shards[0].Shard))
 		}},
+		{"fold_memwal_shard", action("fold_memwal_shard")},
 		{"compact_memwal_shard", action("compact_memwal_shard")},
 		{"table_stats memwal", action("table_stats")},
 	}

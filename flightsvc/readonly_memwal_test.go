@@ -120,7 +120,7 @@ func TestMemWALReadsNeverFence(t *testing.T) {
 						a.mustAction(t, "flush_memwal", cmd{"table": table}, nil)
 					}
 					if slices.Contains(tc.foldAt, e) {
-						a.mustAction(t, "compact_memwal_shard", cmd{"table": table}, nil)
+						a.mustAction(t, "fold_memwal_shard", cmd{"table": table}, nil)
 					}
 				}
 				before := root.shardManifests(t, table, 2)
@@ -275,7 +275,7 @@ func TestMemWALReadsRacingFlushAndFold(t *testing.T) {
 				a.mustAction(t, "flush_memwal", cmd{"table": table}, nil)
 			}
 			if e%6 == 0 {
-				a.mustAction(t, "compact_memwal_shard", cmd{"table": table}, nil)
+				a.mustAction(t, "fold_memwal_shard", cmd{"table": table}, nil)
 			}
 		}
 		close(stop)
@@ -362,7 +362,7 @@ func TestMemWALReadOnlyViewRefusesBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 	} else {
-		// A WAL segment on a local disk (memwal/segment.go): its first record is a 16-byte header
+		// A WAL segment on a local disk (memwal/wal/segment.go): its first record is a 16-byte header
 		// (CRC, payload length, log number) and a whole entry. Entry objects beside it are read
 		// too; put the corrupt ones far past any position the writer reached.
 		n := binary.LittleEndian.Uint32(good[4:8])

@@ -184,7 +184,7 @@ func TestMergeSchemaMemWAL(t *testing.T) {
 	got, _ = s.readExtra(t, "mw", 0)
 	wantExtra(t, "memtables of both schemas", got, nulls, []int64{5, 6, 8})
 	s.mustAction(t, "flush_memwal", cmd{"table": "mw"}, nil)
-	s.mustAction(t, "compact_memwal_shard", cmd{"table": "mw"}, nil) // the fold writes the new schema
+	s.mustAction(t, "fold_memwal_shard", cmd{"table": "mw"}, nil) // the fold writes the new schema
 	got, _ = s.readExtra(t, "mw", 0)
 	wantExtra(t, "after the fold", got, nulls, []int64{5, 6, 8})
 	s2 := startServer(t, flightsvc.Config{Root: s.Root}) // a server that never saw the old schema

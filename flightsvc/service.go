@@ -40,7 +40,7 @@ type Sink interface {
 	Table(ctx context.Context, name string) (*engine.Table, error)
 	Cleanup(ctx context.Context, req streaming.CleanupRequest) (streaming.CleanupReport, error)
 	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
-	CompactMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
+	FoldMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
 	TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error)
 	Store() objstore.Store

@@ -191,7 +191,7 @@ func TestArrowTypes(t *testing.T) {
 				if route == "memwal" {
 					s.mustAction(t, "flush_memwal", cmd{"table": table}, nil)
 					readTyped(t, &s.flightConn, table, smp, st, epochs, "after flush_memwal")
-					s.mustAction(t, "compact_memwal_shard", cmd{"table": table}, nil)
+					s.mustAction(t, "fold_memwal_shard", cmd{"table": table}, nil)
 					readTyped(t, &s.flightConn, table, smp, st, epochs, "after the fold")
 					if _, err := put(4, "direct"); err != nil { // a second base fragment to compact with
 						t.Fatalf("put epoch 4: %v", err)

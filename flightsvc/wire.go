@@ -494,8 +494,8 @@ type FlushMemWALResult struct {
 	ShardsFlushed int `json:"shards_flushed"`
 }
 
-// CompactMemWALRequest is the body of compact_memwal_shard.
-type CompactMemWALRequest struct {
+// FoldMemWALRequest is the body of fold_memwal_shard (and of its alias compact_memwal_shard).
+type FoldMemWALRequest struct {
 	Table string `json:"table"`
 	// Shard is a shard id (table_stats lists them); absent: every shard.
 	Shard *string `json:"shard,omitempty"`
@@ -504,8 +504,8 @@ type CompactMemWALRequest struct {
 	MinGenerations *int `json:"min_generations,omitempty"`
 }
 
-// CompactMemWALResult is the result of compact_memwal_shard.
-type CompactMemWALResult struct {
+// FoldMemWALResult is the result of fold_memwal_shard (and of its alias compact_memwal_shard).
+type FoldMemWALResult struct {
 	GenerationsReclaimed int `json:"generations_reclaimed"`
 }
 

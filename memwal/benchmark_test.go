@@ -101,23 +101,23 @@ func benchEpochs(b *testing.B, streams int, fn putFunc) {
 		b.ReportMetric(float64(len(m.Fragments)), "base_fragments")
 	}
 	if st := s.Stats(); st.Generations > 0 {
-		// Fold what the run left into the base table (untimed): what the compactor makes of it.
+		// Fold what the run left into the base table (untimed): what the folder makes of it.
 		b.ReportMetric(float64(st.Generations), "generations")
 		if err := s.Flush(ctx); err != nil {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		if _, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil {
+		if _, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(time.Since(t0).Milliseconds()), "compact_ms")
+		b.ReportMetric(float64(time.Since(t0).Milliseconds()), "fold_ms")
 		m, err := tbl.Latest(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(len(m.Fragments)), "fragments_after_compact")
+		b.ReportMetric(float64(len(m.Fragments)), "fragments_after_fold")
 		if m.Rows() != int64(b.N)*benchEpochRows {
-			b.Fatalf("base holds %d rows after compaction, want %d", m.Rows(), int64(b.N)*benchEpochRows)
+			b.Fatalf("base holds %d rows after the fold, want %d", m.Rows(), int64(b.N)*benchEpochRows)
 		}
 	}
 }

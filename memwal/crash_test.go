@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -46,7 +47,7 @@ func TestHelperProcessWriter(t *testing.T) {
 		// The spare segment never gets ready: every entry past the first 64 KiB segment grows it.
 		// No flush frees a segment to recycle either.
 		o.WALSegmentBytes, o.MemtableMaxRows = growSegmentBytes, 1<<40
-		preallocateSpare = func(string, int64) (string, error) { select {} }
+		wal.SwapPreallocateSpareForTesting(func(string, int64) (string, error) { select {} })
 	}
 	s, err := OpenShard(ctx, tbl, testShardID, o)
 	if err != nil {
@@ -116,7 +117,7 @@ func TestKillDuringStream(t *testing.T) {
 				}
 				var sizes []int64
 				for _, e := range ents {
-					if fi, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), segmentExt) {
+					if fi, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), wal.SegmentExt) {
 						sizes = append(sizes, fi.Size())
 					}
 				}

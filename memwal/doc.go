@@ -6,7 +6,7 @@
 //
 //	manifest/<version>.json       the shard manifest, one immutable file per version (put-if-absent)
 //	wal/<position>.arrow          WAL entries (Arrow IPC), one per group commit (put-if-absent), on an object store
-//	wal/<log number>.log          WAL segments on a local disk: the same entries as records (segment.go)
+//	wal/<log number>.log          WAL segments on a local disk: the same entries as records (package wal, wal/segment.go)
 //	gen/<generation>/<uuid>.parquet  flushed generations
 //
 // Lifecycle of a row:
@@ -22,7 +22,7 @@
 //     generation (an Arrow IPC file). The shard manifest records the generation, advances
 //     replay_after_wal_entry_position past the entries it covers and raises each query's epoch
 //     watermark; those WAL entries are then garbage and are deleted.
-//  4. Compaction (Compactor.CompactShard) appends every flushed generation above the base
+//  4. The fold (Folder.FoldShard) appends every flushed generation above the base
 //     manifest's merged-generation watermark to the base table in one transaction (an upsert by
 //     the primary key when the table has one) that also raises the watermark, drains exactly
 //     those generations from the shard manifest and deletes their directories.
@@ -32,7 +32,7 @@
 // replays the entries after replay_after into a fresh memtable. Every later manifest commit of
 // an older epoch fails with ErrFenced, and so does its next WAL put, which collides with the
 // fence (or a newer entry) on an object store, or whose ownership probe sees the newer epoch on a
-// local disk, where the fence hides every entry of an older epoch at or above it (segment.go). Compaction needs no ownership: its drain removes only generations the
+// local disk, where the fence hides every entry of an older epoch at or above it (package wal, wal/segment.go). The fold needs no ownership: its drain removes only generations the
 // base manifest proves merged, which is safe whoever writes the shard, so it never fences a
 // resident writer and needs no claim/close ordering.
 //

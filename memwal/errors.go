@@ -2,55 +2,28 @@ package memwal
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
 // Sentinel errors callers branch on. They are wrapped with the shard and what was attempted.
 var (
 	// ErrFenced: another writer claimed the shard with a newer writer epoch. The writer that gets
 	// it has acknowledged nothing since the claim and must stop; reopen the shard to write again.
-	ErrFenced = errors.New("memwal shard writer fenced by a newer writer")
+	// It is wal.ErrFenced.
+	ErrFenced = wal.ErrFenced
 	// ErrNoManifest: the shard has never been claimed; it holds no data.
 	ErrNoManifest = errors.New("memwal shard has no manifest")
 	// ErrBackpressure: the shard's unflushed data stayed above Options.MaxUnflushedBytes for
 	// longer than Options.BackpressureWait. Over Flight it is ResourceExhausted.
 	ErrBackpressure = errors.New("memwal shard backlog over its limit")
-	// ErrClosed: the shard was closed, or failed and must be reopened.
-	ErrClosed = errors.New("memwal shard closed")
-	// ErrEpochCommitted: a put carries an epoch identity the shard already holds. See
-	// EpochCommittedError.
-	ErrEpochCommitted = errors.New("memwal epoch already committed")
-	// ErrCorrupt: a shard manifest or WAL entry could not be decoded.
-	ErrCorrupt = errors.New("corrupt memwal object")
+	// ErrClosed: the shard was closed, or failed and must be reopened. It is wal.ErrClosed.
+	ErrClosed = wal.ErrClosed
+	// ErrCorrupt: a shard manifest or WAL entry could not be decoded. It is wal.ErrCorrupt.
+	ErrCorrupt = wal.ErrCorrupt
 )
 
-// EpochCommittedError reports where a shard already holds an epoch that a put tried to write again.
-type EpochCommittedError struct {
-	Shard    string
-	QueryID  string
-	EpochID  int64
-	Location EpochLocation
-}
-
-func (e *EpochCommittedError) Error() string {
-	return fmt.Sprintf("memwal shard %s: query %q epoch %d already committed (%s)", e.Shard, e.QueryID, e.EpochID, e.Location)
-}
-
-func (e *EpochCommittedError) Unwrap() error { return ErrEpochCommitted }
-
-// FencedError names the epochs involved when a writer is fenced.
-type FencedError struct {
-	Shard        string
-	WriterEpoch  uint64 // the fenced writer's epoch
-	CurrentEpoch uint64 // the epoch that fenced it, when known (0 otherwise)
-	Op           string // what the fenced writer was doing
-}
-
-func (e *FencedError) Error() string {
-	if e.CurrentEpoch == 0 {
-		return fmt.Sprintf("memwal shard %s: %s: writer epoch %d is fenced by a newer writer", e.Shard, e.Op, e.WriterEpoch)
-	}
-	return fmt.Sprintf("memwal shard %s: %s: writer epoch %d is fenced by writer epoch %d", e.Shard, e.Op, e.WriterEpoch, e.CurrentEpoch)
-}
-
-func (e *FencedError) Unwrap() error { return ErrFenced }
+// FencedError names the epochs involved when a writer is fenced; it wraps ErrFenced. It is
+// wal.FencedError: the WAL's put-if-absent and fence entries, and the shard's manifest commits
+// and ownership probes, report a fence alike.
+type FencedError = wal.FencedError

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/background"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -35,7 +36,7 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 	for _, b := range batches {
 		size += arrowschema.RecordBytes(b)
 	}
-	// No background slot (background.Run) for this copy: it is short, and puts held back
+	// No background slot (engine.RunInBackground) for this copy: it is short, and puts held back
 	// by the backlog wait for it, so it must not queue behind a fold's or compaction's steps.
 	var buf bytes.Buffer
 	buf.Grow(int(size) + 64<<10) // the buffers, their padding and one message header per batch
@@ -64,9 +65,9 @@ func writeGeneration(ctx context.Context, store objstore.Store, paths shardPaths
 
 // readGeneration calls fn with every batch of generation fg, in order, in schema. A batch is
 // valid only during its call; fn retains it to keep it. A generation whose files are gone
-// (compaction merged and deleted it) fails with an error wrapping objstore.ErrNotFound. A
+// (a fold merged and deleted it) fails with an error wrapping objstore.ErrNotFound. A
 // background read (a fold's) decodes each batch of an IPC generation in a background slot
-// (background.Run), and calls fn outside it.
+// (engine.RunInBackground), and calls fn outside it.
 func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths, fg FlushedGeneration, schema *arrow.Schema,
 	alloc memory.Allocator, background bool, fn func(arrow.RecordBatch) error) error {
 	for _, f := range fg.Files {
@@ -83,7 +84,7 @@ func readGeneration(ctx context.Context, store objstore.Store, paths shardPaths,
 }
 
 // readIPCGeneration reads a generation file written by writeGeneration. Its bytes are checked as
-// the WAL's are (openIPC) and every batch must fit schema: a file that does not is ErrCorrupt.
+// the WAL's are (wal.OpenIPC) and every batch must fit schema: a file that does not is ErrCorrupt.
 func readIPCGeneration(ctx context.Context, store objstore.Store, key string, schema *arrow.Schema, alloc memory.Allocator,
 	background bool, fn func(arrow.RecordBatch) error) error {
 	b, err := store.Get(ctx, key)
@@ -98,7 +99,7 @@ func readIPCGeneration(ctx context.Context, store objstore.Store, key string, sc
 func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memory.Allocator, step func(func() error) error,
 	fn func(arrow.RecordBatch) error) error {
 	var r *ipc.Reader
-	if err := step(func() (err error) { r, err = openIPC(key, b, alloc); return err }); err != nil {
+	if err := step(func() (err error) { r, err = wal.OpenIPC(key, b, alloc); return err }); err != nil {
 		return err
 	}
 	defer r.Release()

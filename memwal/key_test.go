@@ -82,7 +82,7 @@ func (ft *floatKeyTable) fold() {
 	ft.t.Helper()
 	for i, s := range ft.shards {
 		flush(ft.t, s)
-		if _, err := NewCompactor(ft.tbl, nil).CompactShard(context.Background(), ft.ids[i]); err != nil {
+		if _, err := NewFolder(ft.tbl, nil).FoldShard(context.Background(), ft.ids[i]); err != nil {
 			ft.t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -32,9 +33,9 @@ type ShardManifest struct {
 	// Opening a shard replays only the entries after it. Only flushes advance it.
 	ReplayAfterWALEntryPosition uint64 `json:"replay_after_wal_entry_position"`
 	// NextGeneration is the number the next flush takes. Generations start at 1 and increase,
-	// in flush order, which is also the order compaction merges them in.
+	// in flush order, which is also the order the fold merges them in.
 	NextGeneration uint64 `json:"next_generation"`
-	// FlushedGenerations lists the generations not yet drained by compaction, ascending.
+	// FlushedGenerations lists the generations not yet drained by a fold, ascending.
 	FlushedGenerations []FlushedGeneration `json:"flushed_generations"`
 	// Queries holds, per streaming query, the highest epoch whose rows reached a flushed
 	// generation, so a replay is recognised after its WAL entries are gone.
@@ -170,7 +171,7 @@ func (m *ShardManifest) GenerationsAbove(watermark uint64) []FlushedGeneration {
 }
 
 // drainedAbove reports whether a generation above watermark that the shard flushed is no longer
-// listed. Generations are numbered 1..NextGeneration-1 in flush order and only a compaction's
+// listed. Generations are numbered 1..NextGeneration-1 in flush order and only a fold's
 // drain unlists one, after the base table's merged watermark passed it: so a gap above watermark
 // means a base version newer than the one watermark came from holds those rows.
 func (m *ShardManifest) drainedAbove(watermark uint64) bool {
@@ -378,14 +379,14 @@ func (ms *ManifestStore) put(ctx context.Context, m *ShardManifest) error {
 // writer's first entry goes right after it. Racing claimants retry up to Options.ClaimRetries
 // times; the last to claim wins and the others are fenced.
 func (ms *ManifestStore) ClaimEpoch(ctx context.Context) (*ShardManifest, uint64, error) {
-	w := &walLog{store: ms.store, shard: ms.shard, paths: ms.paths}
-	defer w.close()
+	w := wal.NewLog(wal.Config{Store: ms.store, Shard: ms.shard, Prefix: ms.paths.walPrefix()})
+	defer w.Close()
 	return ms.claimEpoch(ctx, w)
 }
 
 // claimEpoch is ClaimEpoch placing the fence through w, the claiming writer's WAL (on a local
 // disk the fence starts the writer's first segment, which it then appends to).
-func (ms *ManifestStore) claimEpoch(ctx context.Context, w *walLog) (*ShardManifest, uint64, error) {
+func (ms *ManifestStore) claimEpoch(ctx context.Context, w *wal.Log) (*ShardManifest, uint64, error) {
 	var claimed *ShardManifest
 	for attempt := 0; claimed == nil; attempt++ {
 		if attempt >= ms.opts.ClaimRetries {
@@ -423,7 +424,7 @@ func (ms *ManifestStore) claimEpoch(ctx context.Context, w *walLog) (*ShardManif
 			return nil, 0, err
 		}
 	}
-	fence, err := w.placeFence(ctx, claimed.WriterEpoch, claimed.ReplayAfterWALEntryPosition, ms.opts.ClaimRetries)
+	fence, err := w.PlaceFence(ctx, claimed.WriterEpoch, claimed.ReplayAfterWALEntryPosition, ms.opts.ClaimRetries)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -470,7 +471,7 @@ func (ms *ManifestStore) sinceOwnerCommit() time.Duration {
 	return time.Since(ms.ownerCommitAt)
 }
 
-// commitUnowned is CommitUpdate for changes that are safe whoever owns the shard (the compaction
+// commitUnowned is CommitUpdate for changes that are safe whoever owns the shard (the fold
 // drain); it checks no epoch.
 func (ms *ManifestStore) commitUnowned(ctx context.Context, op string, fn func(m *ShardManifest) error) (*ShardManifest, error) {
 	return ms.commit(ctx, op, nil, fn)

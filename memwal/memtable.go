@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
 // memtable holds the rows of consecutive WAL entries in memory. The active memtable takes new
@@ -23,11 +25,11 @@ type memtable struct {
 // memEntry is one WAL entry's puts.
 type memEntry struct {
 	pos  uint64
-	puts []walPut
+	puts []wal.Put
 }
 
 // add appends the entry at pos; the memtable takes over the references to the puts' batches.
-func (mt *memtable) add(pos uint64, puts []walPut, bytes int64) {
+func (mt *memtable) add(pos uint64, puts []wal.Put, bytes int64) {
 	if len(mt.entries) == 0 {
 		mt.firstPos = pos
 		mt.created = time.Now()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
 // Options tune a shard writer. The zero value is usable; EnsureDefaults fills it in.
@@ -16,7 +18,7 @@ type Options struct {
 	WALFlushInterval time.Duration
 	// WALMaxEntryBytes closes a group early once it holds this many bytes. Default 10 MiB.
 	WALMaxEntryBytes int64
-	// WALSegmentBytes is the preallocated size of a WAL segment on a local disk (segment.go);
+	// WALSegmentBytes is the preallocated size of a WAL segment on a local disk (wal/segment.go);
 	// an entry larger than a segment gets a segment of its own. Default 16 MiB.
 	WALSegmentBytes int64
 	// StreamPutBytes is the size from which an epoch's put is streamed into a local-disk WAL
@@ -95,7 +97,7 @@ func (o *Options) EnsureDefaults() *Options {
 		o.WALMaxEntryBytes = 10 << 20
 	}
 	if o.WALSegmentBytes <= 0 {
-		o.WALSegmentBytes = defaultSegmentBytes
+		o.WALSegmentBytes = wal.DefaultSegmentBytes
 	}
 	if o.StreamPutBytes == 0 {
 		o.StreamPutBytes = -1

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/internal/panics"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -116,7 +117,7 @@ func newOwnership(ss *ShardSet) *ownership {
 	for i, id := range ss.ids {
 		paths := newShardPaths(ss.table.Name(), id)
 		o.peers.shards[i] = &peerShard{ms: NewManifestStore(ss.table.Store(), ss.table.Name(), id, &ss.opts.Shard),
-			wal: &walLog{store: ss.table.Store(), shard: id, paths: paths}, headers: map[uint64][]EpochKey{}}
+			wal: wal.NewLog(wal.Config{Store: ss.table.Store(), Shard: id, Prefix: paths.walPrefix()}), headers: map[uint64][]EpochKey{}}
 	}
 	return o
 }
@@ -540,7 +541,7 @@ func (ss *ShardSet) takeOver(ctx context.Context, i int, deadOwner string) error
 	if err := w.Flush(ctx); err != nil {
 		return fmt.Errorf("flush after takeover: %w", err)
 	}
-	if _, err := ss.CompactShard(ctx, i, 1); err != nil {
+	if _, err := ss.FoldShard(ctx, i, 1); err != nil {
 		return fmt.Errorf("fold after takeover: %w", err)
 	}
 	o.mu.Lock()
@@ -786,7 +787,7 @@ func (p *peerState) startLocked(ss *ShardSet) {
 // its WAL entries after the manifest's replay_after.
 type peerShard struct {
 	ms  *ManifestStore
-	wal *walLog
+	wal *wal.Log
 
 	mu       sync.Mutex
 	manifest *ShardManifest        // nil: the shard has none
@@ -815,11 +816,11 @@ func (ps *peerShard) tail(ctx context.Context) error {
 		cached[pos] = ids
 	}
 	ps.mu.Unlock()
-	positions, err := ps.wal.list(ctx, after)
+	positions, err := ps.wal.List(ctx, after)
 	if err != nil {
 		return err
 	}
-	defer ps.wal.forget()
+	defer ps.wal.Forget()
 	headers := make(map[uint64][]EpochKey, len(positions))
 	var mu sync.Mutex
 	var gone atomic.Bool // an entry listed was deleted before it was read
@@ -837,13 +838,13 @@ func (ps *peerShard) tail(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for _, pos := range positions {
-		_, segment := ps.wal.listed[pos]
+		segment := ps.wal.Listed(pos)
 		if ids, ok := cached[pos]; ok && !segment {
 			headers[pos] = ids
 			continue
 		}
 		g.Go(func() error {
-			e, err := ps.wal.readHeader(gctx, pos)
+			e, err := ps.wal.ReadHeader(gctx, pos)
 			if errors.Is(err, objstore.ErrNotFound) {
 				gone.Store(true) // flushed meanwhile: a manifest read after this covers it
 				return nil

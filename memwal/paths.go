@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
 // Layout of a shard under its table, relative to the store root. Every object key ends in a file
@@ -12,10 +14,10 @@ import (
 const (
 	memWALDir     = "_mem_wal/"
 	manifestDir   = "manifest/"
-	walDir        = "wal/"
+	walDir        = wal.Dir
 	genDir        = "gen/"
 	manifestExt   = ".json"
-	walEntryExt   = ".arrow"
+	walEntryExt   = wal.EntryExt
 	genFileExt    = ".arrows"  // Arrow IPC stream (generation.go)
 	genParquetExt = ".parquet" // generations flushed before the IPC format
 	numberDigits  = 20
@@ -46,12 +48,12 @@ func parseManifestKey(key string) (v uint64, ok bool) {
 
 // makeWALKey returns the key of the WAL entry at position pos.
 func (p shardPaths) makeWALKey(pos uint64) string {
-	return fmt.Sprintf("%s%020d%s", p.walPrefix(), pos, walEntryExt)
+	return wal.EntryKey(p.walPrefix(), pos)
 }
 
 // parseWALKey is the inverse of makeWALKey; ok is false for any other key.
 func parseWALKey(key string) (pos uint64, ok bool) {
-	return parseNumberedName(key, walDir, walEntryExt)
+	return wal.ParseEntryKey(key)
 }
 
 // makeGenDir returns the directory (a key prefix ending in "/") of generation g, relative to the

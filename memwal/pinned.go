@@ -118,7 +118,7 @@ func (p *PinnedRead) Release() {
 
 // captureMerged reads base version version (0: the latest) and every shard's rows above its merged
 // watermarks, shard by shard, each oldest first. At the latest version it starts over when a
-// compaction folds and drains generations under it (the newer base version holds their rows).
+// fold merges and drains generations under it (the newer base version holds their rows).
 func captureMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, version uint64) (*engine.Manifest, []arrow.RecordBatch, error) {
 	for attempt := 0; ; attempt++ {
 		var m *engine.Manifest
@@ -135,7 +135,7 @@ func captureMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader,
 		if err == nil {
 			return m, mem, nil
 		}
-		// A compaction folded (and drained or deleted) generations after we read the base
+		// A fold merged (and drained or deleted) generations after we read the base
 		// version: the newer base version holds their rows, so read again from there.
 		retry := errors.Is(err, objstore.ErrNotFound) || errors.Is(err, errMergedSince)
 		if !retry || version != 0 || attempt+1 >= mergedReadAttempts {

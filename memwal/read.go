@@ -16,11 +16,11 @@ import (
 	"github.com/flight-sink/flight-sink/engine/expr"
 )
 
-// mergedReadAttempts bounds how often ScanMerged starts over when a compaction folds and drains
+// mergedReadAttempts bounds how often ScanMerged starts over when a fold merges and drains
 // generations under it.
 const mergedReadAttempts = 8
 
-// errMergedSince: a shard's snapshot misses generations that a compaction folded into a base
+// errMergedSince: a shard's snapshot misses generations that a fold merged into a base
 // version newer than the one being read (Snapshot.drained); read again from the newer version.
 var errMergedSince = errors.New("memwal: generations were folded into a newer base version during the read")
 
@@ -28,14 +28,14 @@ var errMergedSince = errors.New("memwal: generations were folded into a newer ba
 // o.Version (0: the latest), plus, for every shard, the flushed generations above that version's
 // merged-generation watermark for the shard and the memtable. Generations at or below the
 // watermark are already in the base table and are skipped, so no row is counted twice even
-// between a compaction's fold and its drain; and a generation the shard no longer lists because a
-// compaction folded and drained it after that version was read makes the read start over from
+// between a fold's append and its drain; and a generation the shard no longer lists because a
+// fold merged and drained it after that version was read makes the read start over from
 // the newer version, so no row is missed either.
 //
 // Without a primary key the result is the union: base rows, then each shard's rows. With one,
 // the newest row of each key wins: a MemWAL row over every base row of its key; within a shard a
 // later generation over an earlier one, the memtable over generations, a later WAL position over
-// an earlier one. Base rows are returned as the engine holds them (compaction folds a keyed table
+// an earlier one. Base rows are returned as the engine holds them (the fold merges a keyed table
 // with an upsert, so it adds no duplicates there). Keys are expected to live in one shard (route
 // by key); if they do not, a later shard in shards wins.
 //

@@ -35,7 +35,7 @@ func putRows(t testing.TB, s *Shard, q string, epoch int64, rows ...row) {
 
 // With a primary key the newest row of a key wins across the base table, flushed generations
 // (later over earlier) and the memtable (later WAL position over earlier), before and after
-// compaction folds the generations into the base table.
+// the fold merges the generations into the base table.
 func TestPrimaryKeyNewestWins(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
@@ -61,16 +61,16 @@ func TestPrimaryKeyNewestWins(t *testing.T) {
 		checkRows(t, "stored read", readMerged(t, tbl, NewStoredShard(tbl, testShardID, nil)), want)
 
 		// The fold is an upsert: the base table keeps one row per key.
-		if n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil || n != 2 {
-			t.Fatalf("compact: %d, %v, want 2", n, err)
+		if n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil || n != 2 {
+			t.Fatalf("fold: %d, %v, want 2", n, err)
 		}
 		checkRows(t, "base after folding generations 1-2", baseRows(t, tbl), []row{{0, "g1-0"}, {1, "g1-1"}, {2, "g2-2"},
 			{3, "g2-3"}, {4, "g1-4"}, {5, "base-5"}, {6, "base-6"}, {7, "base-7"}, {8, "base-8"}, {9, "base-9"}})
-		checkRows(t, "resident read after compaction", readMerged(t, tbl, s), want)
+		checkRows(t, "resident read after the fold", readMerged(t, tbl, s), want)
 
 		flush(t, s)
-		if n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil || n != 1 {
-			t.Fatalf("compact the memtable's generation: %d, %v, want 1", n, err)
+		if n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil || n != 1 {
+			t.Fatalf("fold the memtable's generation: %d, %v, want 1", n, err)
 		}
 		checkRows(t, "base after folding everything", baseRows(t, tbl), want)
 		checkRows(t, "resident read at the end", readMerged(t, tbl, s), want)
@@ -136,12 +136,12 @@ func TestMergedReadAcrossShards(t *testing.T) {
 	checkRows(t, "merged read", readMerged(t, tbl, readers...), want)
 
 	for _, id := range ids {
-		if _, err := NewCompactor(tbl, nil).CompactShard(ctx, id); err != nil {
+		if _, err := NewFolder(tbl, nil).FoldShard(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	checkRows(t, "merged read after compaction", readMerged(t, tbl, readers...), want)
-	checkRows(t, "base after compaction", baseRows(t, tbl), expectRows(0, 300, "v1"))
+	checkRows(t, "merged read after the fold", readMerged(t, tbl, readers...), want)
+	checkRows(t, "base after the fold", baseRows(t, tbl), expectRows(0, 300, "v1"))
 
 	// Projection without the key column still applies newest-wins.
 	r, err := ScanMerged(ctx, tbl, readers, engine.ScanOptions{Columns: []string{"val"}})

@@ -1,14 +1,12 @@
 package memwal
 
 // The read-only view of a shard (StoredShard): it sees what every writer acknowledged, never
-// writes to the store, and a merged read that races a compaction neither misses nor repeats rows.
+// writes to the store, and a merged read that races a fold neither misses nor repeats rows.
 
 import (
 	"context"
 	"errors"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -130,7 +128,7 @@ func TestFencedWriterAnswersFromStorage(t *testing.T) {
 }
 
 // TestMergedReadRacingDrainStartsOver: a merged read that took its base version before a
-// compaction folded and drained a generation must not lose that generation's rows. readShards
+// a fold merged and drained a generation must not lose that generation's rows. readShards
 // against the stale base version fails with errMergedSince (the resident writer's and the stored
 // view's snapshots alike) so ScanMerged reads again from the newer base version.
 func TestMergedReadRacingDrainStartsOver(t *testing.T) {
@@ -144,8 +142,8 @@ func TestMergedReadRacingDrainStartsOver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil || n != 1 {
-			t.Fatalf("compact: %d, %v", n, err)
+		if n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil || n != 1 {
+			t.Fatalf("fold: %d, %v", n, err)
 		}
 		put(t, w, "q", 1, 10, 10, "a")
 		flush(t, w) // the writer's manifest no longer lists generation 1
@@ -157,42 +155,6 @@ func TestMergedReadRacingDrainStartsOver(t *testing.T) {
 				t.Fatalf("%T: read against the base version before the fold: %v, want errMergedSince", r, err)
 			}
 			checkRows(t, "merged read", readMerged(t, tbl, r), expectRows(0, 30, "a"))
-		}
-	})
-}
-
-// FuzzDecodeWALHeader: the header decoder of the read-only view takes the same bytes as
-// decodeWALEntry behind the same guard. Any input is an error wrapping ErrCorrupt or a header,
-// never a panic; and an entry the full decoder accepts has the header the full decoder reads.
-func FuzzDecodeWALHeader(f *testing.F) {
-	for _, b := range fuzzWALEntries(f) {
-		f.Add(b)
-		f.Add(b[:len(b)*2/3])
-		f.Add(b[:len(b)/3])
-	}
-	f.Add([]byte{})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		h, err := decodeWALHeader(fuzzWALKey, data)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("header decode error %q does not wrap ErrCorrupt", err)
-		}
-		full, ferr := decodeWALEntry(fuzzWALKey, data, nil, memory.NewGoAllocator())
-		if ferr != nil {
-			return
-		}
-		defer full.release()
-		if err != nil {
-			t.Fatalf("decodeWALEntry accepts an entry whose header is refused: %v", err)
-		}
-		if h.Position != full.Position || h.WriterEpoch != full.WriterEpoch || h.Fence != full.Fence || len(h.Puts) != len(full.Puts) {
-			t.Fatalf("header %+v, entry %+v", h, full)
-		}
-		for i, p := range full.Puts {
-			hp := h.Puts[i]
-			if hp.Rows != p.Rows || len(hp.Batches) != 0 || (hp.Epoch == nil) != (p.Epoch == nil) || (p.Epoch != nil && *hp.Epoch != *p.Epoch) {
-				t.Fatalf("put %d: header %+v, entry %+v", i, hp, p)
-			}
 		}
 	})
 }

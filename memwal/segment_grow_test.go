@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -21,7 +22,7 @@ func segmentFiles(t *testing.T, local *objstore.Local, s *Shard) map[string]int6
 	}
 	out := map[string]int64{}
 	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), segmentExt) {
+		if !strings.HasSuffix(e.Name(), wal.SegmentExt) {
 			continue
 		}
 		fi, err := e.Info()
@@ -41,12 +42,12 @@ func TestSegmentGrowsWhileSpareIsPrepared(t *testing.T) {
 	var once sync.Once
 	releaseSpare := func() { once.Do(func() { close(release) }) }
 	defer releaseSpare() // before the shard's Close, which waits for the preparation
-	defer func(f func(string, int64) (string, error)) { preallocateSpare = f }(preallocateSpare)
-	real := preallocateSpare
-	preallocateSpare = func(dir string, size int64) (string, error) {
+	var real func(string, int64) (string, error)
+	real = wal.SwapPreallocateSpareForTesting(func(dir string, size int64) (string, error) {
 		<-release
 		return real(dir, size)
-	}
+	})
+	defer wal.SwapPreallocateSpareForTesting(real)
 	local, err := objstore.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -122,14 +123,12 @@ func TestSmallSegmentNotRecycled(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, left := segmentFiles(t, local, s)[small]
-		s.wal.seg.mu.Lock()
 		var freeSmall []string
-		for _, f := range s.wal.seg.free {
-			if fi, err := os.Stat(f.path); err == nil && fi.Size() < o.WALSegmentBytes {
-				freeSmall = append(freeSmall, f.path)
+		for _, path := range s.wal.FreeSegmentPathsForTesting() {
+			if fi, err := os.Stat(path); err == nil && fi.Size() < o.WALSegmentBytes {
+				freeSmall = append(freeSmall, path)
 			}
 		}
-		s.wal.seg.mu.Unlock()
 		if len(freeSmall) > 0 {
 			t.Fatalf("small segments on the free list: %v", freeSmall)
 		}

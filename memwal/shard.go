@@ -13,6 +13,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/panics"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -29,7 +30,7 @@ type Shard struct {
 	opts   Options
 	paths  shardPaths
 	ms     *ManifestStore
-	wal    *walLog
+	wal    *wal.Log
 	epoch  uint64
 
 	// qmu guards the put queue, which the committer goroutine drains.
@@ -69,7 +70,7 @@ type EpochKey struct {
 // putRequest is one Put waiting for its group's WAL entry.
 type putRequest struct {
 	ctx   context.Context
-	put   walPut
+	put   wal.Put
 	bytes int64
 	done  chan struct{}
 	pos   uint64
@@ -108,8 +109,9 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 	paths := newShardPaths(tbl.Name(), shardID)
 	s := &Shard{
 		table: tbl, id: shardID, schema: base.ArrowSchema(), pk: base.PrimaryKey, opts: o, paths: paths,
-		ms:          NewManifestStore(tbl.Store(), tbl.Name(), shardID, &o),
-		wal:         &walLog{store: tbl.Store(), shard: shardID, paths: paths, segmentBytes: o.WALSegmentBytes},
+		ms: NewManifestStore(tbl.Store(), tbl.Name(), shardID, &o),
+		wal: wal.NewLog(wal.Config{Store: tbl.Store(), Shard: shardID, Prefix: paths.walPrefix(), SegmentBytes: o.WALSegmentBytes,
+			OnSegmentSync: func(d time.Duration) { recordWALSync("local", d) }}),
 		qsignal:     make(chan struct{}, 1),
 		active:      &memtable{},
 		identities:  make(map[EpochKey]uint64),
@@ -119,15 +121,15 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 	}
 	m, fence, err := s.ms.claimEpoch(ctx, s.wal)
 	if err != nil {
-		s.wal.close()
+		s.wal.Close()
 		return nil, fmt.Errorf("memwal shard %s: claim: %w", shardID, err)
 	}
 	s.manifest, s.epoch = m, m.WriterEpoch
 	s.nextPos, s.nextGen, s.replayAfter = fence+1, m.NextGeneration, m.ReplayAfterWALEntryPosition
 	err = s.replay(ctx, fence)
-	s.wal.forget()
+	s.wal.Forget()
 	if err != nil {
-		s.wal.close()
+		s.wal.Close()
 		s.releaseMemtables()
 		return nil, err
 	}
@@ -140,7 +142,7 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 // replay reads the entries between replay_after and the fence into the memtable. Entries of
 // older epochs are acknowledged puts of earlier writers; nothing of theirs lies past the fence.
 func (s *Shard) replay(ctx context.Context, fence uint64) error {
-	positions, err := s.wal.list(ctx, s.replayAfter)
+	positions, err := s.wal.List(ctx, s.replayAfter)
 	if err != nil {
 		return err
 	}
@@ -148,7 +150,7 @@ func (s *Shard) replay(ctx context.Context, fence uint64) error {
 		if pos >= fence {
 			break
 		}
-		e, err := s.wal.read(ctx, pos, s.schema, s.opts.Allocator)
+		e, err := s.wal.Read(ctx, pos, s.schema, s.opts.Allocator)
 		if err != nil {
 			return fmt.Errorf("memwal shard %s: replay: %w", s.id, err)
 		}
@@ -171,7 +173,7 @@ func (s *Shard) replay(ctx context.Context, fence uint64) error {
 			}
 			puts = append(puts, p)
 		}
-		s.addEntryLocked(pos, puts, batchBytes(puts))
+		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))
 	}
 	return nil
 }
@@ -202,7 +204,7 @@ type PutResult struct {
 // Put appends batches to the shard as one put and returns once the WAL entry holding them is
 // durable and the writer has confirmed it still owns the shard. epoch, when not nil, is the
 // streaming identity of the rows: a shard holds each identity at most once, so a put of an
-// identity it already holds fails with an *EpochCommittedError (ErrEpochCommitted) saying where.
+// identity it already holds fails with an *engine.EpochCommittedError (engine.ErrEpochCommitted) saying where.
 // Send every row an epoch has for this shard in one put.
 //
 // Batches must fit the shard's schema (columns matched by name); they are retained, not copied.
@@ -218,7 +220,7 @@ func (s *Shard) Put(ctx context.Context, epoch *engine.EpochIdentity, batches ..
 		releasePut(put)
 		return PutResult{}, nil
 	}
-	req := &putRequest{ctx: ctx, put: put, bytes: batchBytes([]walPut{put}), done: make(chan struct{})}
+	req := &putRequest{ctx: ctx, put: put, bytes: wal.BatchBytes([]wal.Put{put}), done: make(chan struct{})}
 	if err := s.admit(ctx, req.bytes, 0); err != nil {
 		releasePut(put)
 		return PutResult{}, err
@@ -276,8 +278,8 @@ func (s *Shard) signalQueued() {
 }
 
 // conform checks the batches against the shard schema and returns them reshaped to it, retained.
-func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch) (walPut, error) {
-	put := walPut{}
+func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch) (wal.Put, error) {
+	put := wal.Put{}
 	if epoch != nil {
 		e := *epoch
 		put.Epoch = &e
@@ -287,7 +289,7 @@ func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch
 		// a schema change never goes through a shard (the sink commits it directly).
 		if err := arrowschema.CheckWriteSchema(s.schema, b.Schema(), s.pk); err != nil {
 			releasePut(put)
-			return walPut{}, fmt.Errorf("memwal shard %s: %w", s.id, err)
+			return wal.Put{}, fmt.Errorf("memwal shard %s: %w", s.id, err)
 		}
 		if b.NumRows() == 0 {
 			continue
@@ -295,13 +297,13 @@ func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch
 		conf, err := arrowschema.ConformToTable(s.schema, b)
 		if err != nil {
 			releasePut(put)
-			return walPut{}, fmt.Errorf("memwal shard %s: %w: %w", s.id, arrowschema.ErrSchemaMismatch, err)
+			return wal.Put{}, fmt.Errorf("memwal shard %s: %w: %w", s.id, arrowschema.ErrSchemaMismatch, err)
 		}
 		for _, k := range s.pk {
 			if c := conf.Column(s.schema.FieldIndices(k)[0]); c.NullN() > 0 {
 				conf.Release()
 				releasePut(put)
-				return walPut{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, arrowschema.ErrSchemaMismatch, k, c.NullN())
+				return wal.Put{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, arrowschema.ErrSchemaMismatch, k, c.NullN())
 			}
 		}
 		put.Batches = append(put.Batches, conf)
@@ -458,7 +460,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 		case r.put.Epoch != nil:
 			k := EpochKey{r.put.Epoch.QueryID, r.put.Epoch.EpochID}
 			if loc, dup := s.epochLocationLocked(k.QueryID, k.EpochID); dup {
-				e := &EpochCommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
+				e := &engine.EpochCommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
 				rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, e) })
 			} else if seen[k] {
 				dups = append(dups, r)
@@ -484,14 +486,14 @@ func (s *Shard) commitGroup(group []*putRequest) {
 	s.mu.Lock()
 	s.queued -= admitted
 	if err == nil && len(in) > 0 {
-		puts := make([]walPut, len(in))
+		puts := make([]wal.Put, len(in))
 		for i, r := range in {
 			puts[i] = r.put
 			if e := r.put.Epoch; e != nil {
 				s.identities[EpochKey{e.QueryID, e.EpochID}] = pos
 			}
 		}
-		s.addEntryLocked(pos, puts, batchBytes(puts))
+		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))
 		s.nextPos = pos + 1
 	}
 	s.mu.Unlock()
@@ -510,7 +512,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 			continue
 		}
 		e := r.put.Epoch
-		finish(r, 0, &EpochCommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
+		finish(r, 0, &engine.EpochCommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
 	}
 }
 
@@ -518,33 +520,33 @@ func (s *Shard) commitGroup(group []*putRequest) {
 // entry provably did not land.
 func (s *Shard) writeEntry(pos uint64, in []*putRequest) error {
 	ctx := context.Background() // a group outlives any single put's context
-	puts := make([]walPut, len(in))
+	puts := make([]wal.Put, len(in))
 	for i, r := range in {
 		puts[i] = r.put
 	}
-	if s.wal.seg != nil {
+	if s.wal.Segmented() {
 		// A local disk: one record appended to this writer's own segment, one fdatasync. No one
 		// else writes there, so there is no taken position to find; a failed append leaves the
 		// outcome unknown.
-		if err := s.wal.appendEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator); err != nil {
+		if err := s.wal.AppendEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator); err != nil {
 			return s.fail(fmt.Errorf("%w, reopen the shard", err))
 		}
 		return s.confirmOwner(ctx, pos)
 	}
-	data, err := encodeWALEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator)
+	data, err := wal.EncodeEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator)
 	if err != nil {
 		return fmt.Errorf("memwal shard %s: %w", s.id, err)
 	}
 	put := time.Now()
-	err = s.wal.create(ctx, pos, data)
+	err = s.wal.Create(ctx, pos, data)
 	if err == nil {
 		recordWALSync("object", time.Since(put))
 	}
 	if errors.Is(err, objstore.ErrExists) {
 		// Someone else wrote our position: a newer writer's fence or entry.
 		cur := uint64(0)
-		if other, rerr := s.wal.read(ctx, pos, nil, s.opts.Allocator); rerr == nil {
-			other.release()
+		if other, rerr := s.wal.Read(ctx, pos, nil, s.opts.Allocator); rerr == nil {
+			other.Release()
 			cur = other.WriterEpoch
 		}
 		return s.fail(&FencedError{Shard: s.id, WriterEpoch: s.epoch, CurrentEpoch: cur, Op: fmt.Sprintf("write wal entry %d", pos)})
@@ -564,7 +566,7 @@ func (s *Shard) confirmOwner(ctx context.Context, pos uint64) error {
 	// position below the new owner's replay_after (one that a flush already deleted), or, on a
 	// local disk, at or above the new owner's fence, where no replay will ever read it. Only the
 	// current owner may acknowledge: confirm before we do. On a local disk this probe, after the
-	// fdatasync, is what makes the fence rule safe (segment.go).
+	// fdatasync, is what makes the fence rule safe (wal/segment.go).
 	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
 		if errors.Is(err, ErrFenced) {
 			return s.fail(err)
@@ -590,7 +592,7 @@ func (s *Shard) fail(err error) error {
 // addEntryLocked adds a durable entry to the active memtable and seals it at a threshold.
 //
 // REQUIRES: s.mu held.
-func (s *Shard) addEntryLocked(pos uint64, puts []walPut, bytes int64) {
+func (s *Shard) addEntryLocked(pos uint64, puts []wal.Put, bytes int64) {
 	s.active.add(pos, puts, bytes)
 	s.unflushed += bytes
 	if s.active.rows >= s.opts.MemtableMaxRows || s.active.bytes >= s.opts.MemtableMaxBytes {
@@ -794,7 +796,7 @@ func (s *Shard) flush(mt *memtable) error {
 	})
 	if err != nil {
 		// The generation's file is unreferenced garbage (or, if the outcome was unknown, it is
-		// referenced and must stay): leave it; compaction sweeps unlisted directories.
+		// referenced and must stay): leave it; the fold sweeps unlisted directories.
 		return fmt.Errorf("memwal shard %s: commit generation %d: %w", s.id, g, err)
 	}
 	s.mu.Lock()
@@ -813,7 +815,7 @@ func (s *Shard) flush(mt *memtable) error {
 	s.signalProgress()
 	// Delete after the manifest update: until replay_after passed them, a reopened writer needed
 	// these entries. An entry left behind is below replay_after and never read again.
-	s.wal.deleteEntries(ctx, prevReplayAfter+1, mt.lastPos, s.opts.Logger.Warn)
+	s.wal.DeleteEntries(ctx, prevReplayAfter+1, mt.lastPos, s.opts.Logger.Warn)
 	if s.opts.AfterFlush != nil {
 		s.opts.AfterFlush(g)
 	}
@@ -842,7 +844,7 @@ func (s *Shard) Close() error {
 	s.commitMu.Lock() // a put writing its group finishes it
 	defer s.commitMu.Unlock()
 	s.failQueued(fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed))
-	s.wal.close()
+	s.wal.Close()
 	s.releaseMemtables()
 	s.signalProgress()
 	return nil
@@ -865,7 +867,7 @@ type ShardStats struct {
 	Shard                       string
 	WriterEpoch                 uint64
 	ManifestVersion             uint64
-	Generations                 int // flushed, not yet drained by compaction
+	Generations                 int // flushed, not yet drained by a fold
 	GenerationRows              int64
 	MemtableRows                int64 // acknowledged, not yet in a generation
 	SealedMemtables             int
@@ -877,7 +879,7 @@ type ShardStats struct {
 }
 
 // Stats returns the writer's view of the shard. Generations reflect the newest manifest the
-// writer has read, which a compaction's drain may have changed since.
+// writer has read, which a fold's drain may have changed since.
 func (s *Shard) Stats() ShardStats {
 	latest, _ := s.ms.cached()
 	s.mu.Lock()
@@ -902,18 +904,8 @@ func (s *Shard) Stats() ShardStats {
 	return st
 }
 
-func releasePut(p walPut) {
+func releasePut(p wal.Put) {
 	for _, b := range p.Batches {
 		b.Release()
 	}
-}
-
-func batchBytes(puts []walPut) int64 {
-	var n int64
-	for _, p := range puts {
-		for _, b := range p.Batches {
-			n += arrowschema.RecordBytes(b)
-		}
-	}
-	return n
 }

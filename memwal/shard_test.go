@@ -154,9 +154,9 @@ func TestReplayAfterCrash(t *testing.T) {
 			rec := makeRows(e*100, 10, "dup", e)
 			_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: e}, rec)
 			rec.Release()
-			var ec *EpochCommittedError
-			if !errors.As(err, &ec) || !errors.Is(err, ErrEpochCommitted) {
-				t.Fatalf("replay of epoch %d: %v, want ErrEpochCommitted", e, err)
+			var ec *engine.EpochCommittedError
+			if !errors.As(err, &ec) || !errors.Is(err, engine.ErrEpochCommitted) {
+				t.Fatalf("replay of epoch %d: %v, want engine.ErrEpochCommitted", e, err)
 			}
 		}
 		checkRows(t, "after refused replays", readMerged(t, tbl, s), want)
@@ -239,7 +239,7 @@ func TestConcurrentDuplicateEpoch(t *testing.T) {
 		switch {
 		case err == nil:
 			landed++
-		case errors.Is(err, ErrEpochCommitted):
+		case errors.Is(err, engine.ErrEpochCommitted):
 		default:
 			t.Fatalf("put: %v", err)
 		}

@@ -58,7 +58,7 @@ type ShardSet struct {
 	table *engine.Table
 	ids   []string
 	opts  ShardSetOptions
-	turns CompactionTurns // compactions of one shard by this set run one at a time
+	turns FoldTurns // folds of one shard by this set run one at a time
 	gauge metric.Registration
 	own   *ownership // owner.go: the shards the set owns, leases, dedupe across servers
 
@@ -88,7 +88,7 @@ type ShardSetOptions struct {
 	Shard Options
 	// FoldGenerations folds a shard once this many flushed generations wait in it, as a step of
 	// the table's maintenance. Default DefaultFoldGenerations; negative: no automatic fold (the
-	// fold ceiling, CompactShard and FoldAll still fold).
+	// fold ceiling, FoldShard and FoldAll still fold).
 	FoldGenerations int
 	// Maintainer are the options of the table's maintainer (Maintainer); the set adds its fold
 	// step to them. Its BackgroundContext also bounds the set's after-flush hooks.
@@ -257,7 +257,7 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 		switch {
 		case err == nil:
 			return false, nil
-		case errors.Is(err, ErrEpochCommitted):
+		case errors.Is(err, engine.ErrEpochCommitted):
 			return true, nil // a concurrent put of the same epoch won
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && ss.unroute(i):
 			// A shard this set owned for its unkeyed puts: another server claimed it. Reclaiming
@@ -312,12 +312,12 @@ func (ss *ShardSet) Flush(ctx context.Context, shards ...int) error {
 	return nil
 }
 
-// CompactShard folds shard i into the base table when it has at least minGenerations flushed
-// generations waiting (Compactor.CompactShardIfReady) and returns the generations reclaimed. It
-// is the compact_memwal_shard action's fold, made on request: its commit carries no maintenance
+// FoldShard folds shard i into the base table when it has at least minGenerations flushed
+// generations waiting (Folder.FoldShardIfReady) and returns the generations reclaimed. It
+// is the fold_memwal_shard action's fold, made on request: its commit carries no maintenance
 // property, and the table's maintenance runs after it (MaintainAfterFold) as after any commit.
-func (ss *ShardSet) CompactShard(ctx context.Context, i, minGenerations int) (int, error) {
-	return ss.compactor(nil).CompactShardIfReady(ctx, ss.ids[i], max(minGenerations, 1))
+func (ss *ShardSet) FoldShard(ctx context.Context, i, minGenerations int) (int, error) {
+	return ss.folder(nil).FoldShardIfReady(ctx, ss.ids[i], max(minGenerations, 1))
 }
 
 // FoldAll flushes every shard's memtable and folds every flushed generation into the base table:
@@ -341,9 +341,9 @@ func (ss *ShardSet) FoldAll(ctx context.Context) error {
 			defer ss.releaseUnrouted(ctx, i, w)
 		}
 	}
-	c := ss.compactor(nil)
+	c := ss.folder(nil)
 	for _, id := range ss.ids {
-		if _, err := c.CompactShard(ctx, id); err != nil {
+		if _, err := c.FoldShard(ctx, id); err != nil {
 			return fmt.Errorf("fold memwal shard %s: %w", id, err)
 		}
 	}
@@ -359,7 +359,7 @@ func (ss *ShardSet) Maintainer() *engine.TableMaintainer {
 }
 
 // MaintainAfterFold runs the table's maintenance after a fold made outside maintenance (a
-// compact_memwal_shard, a stalled put's fold): the fold is a commit like any other, it adds
+// fold_memwal_shard, a stalled put's fold): the fold is a commit like any other, it adds
 // fragments and lets index catch-up advance.
 func (ss *ShardSet) MaintainAfterFold(ctx context.Context) error {
 	m, err := ss.table.Latest(ctx)
@@ -430,12 +430,12 @@ func (ss *ShardSet) FoldStep() engine.MaintenanceStep {
 
 func (ss *ShardSet) fold(ctx context.Context, props map[string]string) error {
 	var errs []error
-	c := ss.compactor(props)
+	c := ss.folder(props)
 	for i, id := range ss.ids {
 		if !ss.startFold(i) {
 			continue
 		}
-		if _, err := c.CompactShardIfReady(ctx, id, ss.opts.FoldGenerations); err != nil {
+		if _, err := c.FoldShardIfReady(ctx, id, ss.opts.FoldGenerations); err != nil {
 			errs = append(errs, fmt.Errorf("shard %s: %w", id, err))
 		}
 	}
@@ -476,9 +476,9 @@ func (ss *ShardSet) readyLocked(i int) bool {
 	return st.Generations >= need && st.NextGeneration > ss.foldedAt[i]
 }
 
-// compactor returns a Compactor that takes this set's compaction turns and stamps props.
-func (ss *ShardSet) compactor(props map[string]string) *Compactor {
-	return NewCompactor(ss.table, &CompactOptions{Shard: ss.opts.Shard, Turns: &ss.turns, Properties: props})
+// folder returns a Folder that takes this set's fold turns and stamps props.
+func (ss *ShardSet) folder(props map[string]string) *Folder {
+	return NewFolder(ss.table, &FoldOptions{Shard: ss.opts.Shard, Turns: &ss.turns, Properties: props})
 }
 
 func (ss *ShardSet) all() []int {
@@ -566,9 +566,9 @@ func (ss *ShardSet) holdCeiling(ctx context.Context, m *engine.Manifest, i int, 
 
 // stallFold folds shard i for a stalled put: it runs the fold when no other stalled put of this
 // set is running one, and otherwise waits for that one (or ctx). It reports whether it ran the
-// fold. A maintenance fold of the shard that is running is waited for inside the compactor (the
-// set's compaction turns). The fold's commit is a maintenance commit (its trigger "fold_ceiling"),
-// and the table's maintenance runs after it as after a compact_memwal_shard.
+// fold. A maintenance fold of the shard that is running is waited for inside the folder (the
+// set's fold turns). The fold's commit is a maintenance commit (its trigger "fold_ceiling"),
+// and the table's maintenance runs after it as after a fold_memwal_shard.
 func (ss *ShardSet) stallFold(ctx context.Context, m *engine.Manifest, i int) (bool, error) {
 	ss.mu.Lock()
 	if ch := ss.stallFolds[i]; ch != nil {
@@ -591,7 +591,7 @@ func (ss *ShardSet) stallFold(ctx context.Context, m *engine.Manifest, i int) (b
 	}()
 	props := map[string]string{engine.PropMaintenance: string(MaintainFold),
 		engine.PropMaintenanceAfter: strconv.FormatUint(m.Version, 10), engine.PropMaintenanceTrigger: "fold_ceiling"}
-	n, err := ss.compactor(props).CompactShardIfReady(ctx, ss.ids[i], 1)
+	n, err := ss.folder(props).FoldShardIfReady(ctx, ss.ids[i], 1)
 	if err != nil {
 		return true, fmt.Errorf("fold: %w", err)
 	}

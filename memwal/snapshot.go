@@ -11,6 +11,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -36,7 +37,7 @@ type Snapshot struct {
 	gens   []FlushedGeneration
 	mem    []arrow.RecordBatch // retained
 	// drained: the manifest the snapshot was taken from no longer lists a generation above the
-	// caller's merged watermark that the shard flushed. A compaction folded it into a base
+	// caller's merged watermark that the shard flushed. A fold merged it into a base
 	// version newer than the caller's and drained it, so the caller's base version misses its
 	// rows: read again from a newer base version.
 	drained bool
@@ -85,7 +86,7 @@ func (sn *Snapshot) MemtableRows() int64 {
 }
 
 // Read calls fn with every batch of the snapshot, oldest first. A batch is valid only during its
-// call. A generation that compaction has merged and deleted since the snapshot was taken fails
+// call. A generation that a fold has merged and deleted since the snapshot was taken fails
 // with an error wrapping objstore.ErrNotFound; read again against a newer base version.
 func (sn *Snapshot) Read(ctx context.Context, fn func(arrow.RecordBatch) error) error {
 	for _, g := range sn.gens {
@@ -132,7 +133,7 @@ type StoredShard struct {
 	table *engine.Table
 	id    string
 	ms    *ManifestStore
-	wal   *walLog
+	wal   *wal.Log
 	paths shardPaths
 	opts  Options
 }
@@ -147,7 +148,7 @@ func NewStoredShard(tbl *engine.Table, shardID string, opts *Options) *StoredSha
 	paths := newShardPaths(tbl.Name(), shardID)
 	return &StoredShard{table: tbl, id: shardID, paths: paths, opts: o,
 		ms:  NewManifestStore(tbl.Store(), tbl.Name(), shardID, &o),
-		wal: &walLog{store: tbl.Store(), shard: shardID, paths: paths}}
+		wal: wal.NewLog(wal.Config{Store: tbl.Store(), Shard: shardID, Prefix: paths.walPrefix()})}
 }
 
 // ShardID implements ShardReader.
@@ -178,7 +179,7 @@ func (ss *StoredShard) Stats(ctx context.Context) (ShardStats, error) {
 	if n := len(v.entries); n > 0 {
 		st.NextWALPosition = v.entries[n-1].Position + 1
 	}
-	v.replayed(func(_ uint64, p walPut) { st.MemtableRows += p.Rows })
+	v.replayed(func(_ uint64, p wal.Put) { st.MemtableRows += p.Rows })
 	return st, nil
 }
 
@@ -192,7 +193,7 @@ func (ss *StoredShard) EpochCommitted(ctx context.Context, queryID string, epoch
 		return false, EpochLocation{}, err
 	}
 	found := uint64(0)
-	v.replayed(func(pos uint64, p walPut) {
+	v.replayed(func(pos uint64, p wal.Put) {
 		if found == 0 && p.Epoch != nil && p.Epoch.QueryID == queryID && p.Epoch.EpochID == epochID {
 			found = pos
 		}
@@ -226,7 +227,7 @@ func (ss *StoredShard) Snapshot(ctx context.Context, mergedWatermark uint64) (*S
 		return sn, nil
 	}
 	sn.gens, sn.drained = v.manifest.GenerationsAbove(mergedWatermark), v.manifest.drainedAbove(mergedWatermark)
-	v.replayed(func(_ uint64, p walPut) {
+	v.replayed(func(_ uint64, p wal.Put) {
 		for _, b := range p.Batches {
 			b.Retain()
 			sn.mem = append(sn.mem, b)
@@ -244,7 +245,7 @@ const storedViewAttempts = 8
 // shard has none (then it has no WAL either: a claim creates the manifest before its fence).
 type storedView struct {
 	manifest *ShardManifest
-	entries  []*walEntry
+	entries  []*wal.Entry
 }
 
 // view reads the shard's read-only view: entries decoded whole in schema, or header only (no
@@ -266,7 +267,7 @@ type storedView struct {
 // generation) or missed (entry deleted, generation not in M): start over. Claims between 1 and 3
 // bump only the writer epoch; a new writer's fence is skipped and its entries after it are
 // acknowledged puts like any other. Entries written after the listing in 2 are puts concurrent
-// with the read. Compaction's drains do not move replay_after; the caller that merges with a
+// with the read. Folds' drains do not move replay_after; the caller that merges with a
 // base version checks them (ShardManifest.drainedAbove).
 func (ss *StoredShard) view(ctx context.Context, schema *arrow.Schema) (*storedView, error) {
 	for attempt := 0; attempt < storedViewAttempts; attempt++ {
@@ -308,16 +309,16 @@ func (ss *StoredShard) view(ctx context.Context, schema *arrow.Schema) (*storedV
 
 // readEntries reads the WAL entries after v.manifest's replay_after into v.
 func (ss *StoredShard) readEntries(ctx context.Context, v *storedView, schema *arrow.Schema) error {
-	positions, err := ss.wal.list(ctx, v.manifest.ReplayAfterWALEntryPosition)
+	positions, err := ss.wal.List(ctx, v.manifest.ReplayAfterWALEntryPosition)
 	if err != nil {
 		return err
 	}
 	for _, pos := range positions {
-		var e *walEntry
+		var e *wal.Entry
 		if schema == nil {
-			e, err = ss.wal.readHeader(ctx, pos)
+			e, err = ss.wal.ReadHeader(ctx, pos)
 		} else {
-			e, err = ss.wal.read(ctx, pos, schema, ss.opts.Allocator)
+			e, err = ss.wal.Read(ctx, pos, schema, ss.opts.Allocator)
 		}
 		if err != nil {
 			return err
@@ -331,7 +332,7 @@ func (ss *StoredShard) readEntries(ctx context.Context, v *storedView, schema *a
 // position: fence entries (data-less, left by claims) are skipped, and so is a put of an epoch
 // that an earlier entry holds or that is at or below its query's flushed watermark, as
 // Shard.replay does. fn must not keep the put's batches without retaining them.
-func (v *storedView) replayed(fn func(pos uint64, p walPut)) {
+func (v *storedView) replayed(fn func(pos uint64, p wal.Put)) {
 	if v.manifest == nil {
 		return
 	}
@@ -356,7 +357,7 @@ func (v *storedView) replayed(fn func(pos uint64, p walPut)) {
 // release drops the view's batches.
 func (v *storedView) release() {
 	for _, e := range v.entries {
-		e.release()
+		e.Release()
 	}
 	v.entries = nil
 }

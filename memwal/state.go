@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
 // TableState is a MemWAL table as every view of it (table_stats, GetFlightInfo, inspect, the
@@ -73,7 +74,7 @@ func ReadTableState(ctx context.Context, tbl *engine.Table, m *engine.Manifest, 
 			// At or below the merged watermark the epoch's generation is folded into the base.
 			epochs[q] = StreamState{Epoch: wm.Epoch, TimestampNanos: wm.UpdatedNanos, InMemWAL: wm.Generation > merged}
 		}
-		v.replayed(func(_ uint64, p walPut) {
+		v.replayed(func(_ uint64, p wal.Put) {
 			st.MemtableRows += p.Rows
 			if p.Epoch != nil {
 				if e, seen := epochs[p.Epoch.QueryID]; !seen || p.Epoch.EpochID > e.Epoch {

@@ -5,26 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
-	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
 // Streamed puts: a large put written to the WAL as its batches arrive.
 //
 // A put is one WAL entry written by the group committer once all of it is at hand: receive,
-// encode and write run one after the other. On a local disk (segment.go) a large put can instead
+// encode and write run one after the other. On a local disk (wal/segment.go) a large put can instead
 // be streamed (Shard.StreamPut): each batch, as it arrives, is encoded as a stream record — an
 // Arrow IPC stream like an entry, of kind "stream", carrying the writer epoch, a stream id (a
 // random UUID) and the record's index in its stream, and no position — and appended to the
@@ -51,72 +45,14 @@ import (
 // positions, and an object cannot grow as batches arrive. A streamed put there (ShardSet's
 // ShardStream) keeps the buffered path: its batches are held and put as one entry at the end.
 
-// streamRecord is a stream record found by a list: its writer epoch, index, payload and segment.
-type streamRecord struct {
-	epoch   uint64
-	seq     int
-	data    []byte
-	segment int // index into the segments the list found
-}
-
-// streamRecords returns the payloads of the records of ref's stream from the last list, checked:
-// writer epoch, one record per index in order, count and CRC. It implements streamRecords.
-func (w *walLog) streamRecords(ref *walStreamRef, epoch uint64) ([][]byte, error) {
-	recs := slices.Clone(w.streams[ref.ID])
-	slices.SortStableFunc(recs, func(a, b streamRecord) int { return a.seq - b.seq })
-	if len(recs) != ref.Records {
-		// Corrupt for a writer's replay: nothing frees a segment holding the records of a commit
-		// above replay_after. A read-only view may have read the WAL after a flush freed them (its
-		// manifest is older): ErrNotFound makes it start over, as for a vanished entry.
-		return nil, fmt.Errorf("%w: stream %s: %d of its %d records found: %w", ErrCorrupt, ref.ID, len(recs), ref.Records, objstore.ErrNotFound)
-	}
-	out := make([][]byte, len(recs))
-	var crc uint32
-	for i, r := range recs {
-		if r.seq != i || r.epoch != epoch {
-			return nil, fmt.Errorf("%w: stream %s: record %d is index %d of writer epoch %d, want writer epoch %d", ErrCorrupt, ref.ID, i, r.seq, r.epoch, epoch)
-		}
-		crc = crc32.Update(crc, castagnoli, r.data)
-		out[i] = r.data
-	}
-	if crc != ref.CRC {
-		return nil, fmt.Errorf("%w: stream %s: records checksum %08x, commit says %08x", ErrCorrupt, ref.ID, crc, ref.CRC)
-	}
-	return out, nil
-}
-
-// writeStreamRecord encodes record seq of stream id, of writer epoch, holding batch b (in
-// schema, the table schema), into buf after room bytes of header.
-func writeStreamRecord(buf *bytes.Buffer, room int, epoch uint64, id string, seq int, schema *arrow.Schema, b arrow.RecordBatch) error {
-	buf.Reset()
-	buf.Grow(room + int(arrowschema.RecordBytes(b)) + 16<<10)
-	buf.Write(make([]byte, room))
-	md := schema.Metadata()
-	keys := slices.Concat(md.Keys(), []string{metaKind, metaWriterEpoch, metaPosition, metaStreamID, metaStreamSeq})
-	vals := slices.Concat(md.Values(), []string{kindStream, strconv.FormatUint(epoch, 10), "0", id, strconv.Itoa(seq)})
-	meta := arrow.NewMetadata(keys, vals)
-	recSchema := arrow.NewSchema(schema.Fields(), &meta)
-	w := ipc.NewWriter(buf, ipc.WithSchema(recSchema))
-	rb := array.NewRecordBatch(recSchema, b.Columns(), b.NumRows())
-	err := w.Write(rb)
-	rb.Release()
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("encode stream %s record %d: %w", id, seq, err)
-	}
-	return nil
-}
-
 // PutStream is a put being streamed into the shard's WAL (Shard.StreamPut). Append adds batches;
 // Commit makes the put durable as Put does; Abort (or a failed Append or Commit) leaves only
 // records no reader counts. A PutStream is used by one goroutine.
 type PutStream struct {
 	s        *Shard
 	ctx      context.Context
-	put      walPut
-	ref      *walStreamRef
+	put      wal.Put
+	ref      *wal.StreamRef
 	admitted int64 // bytes admitted (Shard.admit) for the put so far
 	ended    bool
 
@@ -136,10 +72,10 @@ type PutStream struct {
 func (p *PutStream) waitWritten() { p.pending.Wait() }
 
 // CanStream reports whether the shard's WAL takes streamed puts: a local disk's segments.
-func (s *Shard) CanStream() bool { return s.wal.seg != nil }
+func (s *Shard) CanStream() bool { return s.wal.Segmented() }
 
 // StreamPut starts a streamed put of epoch (nil: no identity) into the shard, on a local disk
-// only (CanStream). It fails with an *EpochCommittedError when the shard already holds the epoch,
+// only (CanStream). It fails with an *engine.EpochCommittedError when the shard already holds the epoch,
 // and with the writer's sticky error once it failed. ctx bounds the whole stream: when it ends,
 // the put's outcome is as for Put.
 func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*PutStream, error) {
@@ -154,7 +90,7 @@ func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*Pu
 		err = fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
 	case epoch != nil:
 		if loc, dup := s.epochLocationLocked(epoch.QueryID, epoch.EpochID); dup {
-			err = &EpochCommittedError{Shard: s.id, QueryID: epoch.QueryID, EpochID: epoch.EpochID, Location: loc}
+			err = &engine.EpochCommittedError{Shard: s.id, QueryID: epoch.QueryID, EpochID: epoch.EpochID, Location: loc}
 		}
 	}
 	s.mu.Unlock()
@@ -166,7 +102,7 @@ func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*Pu
 		e := *epoch
 		p.put.Epoch = &e
 	}
-	p.ref = &walStreamRef{ID: uuid.NewString(), first: s.wal.seg.pin()}
+	p.ref = s.wal.StartStream()
 	go p.writeRecords()
 	return p, nil
 }
@@ -180,11 +116,11 @@ func (p *PutStream) writeRecords() {
 			p.pending.Done()
 			continue // drain: Append sees the error
 		}
-		err := writeStreamRecord(&p.buf, segmentHeaderSize, p.s.epoch, p.ref.ID, p.ref.Records, p.s.schema, b)
+		err := wal.WriteStreamRecord(&p.buf, wal.SegmentHeaderSize, p.s.epoch, p.ref.ID, p.ref.Records, p.s.schema, b)
 		if err == nil {
-			payload := p.buf.Bytes()[segmentHeaderSize:]
-			p.ref.CRC = crc32.Update(p.ref.CRC, castagnoli, payload)
-			if err = p.s.wal.seg.appendData(p.buf.Bytes()); err != nil {
+			payload := p.buf.Bytes()[wal.SegmentHeaderSize:]
+			p.ref.CRC = wal.UpdateStreamCRC(p.ref.CRC, payload)
+			if err = p.s.wal.AppendStreamRecord(p.buf.Bytes()); err != nil {
 				// The segment's state after a failed write is unknown: the writer stops.
 				err = p.s.fail(fmt.Errorf("memwal shard %s: write stream record: %w, reopen the shard", p.s.id, err))
 			}
@@ -209,7 +145,7 @@ func (p *PutStream) Append(batches ...arrow.RecordBatch) error {
 	}
 	add, err := p.s.conform(nil, batches)
 	if err == nil {
-		n := batchBytes([]walPut{add})
+		n := wal.BatchBytes([]wal.Put{add})
 		if err = p.s.admit(p.ctx, n, p.admitted); err == nil {
 			p.admitted += n
 		}
@@ -240,7 +176,7 @@ func (p *PutStream) Append(batches ...arrow.RecordBatch) error {
 }
 
 // Commit makes the streamed put durable and acknowledged, as Put does for a put of every batch
-// appended: it fails with an *EpochCommittedError when the epoch landed meanwhile (the stream's
+// appended: it fails with an *engine.EpochCommittedError when the epoch landed meanwhile (the stream's
 // records then never count), ErrFenced when another writer claimed the shard.
 func (p *PutStream) Commit() (PutResult, error) {
 	if p.ended {
@@ -279,12 +215,11 @@ func (p *PutStream) Commit() (PutResult, error) {
 // unpin ends the stream's hold on its segments and, when they hold nothing else that is needed
 // (the stream did not commit), frees them now rather than at the next flush.
 func (p *PutStream) unpin() {
-	seg := p.s.wal.seg
-	seg.unpin(p.ref.first)
+	p.s.wal.UnpinStream(p.ref)
 	p.s.mu.Lock()
 	replayAfter := p.s.replayAfter
 	p.s.mu.Unlock()
-	seg.release(replayAfter)
+	p.s.wal.ReleaseSegments(replayAfter)
 }
 
 // Abort ends the stream without a commit: its records are left for no reader to count. It is a
@@ -374,7 +309,7 @@ func (ss *ShardSet) StreamPut(ctx context.Context, since time.Time, m *engine.Ma
 		switch {
 		case err == nil:
 			return st, false, nil
-		case errors.Is(err, ErrEpochCommitted):
+		case errors.Is(err, engine.ErrEpochCommitted):
 			return nil, true, nil
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && reroutes < 2 && ss.unroute(i):
 			// Another server claimed the shard this set owned: route again, as PutUnkeyed does.
@@ -421,7 +356,7 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 	switch {
 	case err == nil:
 		return false, nil
-	case errors.Is(err, ErrEpochCommitted):
+	case errors.Is(err, engine.ErrEpochCommitted):
 		return true, nil
 	case errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed):
 		// The stream's records never count; the batches are still at hand: put them again,

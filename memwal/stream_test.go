@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -68,10 +69,10 @@ func diskRecords(t *testing.T, dir string) onDisk {
 	var d onDisk
 	ids := map[string]bool{}
 	err := filepath.WalkDir(dir, func(path string, de os.DirEntry, err error) error {
-		if err != nil || de.IsDir() || filepath.Ext(path) != segmentExt {
+		if err != nil || de.IsDir() || filepath.Ext(path) != wal.SegmentExt {
 			return err
 		}
-		n, ok := parseSegmentKey("x/" + walDir + filepath.Base(path))
+		n, ok := wal.ParseSegmentKey("x/" + walDir + filepath.Base(path))
 		if !ok {
 			return nil
 		}
@@ -80,10 +81,10 @@ func diskRecords(t *testing.T, dir string) onDisk {
 			return err
 		}
 		d.files++
-		payloads, _ := segmentRecords(b, n)
+		payloads, _ := wal.SegmentRecords(b, n)
 		holds := false
 		for _, p := range payloads {
-			h, err := decodeWALHeader("t", p)
+			h, err := wal.DecodeHeader("t", p)
 			if err != nil {
 				return err
 			}
@@ -139,8 +140,8 @@ func TestStreamPutLandsOnceAndReplays(t *testing.T) {
 	if d := diskRecords(t, dir); d.records != streamBatches || d.segments < 2 || d.commits != 1 {
 		t.Fatalf("on disk: %+v, want %d stream records over several segments and one commit", d, streamBatches)
 	}
-	if _, err := s.StreamPut(context.Background(), &engine.EpochIdentity{QueryID: "q", EpochID: 2}); !errors.Is(err, ErrEpochCommitted) {
-		t.Fatalf("a second stream of epoch 2: %v, want ErrEpochCommitted", err)
+	if _, err := s.StreamPut(context.Background(), &engine.EpochIdentity{QueryID: "q", EpochID: 2}); !errors.Is(err, engine.ErrEpochCommitted) {
+		t.Fatalf("a second stream of epoch 2: %v, want engine.ErrEpochCommitted", err)
 	}
 	s.Close()
 
@@ -205,8 +206,8 @@ func TestStreamPutAbortLeavesNothing(t *testing.T) {
 	for e := int64(10); e < 16; e++ {
 		streamEpoch(t, s, "q", e, streamBatches, "aborted").Abort()
 	}
-	if d := diskRecords(t, dir); d.files > 2+maxFreeSegments {
-		t.Fatalf("after 8 aborted streams of %d records: %d segment files (%+v), want at most %d", streamBatches, d.files, d, 2+maxFreeSegments)
+	if d := diskRecords(t, dir); d.files > 2+wal.MaxFreeSegments {
+		t.Fatalf("after 8 aborted streams of %d records: %d segment files (%+v), want at most %d", streamBatches, d.files, d, 2+wal.MaxFreeSegments)
 	}
 	if st := s.Stats(); st.UnflushedBytes != 0 {
 		t.Fatalf("aborted streams left %d bytes accounted", st.UnflushedBytes)
@@ -235,8 +236,8 @@ func TestStreamPutDuplicateAtCommit(t *testing.T) {
 	if d := diskRecords(t, dir); d.records != streamBatches {
 		t.Fatalf("on disk before the commit: %+v, want the stream's %d records", d, streamBatches)
 	}
-	if _, err := ps.Commit(); !errors.Is(err, ErrEpochCommitted) {
-		t.Fatalf("commit of a duplicate stream: %v, want ErrEpochCommitted", err)
+	if _, err := ps.Commit(); !errors.Is(err, engine.ErrEpochCommitted) {
+		t.Fatalf("commit of a duplicate stream: %v, want engine.ErrEpochCommitted", err)
 	}
 	checkRows(t, "before a reopen", readMerged(t, tbl, s), expectRows(0, 10, "put"))
 	if d := diskRecords(t, dir); d.commits != 0 {
@@ -376,10 +377,10 @@ func TestStreamCommitWaitsForLeftSegments(t *testing.T) {
 	}
 	synced := 0
 	failed := errors.New("injected fdatasync failure")
-	syncLeftSegment = func(*os.File) error { return failed }
+	wal.SwapSyncLeftSegmentForTesting(func(*os.File) error { return failed })
 	_, err := ps.Commit()
-	syncLeftSegment = func(f *os.File) error { synced++; return unix.Fdatasync(int(f.Fd())) }
-	defer func() { syncLeftSegment = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) } }()
+	wal.SwapSyncLeftSegmentForTesting(func(f *os.File) error { synced++; return unix.Fdatasync(int(f.Fd())) })
+	defer wal.SwapSyncLeftSegmentForTesting(func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) })
 	if !errors.Is(err, failed) {
 		t.Fatalf("commit with the left segments' sync failing: %v, want the sync's error", err)
 	}

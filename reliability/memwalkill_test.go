@@ -169,7 +169,7 @@ func TestMemWALServerKilled(t *testing.T) {
 			survivor = s
 		}
 	}
-	for _, a := range []string{"flush_memwal", "compact_memwal_shard"} {
+	for _, a := range []string{"flush_memwal", "fold_memwal_shard"} {
 		fdeadline := time.Now().Add(foldTimeout)
 		for {
 			actx, acancel := context.WithTimeout(ctx, time.Minute)

@@ -135,7 +135,7 @@ func TestThreeServersOneTable(t *testing.T) {
 			case 0:
 				servertest.Action(actx, c, "flush_memwal", map[string]any{"table": "shared_wal"})
 			case 1:
-				servertest.Action(actx, c, "compact_memwal_shard", map[string]any{"table": "shared_wal"})
+				servertest.Action(actx, c, "fold_memwal_shard", map[string]any{"table": "shared_wal"})
 			case 2:
 				servertest.Action(actx, c, "compact", map[string]any{"table": "shared"})
 			case 3:

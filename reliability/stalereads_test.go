@@ -92,7 +92,7 @@ func TestFencedShardSnapshotIsStale(t *testing.T) {
 }
 
 // TestFencedShardReadsRowsTwice: the stale memtable of a fenced writer also double-counts. Writer
-// A puts epoch 0; writer B claims the shard, replays epoch 0, flushes it, and a compactor folds it
+// A puts epoch 0; writer B claims the shard, replays epoch 0, flushes it, and a folder folds it
 // into the base table. A merged read through A then has epoch 0 from the base table and again
 // from A's memtable.
 func TestFencedShardReadsRowsTwice(t *testing.T) {
@@ -117,7 +117,7 @@ func TestFencedShardReadsRowsTwice(t *testing.T) {
 	if err := second.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := memwal.NewCompactor(tbl, nil).CompactShard(ctx, id); err != nil {
+	if _, err := memwal.NewFolder(tbl, nil).FoldShard(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	rows := scanMerged(t, ctx, tbl, []memwal.ShardReader{first})

@@ -454,17 +454,17 @@ func TestMemWALUnderStoreFaults(t *testing.T) {
 		stop := make(chan struct{})
 		var cwg sync.WaitGroup
 		cwg.Add(1)
-		go func() { // a compactor, as in another process: folds generations into the base table
+		go func() { // a folder, as in another process: folds generations into the base table
 			defer cwg.Done()
-			c := memwal.NewCompactor(tbl, &memwal.CompactOptions{Shard: memwal.Options{Logger: opts.Logger}})
+			c := memwal.NewFolder(tbl, &memwal.FoldOptions{Shard: memwal.Options{Logger: opts.Logger}})
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
 					return
 				case <-time.After(20 * time.Millisecond):
 				}
-				if _, err := c.CompactShard(ctx, shardIDs[i%2]); err != nil {
-					errs.add("compact shard", err, engine.ErrGenerationAlreadyMerged)
+				if _, err := c.FoldShard(ctx, shardIDs[i%2]); err != nil {
+					errs.add("fold shard", err, engine.ErrGenerationAlreadyMerged)
 				}
 			}
 		}()
@@ -485,7 +485,7 @@ func TestMemWALUnderStoreFaults(t *testing.T) {
 				t.Fatalf("final flush of %s: %v", id, err)
 			}
 			w.close()
-			if _, err := memwal.NewCompactor(tbl, &memwal.CompactOptions{Shard: memwal.Options{Logger: quiet}}).CompactShard(ctx, id); err != nil {
+			if _, err := memwal.NewFolder(tbl, &memwal.FoldOptions{Shard: memwal.Options{Logger: quiet}}).FoldShard(ctx, id); err != nil {
 				t.Fatalf("final fold of %s: %v", id, err)
 			}
 		}
@@ -558,7 +558,7 @@ func (w *shardWriter) put(ctx context.Context, t *testing.T, l *ledger, p int, q
 			l.acked(key, ack{Status: "committed"}, attempt)
 			return
 		}
-		if errors.Is(err, memwal.ErrEpochCommitted) && attempt > 1 {
+		if errors.Is(err, engine.ErrEpochCommitted) && attempt > 1 {
 			l.acked(key, ack{Status: "duplicate"}, attempt)
 			return
 		}

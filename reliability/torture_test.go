@@ -69,13 +69,13 @@ const (
 	killAnytime    killMode = iota // a random moment
 	killMidPut                     // while a DoPut is in flight (a commit or a WAL put)
 	killMidFlush                   // during flush_memwal
-	killMidFold                    // during compact_memwal_shard (the fold into the base table)
+	killMidFold                    // during fold_memwal_shard (the fold into the base table)
 	killMidCompact                 // during compact (a Rewrite) of a table
 	numKillModes
 )
 
 func (m killMode) String() string {
-	return [...]string{"anytime", "mid-put", "mid-flush", "mid-memwal-compaction", "mid-compaction"}[m]
+	return [...]string{"anytime", "mid-put", "mid-flush", "mid-memwal-fold", "mid-compaction"}[m]
 }
 
 // tortureCluster is the one server of the torture test, replaced at every kill cycle.
@@ -185,7 +185,7 @@ func TestTorture(t *testing.T) {
 			case 0, 1:
 				maint(c, "flush_memwal", map[string]any{"table": "wal"})
 			case 2:
-				maint(c, "compact_memwal_shard", map[string]any{"table": "wal"})
+				maint(c, "fold_memwal_shard", map[string]any{"table": "wal"})
 			case 3:
 				maint(c, "compact", map[string]any{"table": "direct"})
 			case 4:
@@ -260,7 +260,7 @@ func TestTorture(t *testing.T) {
 		t.Fatalf("exactly-once violated:\n%s", strings.Join(v, "\n"))
 	}
 	checkTables(t, ctx, final.Client, ledger, queriesOf, true, &st)
-	for _, typ := range []string{"flush_memwal", "compact_memwal_shard"} {
+	for _, typ := range []string{"flush_memwal", "fold_memwal_shard"} {
 		if _, err := servertest.Action(ctx, final.Client, typ, map[string]any{"table": "wal"}); err != nil {
 			t.Fatalf("final %s: %v", typ, err)
 		}
@@ -336,7 +336,7 @@ func killDuring(ctx context.Context, t *testing.T, rng *rand.Rand, c *tortureClu
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		servertest.Action(actx, srv.Client, "flush_memwal", map[string]any{"table": "wal"})
 		cancel()
-		typ, body = "compact_memwal_shard", map[string]any{"table": "wal"}
+		typ, body = "fold_memwal_shard", map[string]any{"table": "wal"}
 	case killMidCompact:
 		typ, body = "compact", map[string]any{"table": []string{"direct", "wal"}[rng.IntN(2)]}
 	}

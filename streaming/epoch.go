@@ -329,7 +329,7 @@ func (s *Sink) commitTxn(ctx context.Context, e *epoch, txn *engine.Transaction,
 		if engine.CommitDefinitelyFailed(err) {
 			discard()
 		}
-		if errors.Is(err, engine.ErrEpochAlreadyCommitted) {
+		if errors.Is(err, engine.ErrEpochCommitted) {
 			// Another writer committed this query's epoch while we wrote: answer as a replay.
 			st, ferr := s.findEpoch(ctx, t, nil, e.QueryID, e.EpochID, e.Lookback, true)
 			if ferr != nil {

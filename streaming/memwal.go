@@ -34,7 +34,7 @@ import (
 // too.
 //
 // The shards themselves (the writers this process claimed, reopening after fencing, folds as a
-// maintenance step, the fold ceiling, flush and compact-shard) are the table's memwal.ShardSet;
+// maintenance step, the fold ceiling, flush and fold-shard) are the table's memwal.ShardSet;
 // what is here are the epoch rules on top of it.
 
 // shardSet returns the table's MemWAL shard set (memwal.ShardSet: the writers this process owns,
@@ -252,7 +252,7 @@ func heldElsewhere(h memwal.EpochHolding, id *engine.EpochIdentity) (bool, error
 	return false, nil
 }
 
-// MemWALRequest selects shards of a table for flush_memwal and compact_memwal_shard.
+// MemWALRequest selects shards of a table for flush_memwal and fold_memwal_shard.
 type MemWALRequest struct {
 	Table          string
 	Shard          string
@@ -300,17 +300,17 @@ func (s *Sink) FlushMemWAL(ctx context.Context, req MemWALRequest) (int, error) 
 	return len(sel), nil
 }
 
-// CompactMemWAL folds the flushed generations of the selected shards into the base table and
+// FoldMemWAL folds the flushed generations of the selected shards into the base table and
 // returns how many generations it reclaimed. With MinGenerations, a shard is folded only when it
 // has at least that many generations pending.
-func (s *Sink) CompactMemWAL(ctx context.Context, req MemWALRequest) (int, error) {
+func (s *Sink) FoldMemWAL(ctx context.Context, req MemWALRequest) (int, error) {
 	ss, sel, err := s.selectShards(ctx, req)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
 	for _, i := range sel {
-		n, err := ss.CompactShard(ctx, i, req.MinGenerations)
+		n, err := ss.FoldShard(ctx, i, req.MinGenerations)
 		total += n
 		if err != nil {
 			return total, err

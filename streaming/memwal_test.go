@@ -100,7 +100,7 @@ func TestUpdateModeUpsertsOnKeyedTable(t *testing.T) {
 }
 
 // Epochs on a MemWAL table land in the shards (no base version per epoch), replays are caught
-// from shard state before and after compaction and across a restart, and compaction folds the
+// from shard state before and after the fold and across a restart, and the fold merges the
 // rows into the base table exactly once.
 func TestMemWALRouteExactlyOnce(t *testing.T) {
 	ctx := context.Background()
@@ -124,17 +124,17 @@ func TestMemWALRouteExactlyOnce(t *testing.T) {
 		t.Fatalf("replay before flush: %+v", a)
 	}
 	if got := readKV(t, s, "m"); len(got) != 10 {
-		t.Fatalf("rows before compaction: %v", got)
+		t.Fatalf("rows before the fold: %v", got)
 	}
 	if _, err := s.FlushMemWAL(ctx, MemWALRequest{Table: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.CompactMemWAL(ctx, MemWALRequest{Table: "m"})
+	n, err := s.FoldMemWAL(ctx, MemWALRequest{Table: "m"})
 	if err != nil || n == 0 {
-		t.Fatalf("compact: %d %v", n, err)
+		t.Fatalf("fold: %d %v", n, err)
 	}
 	if a := putKV(t, s, "m", "q", 4, ModeAppend, spec, 40, "x", 41, "y"); a.Status != StatusDuplicate {
-		t.Fatalf("replay after compaction: %+v", a)
+		t.Fatalf("replay after the fold: %+v", a)
 	}
 	base, err := tbl.ReadAll(ctx, engine.ScanOptions{})
 	if err != nil {
@@ -146,12 +146,12 @@ func TestMemWALRouteExactlyOnce(t *testing.T) {
 		r.Release()
 	}
 	if baseRows != 10 {
-		t.Fatalf("base rows after compaction: %d", baseRows)
+		t.Fatalf("base rows after the fold: %d", baseRows)
 	}
 	got := readKV(t, s, "m")
 	for id, vs := range got {
 		if len(vs) != 1 {
-			t.Fatalf("id %d present %d times after compaction", id, len(vs))
+			t.Fatalf("id %d present %d times after the fold", id, len(vs))
 		}
 	}
 	// A restart: a new sink on the same root still recognises the replay and keeps going.
@@ -184,11 +184,11 @@ func TestMemWALKeyedNewestWinsAndCompleteTruncates(t *testing.T) {
 	if got := readKV(t, s, "mk"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("merged read: got %v, want %v", got, want)
 	}
-	if _, err := s.CompactMemWAL(ctx, MemWALRequest{Table: "mk"}); err != nil {
+	if _, err := s.FoldMemWAL(ctx, MemWALRequest{Table: "mk"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := readKV(t, s, "mk"); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("after compaction: got %v, want %v", got, want)
+		t.Fatalf("after the fold: got %v, want %v", got, want)
 	}
 	// A complete epoch replaces everything, MemWAL rows included.
 	putKV(t, s, "mk", "q", 3, ModeUpdate, spec, 9, "m") // still in a memtable
@@ -201,7 +201,7 @@ func TestMemWALKeyedNewestWinsAndCompleteTruncates(t *testing.T) {
 }
 
 // With maintenance on, a MemWAL shard folds itself into the base table once enough flushed
-// generations wait in it: a stream of epochs needs no compact_memwal_shard call, every row is
+// generations wait in it: a stream of epochs needs no fold_memwal_shard call, every row is
 // there exactly once, replays stay duplicates after the fold, and with maintenance off nothing
 // folds. The flusher runs behind the puts: in background mode the flushes after the stream stops
 // still fold, and in inline mode the next put does.

@@ -40,7 +40,7 @@ type Options struct {
 	// MemWALFoldGenerations folds a MemWAL shard into the base table once this many flushed
 	// generations wait in it, as a step of the table's maintenance (memwal.ShardSet.FoldStep: in
 	// the background, or inline; never when the table's maintenance is off). Default 4
-	// (memwal.DefaultFoldGenerations); negative: only the compact_memwal_shard action and the
+	// (memwal.DefaultFoldGenerations); negative: only the fold_memwal_shard action and the
 	// fold ceiling fold.
 	MemWALFoldGenerations int
 	// DefaultMaintenance is the maintenance of tables that configure none (nil: the engine's

@@ -27,7 +27,7 @@ type ActionCmd struct {
 	Token   string        `env:"FLIGHT_SINK_TOKEN" help:"Bearer token, when the server requires one."`
 	TLSCA   string        `name:"tls-ca" env:"FLIGHT_SINK_TLS_CA" type:"existingfile" help:"CA file (PEM) to verify a TLS server; implies TLS."`
 	Timeout time.Duration `default:"10m" help:"Give up after this long."`
-	Name    string        `arg:"" name:"ACTION" help:"Action: table_stats, history, epoch_status, compact, cleanup, delete, flush_memwal, compact_memwal_shard, create_table, commit_epoch (docs/protocol.md)."`
+	Name    string        `arg:"" name:"ACTION" help:"Action: table_stats, history, epoch_status, compact, cleanup, delete, flush_memwal, fold_memwal_shard (alias compact_memwal_shard), create_table, commit_epoch (docs/protocol.md)."`
 	Body    string        `arg:"" optional:"" name:"JSON" help:"Action body, e.g. '{\"table\": \"events\"}'; - reads it from stdin."`
 }
 

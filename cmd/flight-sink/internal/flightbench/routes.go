@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flight-sink/flight-sink/bench/benchdata"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/flight-sink/flight-sink/bench/benchdata"
 )
 
 // action runs one DoAction and decodes its JSON result into out (when not nil).
@@ -188,7 +188,7 @@ func runRoutesWith(ctx context.Context, c flight.Client, cfg Config, streams int
 			if err := action(ctx, c, "flush_memwal", map[string]any{"table": tb.name}, nil); err != nil {
 				return err
 			}
-			if err := action(ctx, c, "compact_memwal_shard", map[string]any{"table": tb.name}, nil); err != nil {
+			if err := action(ctx, c, "fold_memwal_shard", map[string]any{"table": tb.name}, nil); err != nil {
 				return err
 			}
 		}

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flight-sink/flight-sink/bench/benchdata"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -26,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flight-sink/flight-sink/bench/benchdata"
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -311,7 +310,7 @@ func runServerRoute(ctx context.Context, cfg Config, srvs []*benchServer, r serv
 	if r.route == "memwal" {
 		// The final flush and fold, through one server: it takes over the shards the other
 		// servers hold (it fences their writers), so the base table ends up holding every row.
-		for _, a := range []string{"flush_memwal", "compact_memwal_shard"} {
+		for _, a := range []string{"flush_memwal", "fold_memwal_shard"} {
 			if err := retryAction(ctx, c, a, map[string]any{"table": r.table}); err != nil {
 				return nil, err
 			}

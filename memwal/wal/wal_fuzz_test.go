@@ -1,16 +1,15 @@
-package memwal
+package wal
 
-// Fuzz targets for what a shard reads back from storage: WAL entries (Arrow IPC streams with the
-// put metadata in the schema) and shard manifests. A corrupt object must give an error wrapping
-// ErrCorrupt, never a panic or a leaked buffer, and what the shard writes must read back as
-// written.
+// Fuzz targets for the WAL entries a shard reads back from storage (Arrow IPC streams with the
+// put metadata in the schema); memwal fuzzes shard manifests. A corrupt entry must give an error
+// wrapping ErrCorrupt, never a panic or a leaked buffer, and what the writer writes must read
+// back as written.
 //
 // `go test` runs the seeds (f.Add and testdata/fuzz/<Name>/) as ordinary tests; `make fuzz` runs
 // each target for a fixed time.
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -31,8 +30,8 @@ const fuzzWALKey = "t/_mem_wal/s/wal/00000000000000000007.arrow"
 // fuzzWALEntries returns encoded entries of every shape a shard writes: data with and without
 // epoch identities, several batches per put, an empty put, and a fence.
 func fuzzWALEntries(t testing.TB) [][]byte {
-	mk := func(pos uint64, puts []walPut) []byte {
-		b, err := encodeWALEntry(pos, 3, rowsSchema, puts, memory.DefaultAllocator)
+	mk := func(pos uint64, puts []Put) []byte {
+		b, err := EncodeEntry(pos, 3, rowsSchema, puts, memory.DefaultAllocator)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,13 +41,13 @@ func fuzzWALEntries(t testing.TB) [][]byte {
 	defer a.Release()
 	defer b.Release()
 	defer c.Release()
-	fence, err := encodeWALEntry(7, 4, nil, nil, memory.DefaultAllocator)
+	fence, err := EncodeEntry(7, 4, nil, nil, memory.DefaultAllocator)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return [][]byte{
-		mk(7, []walPut{{Epoch: &engine.EpochIdentity{QueryID: "q", EpochID: 1}, Batches: []arrow.RecordBatch{a}, Rows: 3}}),
-		mk(7, []walPut{
+		mk(7, []Put{{Epoch: &engine.EpochIdentity{QueryID: "q", EpochID: 1}, Batches: []arrow.RecordBatch{a}, Rows: 3}}),
+		mk(7, []Put{
 			{Epoch: &engine.EpochIdentity{QueryID: "q", EpochID: 2}, Batches: []arrow.RecordBatch{b, c}, Rows: 3},
 			{Batches: []arrow.RecordBatch{a}, Rows: 3},
 			{Epoch: &engine.EpochIdentity{QueryID: "other", EpochID: 0}, Rows: 0},
@@ -58,23 +57,23 @@ func fuzzWALEntries(t testing.TB) [][]byte {
 }
 
 // checkDecodedEntry checks the invariants of a decoded entry and its round trip through
-// encodeWALEntry, then releases it.
-func checkDecodedEntry(t *testing.T, e *walEntry, mem *memory.CheckedAllocator) {
+// EncodeEntry, then releases it.
+func checkDecodedEntry(t *testing.T, e *Entry, mem *memory.CheckedAllocator) {
 	t.Helper()
-	defer e.release()
+	defer e.Release()
 	if e.Fence {
 		if len(e.Puts) != 0 {
 			t.Fatalf("fence entry with %d puts", len(e.Puts))
 		}
-		b, err := encodeWALEntry(e.Position, e.WriterEpoch, nil, nil, mem)
+		b, err := EncodeEntry(e.Position, e.WriterEpoch, nil, nil, mem)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f2, err := decodeWALEntry(fuzzWALKey, b, nil, mem)
+		f2, err := DecodeEntry(fuzzWALKey, b, nil, mem)
 		if err != nil {
 			t.Fatalf("re-encoded fence does not decode: %v", err)
 		}
-		f2.release()
+		f2.Release()
 		if !f2.Fence || f2.Position != e.Position || f2.WriterEpoch != e.WriterEpoch {
 			t.Fatalf("fence %+v became %+v", e, f2)
 		}
@@ -93,15 +92,15 @@ func checkDecodedEntry(t *testing.T, e *walEntry, mem *memory.CheckedAllocator) 
 	if schema == nil {
 		return // no batch to learn the schema from; nothing to compare
 	}
-	b, err := encodeWALEntry(e.Position, e.WriterEpoch, schema, e.Puts, mem)
+	b, err := EncodeEntry(e.Position, e.WriterEpoch, schema, e.Puts, mem)
 	if err != nil {
 		t.Fatalf("re-encode a decoded entry: %v", err)
 	}
-	e2, err := decodeWALEntry(fuzzWALKey, b, schema, mem)
+	e2, err := DecodeEntry(fuzzWALKey, b, schema, mem)
 	if err != nil {
 		t.Fatalf("re-encoded entry does not decode: %v", err)
 	}
-	defer e2.release()
+	defer e2.Release()
 	if e2.Position != e.Position || e2.WriterEpoch != e.WriterEpoch || len(e2.Puts) != len(e.Puts) {
 		t.Fatalf("entry at %d epoch %d with %d puts became %d, %d, %d puts",
 			e.Position, e.WriterEpoch, len(e.Puts), e2.Position, e2.WriterEpoch, len(e2.Puts))
@@ -132,7 +131,7 @@ func FuzzDecodeWALEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, schema := range []*arrow.Schema{nil, rowsSchema} {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			e, err := decodeWALEntry(fuzzWALKey, data, schema, mem)
+			e, err := DecodeEntry(fuzzWALKey, data, schema, mem)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("decode error %q does not wrap ErrCorrupt", err)
@@ -182,7 +181,7 @@ func checkWALMetadata(t *testing.T, kind, pos, epoch, puts string, nbatches uint
 			t.Fatal(err)
 		}
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		e, err := decodeWALEntry(fuzzWALKey, buf.Bytes(), rowsSchema, mem)
+		e, err := DecodeEntry(fuzzWALKey, buf.Bytes(), rowsSchema, mem)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("decode error %q does not wrap ErrCorrupt", err)
@@ -195,12 +194,12 @@ func checkWALMetadata(t *testing.T, kind, pos, epoch, puts string, nbatches uint
 					rows += b.NumRows()
 				}
 				if rows != p.Rows {
-					e.release()
+					e.Release()
 					t.Fatalf("put %d claims %d rows and holds %d (puts %s)", i, p.Rows, rows, puts)
 				}
 			}
 			if p, err := strconv.ParseUint(pos, 10, 64); err != nil || p != e.Position {
-				e.release()
+				e.Release()
 				t.Fatalf("position %q decoded as %d", pos, e.Position)
 			}
 			checkDecodedEntry(t, e, mem)
@@ -217,75 +216,6 @@ func TestWALEntryMetadataMustAccountForEveryRow(t *testing.T) {
 	t.Run("rows claim", func(t *testing.T) { checkWALMetadata(t, kindData, "7", "3", `[{"batches":2,"rows":5}]`, 2) })
 }
 
-func FuzzDecodeShardManifest(f *testing.F) {
-	paths := newShardPaths("t", testShardID)
-	key := paths.makeManifestKey(5)
-	m := &ShardManifest{FormatVersion: shardManifestFormat, Shard: testShardID, Version: 5, TimestampNanos: 9,
-		WriterEpoch: 2, ReplayAfterWALEntryPosition: 40, NextGeneration: 4,
-		FlushedGenerations: []FlushedGeneration{{Generation: 3, Dir: makeGenDir(3), Rows: 7,
-			Files: []GenerationFile{{Name: "x.parquet", Rows: 7, SizeBytes: 100}}, FirstWALPosition: 30, LastWALPosition: 40}},
-		Queries: map[string]QueryWatermark{"q": {Epoch: 12, Generation: 3, UpdatedNanos: 8}}}
-	good, err := encodeShardManifest(m)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	f.Add(good[:len(good)/2])
-	f.Add([]byte(`{"format_version":1,"version":5}`))
-	f.Add([]byte(`{"format_version":2,"version":5}`))
-	f.Add([]byte(`{"format_version":1,"version":5,"flushed_generations":null,"queries":null}`))
-	f.Add([]byte(`{"formAt_version":1,"version":5,"flushed_generAtions":[{"files":[]}]}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := decodeShardManifest(key, data)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("decode error %q does not wrap ErrCorrupt", err)
-			}
-			return
-		}
-		if m.Version != 5 || m.Queries == nil {
-			t.Fatalf("decoded manifest %+v: version must match its key and queries be non-nil", m)
-		}
-		b, err := encodeShardManifest(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m2, err := decodeShardManifest(key, b)
-		if err != nil {
-			t.Fatalf("re-encoded manifest does not decode: %v\n%s", err, b)
-		}
-		if b2, _ := encodeShardManifest(m2); !bytes.Equal(b, b2) {
-			t.Fatalf("encode/decode is not stable:\n%s\n%s", b, b2)
-		}
-		// Clone is what every CommitUpdate closure works on: it must be a faithful deep copy.
-		if c, _ := encodeShardManifest(m2.Clone()); !bytes.Equal(normalizeClone(t, b), normalizeClone(t, c)) {
-			t.Fatalf("Clone changed the manifest:\n%s\n%s", b, c)
-		}
-	})
-}
-
-// normalizeClone re-encodes manifest JSON through a decode so that nil and empty collections
-// (Clone makes them non-nil) compare equal.
-func normalizeClone(t *testing.T, b []byte) []byte {
-	var m ShardManifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	if len(m.FlushedGenerations) == 0 {
-		m.FlushedGenerations = nil
-	}
-	for i := range m.FlushedGenerations {
-		if len(m.FlushedGenerations[i].Files) == 0 {
-			m.FlushedGenerations[i].Files = nil
-		}
-	}
-	out, err := encodeShardManifest(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // oomWALEntry is a WAL entry (found by FuzzDecodeWALEntry) whose schema flatbuffer claims a
 // huge fields vector: arrow-go's ipc reader sizes a slice by the claim and the runtime dies with
 // "fatal error: out of memory". Replay reads every WAL entry on each shard open, so one such
@@ -296,14 +226,14 @@ const oomWALEntry = "\xff\xff\xff\xff\x10\x02\x00\x00\x10\x00\x00\x00\x00\x00\n\
 // ErrCorrupt, not the death of the process.
 func TestCorruptWALEntryIsAnError(t *testing.T) {
 	if os.Getenv(corruptWALChildEnv) == "1" {
-		_, err := decodeWALEntry(fuzzWALKey, []byte(oomWALEntry), nil, memory.DefaultAllocator)
+		_, err := DecodeEntry(fuzzWALKey, []byte(oomWALEntry), nil, memory.DefaultAllocator)
 		if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("decode: %v, want ErrCorrupt", err)
 		}
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCorruptWALEntryIsAnError$", "-test.count=1")
-	cmd.Env = append(os.Environ(), corruptWALChildEnv+"=1", helperProcessEnv+"=1")
+	cmd.Env = append(os.Environ(), corruptWALChildEnv+"=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("decoding a corrupt WAL entry: %v\n%s", err, fatalLine(string(out)))
 	}

@@ -1,4 +1,4 @@
-package memwal
+package wal
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -27,7 +28,7 @@ const (
 	metaKind        = "flight_sink.memwal.kind" // "data" or "fence"
 	metaWriterEpoch = "flight_sink.memwal.writer_epoch"
 	metaPosition    = "flight_sink.memwal.position"
-	metaPuts        = "flight_sink.memwal.puts"       // JSON []walPutMeta
+	metaPuts        = "flight_sink.memwal.puts"       // JSON []putMeta
 	metaStreamID    = "flight_sink.memwal.stream"     // a stream record's stream id (stream.go)
 	metaStreamSeq   = "flight_sink.memwal.stream_seq" // a stream record's index in its stream, from 0
 
@@ -38,53 +39,69 @@ const (
 	kindStream = "stream"
 )
 
-// walPutMeta describes one put inside an entry: its epoch identity (none for a plain append)
+// putMeta describes one put inside an entry: its epoch identity (none for a plain append)
 // and how many of the entry's batches, taken in order, it owns.
-type walPutMeta struct {
+type putMeta struct {
 	QueryID string `json:"query_id,omitempty"`
 	EpochID *int64 `json:"epoch_id,omitempty"`
 	Batches int    `json:"batches"`
 	Rows    int64  `json:"rows"`
 	// Stream, for a streamed put, names the stream records that hold its batches; the entry
 	// itself then holds none of them.
-	Stream *walStreamRef `json:"stream,omitempty"`
+	Stream *StreamRef `json:"stream,omitempty"`
 }
 
-// walStreamRef is a streamed put's reference to its data records (stream.go): the stream id, how
-// many records it wrote and the CRC-32C (Castagnoli) of their payloads, in order.
-type walStreamRef struct {
-	ID      string `json:"id"`
-	Records int    `json:"records"`
-	CRC     uint32 `json:"crc"`
+// StreamRef is a streamed put's reference to its data records (stream.go), stored in its commit
+// entry's put metadata. A writer gets one from Log.StartStream and fills Records and CRC as it
+// appends the records.
+type StreamRef struct {
+	// ID is the stream's id, a random UUID never reused.
+	ID string `json:"id"`
+	// Records is how many stream records the stream wrote.
+	Records int `json:"records"`
+	// CRC is the CRC-32C (Castagnoli) of the records' payloads, in order (UpdateStreamCRC).
+	CRC uint32 `json:"crc"`
 
 	first uint64 // writer side: log number of the segment holding the first record
 }
 
-// walPut is one put of an entry.
-type walPut struct {
-	Epoch   *engine.EpochIdentity // nil for a put without epoch identity
-	Batches []arrow.RecordBatch   // in the table schema
-	Rows    int64
-	Stream  *walStreamRef // set for a streamed put: its batches are in stream records
+// Put is one put of an entry: the batches of one caller's put, with its epoch identity.
+type Put struct {
+	// Epoch is the put's streaming epoch identity; nil for a put without one.
+	Epoch *engine.EpochIdentity
+	// Batches are the put's batches, in the table schema. DecodeHeader leaves them nil.
+	Batches []arrow.RecordBatch
+	// Rows is the number of rows in Batches.
+	Rows int64
+	// Stream is set for a streamed put: its batches are in the stream records it names, not in
+	// the entry.
+	Stream *StreamRef
 }
 
-// walEntry is a decoded WAL entry or, with StreamID set, a stream record (no position; one put
+// Entry is a decoded WAL entry or, with StreamID set, a stream record (no position; one put
 // holding the record's batches, without identity).
-type walEntry struct {
-	Position    uint64
+type Entry struct {
+	// Position is the entry's WAL position (0 for a stream record).
+	Position uint64
+	// WriterEpoch is the writer epoch of the writer that wrote it.
 	WriterEpoch uint64
-	Fence       bool
-	Puts        []walPut
-	StreamID    string
-	StreamSeq   int
+	// Fence marks a data-less fence entry (PlaceFence).
+	Fence bool
+	// Puts are the entry's puts, in the order they were grouped.
+	Puts []Put
+	// StreamID, for a stream record, is its stream's id; empty for an entry.
+	StreamID string
+	// StreamSeq, for a stream record, is its index in its stream, from 0.
+	StreamSeq int
 }
 
 // streamRecords returns the payloads of the stream records ref names, written by writer epoch
 // epoch, checked against the ref (count and CRC); an error wraps ErrCorrupt. Nil when the entry
 // was not read from a segment listing.
-type streamRecords func(ref *walStreamRef, epoch uint64) ([][]byte, error)
+type streamRecords func(ref *StreamRef, epoch uint64) ([][]byte, error)
 
-func (e *walEntry) release() {
+// Release releases the batches of every put of the entry.
+func (e *Entry) Release() {
 	for _, p := range e.Puts {
 		for _, b := range p.Batches {
 			b.Release()
@@ -92,32 +109,34 @@ func (e *walEntry) release() {
 	}
 }
 
-// encodeWALEntry writes one entry; schema is the table schema (nil for a fence).
-func encodeWALEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) ([]byte, error) {
-	return encodeWALRecord(0, pos, epoch, schema, puts, alloc)
+// EncodeEntry encodes the entry at position pos of writer epoch epoch holding puts, in schema,
+// the table schema; a nil schema (and no puts) encodes a fence entry. The bytes are what Create
+// stores and DecodeEntry reads. It retains nothing of puts.
+func EncodeEntry(pos, epoch uint64, schema *arrow.Schema, puts []Put, alloc memory.Allocator) ([]byte, error) {
+	return encodeRecord(0, pos, epoch, schema, puts, alloc)
 }
 
-// encodeWALRecord is encodeWALEntry with room bytes left free before the entry (a segment
+// encodeRecord is EncodeEntry with room bytes left free before the entry (a segment
 // record's header), so the record needs no second copy.
-func encodeWALRecord(room int, pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) ([]byte, error) {
+func encodeRecord(room int, pos, epoch uint64, schema *arrow.Schema, puts []Put, alloc memory.Allocator) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Grow(room + int(min(batchBytes(puts), 256<<20)) + 16<<10) // the batches, their padding and the messages: one allocation
+	buf.Grow(room + int(min(BatchBytes(puts), 256<<20)) + 16<<10) // the batches, their padding and the messages: one allocation
 	buf.Write(make([]byte, room))
-	if err := writeWALEntry(&buf, pos, epoch, schema, puts, alloc); err != nil {
+	if err := writeEntry(&buf, pos, epoch, schema, puts, alloc); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// writeWALEntry encodes one entry into out; schema is the table schema (nil for a fence).
-func writeWALEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) error {
+// writeEntry encodes one entry into out; schema is the table schema (nil for a fence).
+func writeEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts []Put, alloc memory.Allocator) error {
 	kind := kindData
 	if schema == nil {
 		kind, schema = kindFence, arrow.NewSchema(nil, nil)
 	}
-	metas := make([]walPutMeta, len(puts))
+	metas := make([]putMeta, len(puts))
 	for i, p := range puts {
-		metas[i] = walPutMeta{Batches: len(p.Batches), Rows: p.Rows, Stream: p.Stream}
+		metas[i] = putMeta{Batches: len(p.Batches), Rows: p.Rows, Stream: p.Stream}
 		if p.Epoch != nil {
 			e := p.Epoch.EpochID
 			metas[i].QueryID, metas[i].EpochID = p.Epoch.QueryID, &e
@@ -155,17 +174,20 @@ func writeWALEntry(out io.Writer, pos, epoch uint64, schema *arrow.Schema, puts 
 	return nil
 }
 
-// decodeWALEntry parses an entry. Its batches are returned in tableSchema (the WAL metadata
-// stripped); the caller releases them with entry.release. A streamed put is corrupt here: its
-// batches are in stream records, which only a segment listing finds (decodeWALEntryFrom).
-func decodeWALEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
-	return decodeWALEntryFrom(key, b, tableSchema, alloc, nil)
+// DecodeEntry parses the entry stored under key (the key only names it in messages and, when it
+// is an entry key, must agree with the position inside). Its batches are returned in
+// tableSchema (nil: the entry's own schema, the WAL metadata stripped); an entry written in an
+// older schema of the table is read through tableSchema. The caller releases them with
+// Entry.Release. Bytes that are no entry, and a streamed put (its batches are in stream records,
+// which only a segment listing finds: Log.Read), give an error wrapping ErrCorrupt.
+func DecodeEntry(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator) (*Entry, error) {
+	return decodeEntryFrom(key, b, tableSchema, alloc, nil)
 }
 
-// decodeWALEntryFrom is decodeWALEntry reading streamed puts' batches from the stream records
+// decodeEntryFrom is DecodeEntry reading streamed puts' batches from the stream records
 // streams returns.
-func decodeWALEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator, streams streamRecords) (*walEntry, error) {
-	r, e, metas, err := openWALEntry(key, b, alloc)
+func decodeEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc memory.Allocator, streams streamRecords) (*Entry, error) {
+	r, e, metas, err := openEntry(key, b, alloc)
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +213,12 @@ func decodeWALEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc m
 		for _, b := range batches {
 			rows += b.NumRows()
 		}
-		e.Puts = []walPut{{Batches: batches, Rows: rows}}
+		e.Puts = []Put{{Batches: batches, Rows: rows}}
 		return e, nil
 	}
 	next := 0
 	for i, m := range metas {
-		var p walPut
+		var p Put
 		switch {
 		case m.Stream != nil:
 			if streams == nil {
@@ -213,12 +235,12 @@ func decodeWALEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc m
 				release()
 				return nil, fmt.Errorf("%w: wal entry %s: streamed put %d claims %d batches, its records hold %d", ErrCorrupt, key, i, m.Batches, len(got))
 			}
-			p = walPut{Batches: got, Rows: m.Rows, Stream: m.Stream}
+			p = Put{Batches: got, Rows: m.Rows, Stream: m.Stream}
 		case m.Batches < 0 || next+m.Batches > len(batches):
 			release()
 			return nil, fmt.Errorf("%w: wal entry %s: puts name %d+ batches, entry holds %d", ErrCorrupt, key, next+m.Batches, len(batches))
 		default:
-			p = walPut{Batches: batches[next : next+m.Batches], Rows: m.Rows}
+			p = Put{Batches: batches[next : next+m.Batches], Rows: m.Rows}
 			next += m.Batches
 		}
 		var rows int64
@@ -279,7 +301,7 @@ func readEntryBatches(key string, r *ipc.Reader, tableSchema *arrow.Schema) ([]a
 // readStreamBatches decodes the batches of the stream records ref names (streams finds and checks
 // them), in order. Each record must be a stream record of ref's stream, of writer epoch epoch, at
 // its index.
-func readStreamBatches(key string, ref *walStreamRef, epoch uint64, tableSchema *arrow.Schema, alloc memory.Allocator, streams streamRecords) ([]arrow.RecordBatch, error) {
+func readStreamBatches(key string, ref *StreamRef, epoch uint64, tableSchema *arrow.Schema, alloc memory.Allocator, streams streamRecords) ([]arrow.RecordBatch, error) {
 	payloads, err := streams(ref, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("wal entry %s: %w", key, err)
@@ -293,7 +315,7 @@ func readStreamBatches(key string, ref *walStreamRef, epoch uint64, tableSchema 
 	}
 	for i, p := range payloads {
 		rkey := fmt.Sprintf("%s stream %s record %d", key, ref.ID, i)
-		r, e, _, err := openWALEntry(rkey, p, alloc)
+		r, e, _, err := openEntry(rkey, p, alloc)
 		if err != nil {
 			return fail(err)
 		}
@@ -311,12 +333,13 @@ func readStreamBatches(key string, ref *walStreamRef, epoch uint64, tableSchema 
 	return out, nil
 }
 
-// decodeWALHeader parses an entry's header only: its position, writer epoch, kind and, for a
-// data entry, each put's epoch identity and row count (Batches stays nil). It reads the schema
-// message, behind the same guard as decodeWALEntry, and no batch; readers that need identities or
-// counts, not rows, use it (the read-only view of a shard, StoredShard).
-func decodeWALHeader(key string, b []byte) (*walEntry, error) {
-	r, e, metas, err := openWALEntry(key, b, memory.DefaultAllocator)
+// DecodeHeader parses an entry's header only: its position, writer epoch, kind and, for a
+// data entry, each put's epoch identity and row count (Batches stays nil); for a stream record,
+// its stream id and index. It reads the schema message, behind the same guard as DecodeEntry,
+// and no batch; readers that need identities or counts, not rows, use it (memwal's read-only
+// view of a shard, StoredShard). Bytes that fail give an error wrapping ErrCorrupt.
+func DecodeHeader(key string, b []byte) (*Entry, error) {
+	r, e, metas, err := openEntry(key, b, memory.DefaultAllocator)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +351,7 @@ func decodeWALHeader(key string, b []byte) (*walEntry, error) {
 		if m.Stream != nil && (m.Stream.ID == "" || m.Stream.Records < 0) {
 			return nil, fmt.Errorf("%w: wal entry %s: put %d names stream %q of %d records", ErrCorrupt, key, i, m.Stream.ID, m.Stream.Records)
 		}
-		p := walPut{Rows: m.Rows, Stream: m.Stream}
+		p := Put{Rows: m.Rows, Stream: m.Stream}
 		if m.EpochID != nil {
 			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
 		}
@@ -337,15 +360,15 @@ func decodeWALHeader(key string, b []byte) (*walEntry, error) {
 	return e, nil
 }
 
-// openWALEntry checks an entry's bytes, reads its schema message and parses the header: position,
+// openEntry checks an entry's bytes, reads its schema message and parses the header: position,
 // writer epoch, kind, and (for a data entry) the put metadata. The caller reads the batches from
 // the returned reader, if it wants them, and releases it.
-func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *walEntry, []walPutMeta, error) {
-	r, err := openIPC("wal entry "+key, b, alloc)
+func openEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *Entry, []putMeta, error) {
+	r, err := OpenIPC("wal entry "+key, b, alloc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	fail := func(err error) (*ipc.Reader, *walEntry, []walPutMeta, error) {
+	fail := func(err error) (*ipc.Reader, *Entry, []putMeta, error) {
 		r.Release()
 		return nil, nil, nil, err
 	}
@@ -356,14 +379,14 @@ func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *w
 		}
 		return ""
 	}
-	e := &walEntry{}
+	e := &Entry{}
 	if e.Position, err = strconv.ParseUint(get(metaPosition), 10, 64); err != nil {
 		return fail(fmt.Errorf("%w: wal entry %s: bad position: %v", ErrCorrupt, key, err))
 	}
 	if e.WriterEpoch, err = strconv.ParseUint(get(metaWriterEpoch), 10, 64); err != nil {
 		return fail(fmt.Errorf("%w: wal entry %s: bad writer epoch: %v", ErrCorrupt, key, err))
 	}
-	if p, ok := parseWALKey(key); ok && p != e.Position {
+	if p, ok := ParseEntryKey(key); ok && p != e.Position {
 		return fail(fmt.Errorf("%w: wal entry %s holds position %d", ErrCorrupt, key, e.Position))
 	}
 	switch get(metaKind) {
@@ -382,18 +405,18 @@ func openWALEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *w
 	default:
 		return fail(fmt.Errorf("%w: wal entry %s: unknown kind %q", ErrCorrupt, key, get(metaKind)))
 	}
-	var metas []walPutMeta
+	var metas []putMeta
 	if err := json.Unmarshal([]byte(get(metaPuts)), &metas); err != nil {
 		return fail(fmt.Errorf("%w: wal entry %s: put metadata: %v", ErrCorrupt, key, err))
 	}
 	return r, e, metas, nil
 }
 
-// openIPC opens an Arrow IPC stream the shard stored (what (kind, key) names: a WAL entry, a
-// generation file) for reading. arrow-go sizes allocations by what the bytes claim, so every
+// OpenIPC opens b, an Arrow IPC stream a shard stored (what names it in messages: a WAL entry,
+// a generation file), for reading; the caller releases the reader. arrow-go sizes allocations by what the bytes claim, so every
 // message's flatbuffer is checked against the schema first (the guard DoPut applies to the wire)
 // and every message is bounded by the stream's own size. Bytes that fail are ErrCorrupt.
-func openIPC(what string, b []byte, alloc memory.Allocator) (*ipc.Reader, error) {
+func OpenIPC(what string, b []byte, alloc memory.Allocator) (*ipc.Reader, error) {
 	if err := arrowschema.CheckIPCStream(b, arrowschema.IPCStreamGuard{}); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
 	}
@@ -422,20 +445,44 @@ func stripWALMetadata(s *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(s.Fields(), &meta)
 }
 
-// walLog reads and writes one shard's WAL entries: objects created put-if-absent on an object
+// Config says which WAL a Log reads and writes, and how.
+type Config struct {
+	// Store holds the WAL.
+	Store objstore.Store
+	// Shard is the shard's id; it is used in messages only.
+	Shard string
+	// Prefix is the key prefix of the shard's WAL directory, ending in Dir
+	// (<table>/_mem_wal/<shard>/wal/).
+	Prefix string
+	// SegmentBytes is the preallocated size of a segment on a local disk (memwal's
+	// Options.WALSegmentBytes); 0 or less means DefaultSegmentBytes.
+	SegmentBytes int64
+	// OnSegmentSync, when set, is called with the time each entry appended to a segment took to
+	// become durable (its fdatasync), after it returned. It must not block.
+	OnSegmentSync func(time.Duration)
+}
+
+// Log reads and writes one shard's WAL entries: objects created put-if-absent on an object
 // store, records in segment files on a local disk (segment.go). Readers of either see both, so a
 // shard holding entry objects replays on a local disk.
-type walLog struct {
-	store objstore.Store
-	shard string
-	paths shardPaths
+//
+// A Log is a reader until PlaceFence makes it the shard's writer (on a local disk, Segmented).
+// List, Forget and Close must not run concurrently with any other method. Between two Lists,
+// Read and ReadHeader may run concurrently with each other, and the writer's segment methods
+// (AppendEntry, DeleteEntries, StartStream, AppendStreamRecord, UnpinStream, ReleaseSegments)
+// may run concurrently with each other: the segment writer has its own lock.
+type Log struct {
+	store  objstore.Store
+	shard  string
+	prefix string
 
-	segmentBytes int64          // preallocated size of a segment (Options.WALSegmentBytes)
-	seg          *segmentWriter // this writer's segments, from its fence on (local disk only)
+	segmentBytes int64               // preallocated size of a segment (Config.SegmentBytes)
+	onSync       func(time.Duration) // Config.OnSegmentSync
+	seg          *segmentWriter      // this writer's segments, from its fence on (local disk only)
 
 	// From the last list on a local disk: where each counting entry's bytes are, the positions
 	// stored as objects, and the segments with the highest position each holds.
-	listed   map[uint64]walRef
+	listed   map[uint64]entryRef
 	objects  []uint64
 	segments []segmentFile
 	// The stream records of the streams a counting entry commits, by stream id, in order
@@ -443,35 +490,43 @@ type walLog struct {
 	streams map[string][]streamRecord
 }
 
-// walRef is a listed entry: its key (for messages) and its bytes.
-type walRef struct {
+// NewLog returns a Log of the WAL c names. It does no I/O.
+func NewLog(c Config) *Log {
+	return &Log{store: c.Store, shard: c.Shard, prefix: c.Prefix, segmentBytes: c.SegmentBytes, onSync: c.OnSegmentSync}
+}
+
+// entryRef is a listed entry: its key (for messages) and its bytes.
+type entryRef struct {
 	key  string
 	data []byte
 }
 
 // localDir returns the shard's wal directory when the store is a local disk.
-func (w *walLog) localDir() (string, bool) {
+func (w *Log) localDir() (string, bool) {
 	l, ok := w.store.(*objstore.Local)
 	if !ok {
 		return "", false
 	}
-	return filepath.Join(l.Root(), filepath.FromSlash(w.paths.walPrefix())), true
+	return filepath.Join(l.Root(), filepath.FromSlash(w.prefix)), true
 }
 
-// forget drops the entry bytes the last list read.
-func (w *walLog) forget() { w.listed, w.streams = nil, nil }
+// Forget drops the entry bytes the last List read; Read and ReadHeader read the store again.
+func (w *Log) Forget() { w.listed, w.streams = nil, nil }
 
-// close closes the writer's segment, if it has one.
-func (w *walLog) close() {
+// Close closes the writer's segment, if it has one, and waits for a spare being prepared. The
+// Log must not append after it.
+func (w *Log) Close() {
 	if w.seg != nil {
 		w.seg.close()
 	}
 }
 
-// create writes the entry at pos put-if-absent. An error wrapping objstore.ErrExists means the
-// position is taken: someone else wrote it.
-func (w *walLog) create(ctx context.Context, pos uint64, data []byte) error {
-	key := w.paths.makeWALKey(pos)
+// Create stores data, an encoded entry (EncodeEntry), as the entry object at pos, put-if-absent:
+// the object-store path of a writer. An error wrapping objstore.ErrExists means the position is
+// taken: someone else wrote it. A store error whose outcome is unknown is resolved by reading
+// the key back: the same bytes there are a success.
+func (w *Log) Create(ctx context.Context, pos uint64, data []byte) error {
+	key := EntryKey(w.prefix, pos)
 	err := w.store.PutIfAbsent(ctx, key, data)
 	if err != nil && !errors.Is(err, objstore.ErrExists) {
 		// The outcome is unknown: the create may have landed before the error. Look.
@@ -483,61 +538,72 @@ func (w *walLog) create(ctx context.Context, pos uint64, data []byte) error {
 	return err
 }
 
-// read decodes the entry at pos.
-func (w *walLog) read(ctx context.Context, pos uint64, schema *arrow.Schema, alloc memory.Allocator) (*walEntry, error) {
+// Read decodes the entry at pos (DecodeEntry), from the bytes the last List read when it read
+// them, else from the store; a streamed put's batches are read from the stream records that
+// List found. An entry missing from the store gives an error wrapping objstore.ErrNotFound.
+func (w *Log) Read(ctx context.Context, pos uint64, schema *arrow.Schema, alloc memory.Allocator) (*Entry, error) {
 	if r, ok := w.listed[pos]; ok {
-		return decodeWALEntryFrom(r.key, r.data, schema, alloc, w.streamRecords)
+		return decodeEntryFrom(r.key, r.data, schema, alloc, w.streamRecords)
 	}
-	key := w.paths.makeWALKey(pos)
+	key := EntryKey(w.prefix, pos)
 	b, err := w.store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
 	}
-	return decodeWALEntry(key, b, schema, alloc)
+	return DecodeEntry(key, b, schema, alloc)
 }
 
-// readHeader decodes the header of the entry at pos (decodeWALHeader): no batch is read.
-func (w *walLog) readHeader(ctx context.Context, pos uint64) (*walEntry, error) {
+// ReadHeader decodes the header of the entry at pos (DecodeHeader): no batch is read. It reads
+// as Read does.
+func (w *Log) ReadHeader(ctx context.Context, pos uint64) (*Entry, error) {
 	if r, ok := w.listed[pos]; ok {
-		return decodeWALHeader(r.key, r.data)
+		return DecodeHeader(r.key, r.data)
 	}
-	key := w.paths.makeWALKey(pos)
+	key := EntryKey(w.prefix, pos)
 	b, err := w.store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
 	}
-	return decodeWALHeader(key, b)
+	return DecodeHeader(key, b)
 }
 
-// list returns the positions of the entries after position after, ascending.
-func (w *walLog) list(ctx context.Context, after uint64) ([]uint64, error) {
+// List returns the positions of the entries after position after that count, ascending. A WAL
+// with segments (or on a local disk) is read whole: every entry object and segment record, the
+// fence rule applied (an entry of epoch e at position p counts unless a fence of a later epoch
+// sits at a position <= p); the bytes of the counting entries are kept for Read and ReadHeader
+// until the next List or Forget. Two counting entries at one position are ErrCorrupt.
+func (w *Log) List(ctx context.Context, after uint64) ([]uint64, error) {
 	// The whole prefix: segment names (log numbers) do not sort with entry positions.
-	objs, err := w.store.List(ctx, w.paths.walPrefix(), "")
+	objs, err := w.store.List(ctx, w.prefix, "")
 	if err != nil {
 		return nil, fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
 	}
 	_, local := w.localDir()
-	if local || slices.ContainsFunc(objs, func(o objstore.ObjectInfo) bool { _, ok := parseSegmentKey(o.Key); return ok }) {
+	if local || slices.ContainsFunc(objs, func(o objstore.ObjectInfo) bool { _, ok := ParseSegmentKey(o.Key); return ok }) {
 		// Segments are read through the store whoever wrote them, so a shard a local-disk writer
 		// left is replayed by any reader of the same directory, a wrapped store's too.
 		return w.listAll(ctx, objs, after)
 	}
 	out := make([]uint64, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := parseWALKey(o.Key); ok && p > after {
+		if p, ok := ParseEntryKey(o.Key); ok && p > after {
 			out = append(out, p)
 		}
 	}
 	return out, nil
 }
 
-// placeFence writes a data-less entry of epoch at the WAL tip (the position after the newest
-// entry past replayAfter). A writer of an older epoch whose next put lands on that position —
-// or on any taken position — learns it is fenced. An older writer that races us to the tip
-// pushes the fence one position further; an entry of a newer epoch there means a newer claim
-// won, and we are fenced ourselves.
-func (w *walLog) placeFence(ctx context.Context, epoch, replayAfter uint64, retries int) (uint64, error) {
-	positions, err := w.list(ctx, replayAfter)
+// PlaceFence writes a data-less entry of epoch at the WAL tip (the position after the newest
+// entry past replayAfter) and returns its position; the caller (a claim, after it committed
+// epoch to the shard manifest) then owns the WAL as its writer. On an object store a writer of an
+// older epoch whose next put lands on that position — or on any taken position — learns it is
+// fenced. An older writer that races us to the tip pushes the fence one position further, up to
+// retries times; an entry of a newer epoch there means a newer claim won, and we are fenced
+// ourselves (a *FencedError). On a local disk the fence is the first record of this writer's
+// first segment, which no one else writes, and the older writers' segments are adopted, to be
+// freed once flushed (ReleaseSegments).
+func (w *Log) PlaceFence(ctx context.Context, epoch, replayAfter uint64, retries int) (uint64, error) {
+	positions, err := w.List(ctx, replayAfter)
 	if err != nil {
 		return 0, err
 	}
@@ -550,22 +616,22 @@ func (w *walLog) placeFence(ctx context.Context, epoch, replayAfter uint64, retr
 	}
 	for attempt := 0; attempt < retries; attempt++ {
 		pos := tip + 1
-		data, err := encodeWALEntry(pos, epoch, nil, nil, memory.DefaultAllocator)
+		data, err := EncodeEntry(pos, epoch, nil, nil, memory.DefaultAllocator)
 		if err != nil {
 			return 0, err
 		}
-		err = w.create(ctx, pos, data)
+		err = w.Create(ctx, pos, data)
 		if err == nil {
 			return pos, nil
 		}
 		if !errors.Is(err, objstore.ErrExists) {
 			return 0, err
 		}
-		other, rerr := w.read(ctx, pos, nil, memory.DefaultAllocator)
+		other, rerr := w.Read(ctx, pos, nil, memory.DefaultAllocator)
 		if rerr != nil {
 			return 0, rerr
 		}
-		other.release()
+		other.Release()
 		if other.WriterEpoch > epoch {
 			return 0, &FencedError{Shard: w.shard, WriterEpoch: epoch, CurrentEpoch: other.WriterEpoch, Op: "place fence entry"}
 		}
@@ -574,16 +640,30 @@ func (w *walLog) placeFence(ctx context.Context, epoch, replayAfter uint64, retr
 	return 0, fmt.Errorf("memwal shard %s: fence entry lost the race for the wal tip %d times", w.shard, retries)
 }
 
-// deleteEntries removes the entries at positions first..last, best effort: an entry left behind
-// is at or below replay_after and never replayed.
-func (w *walLog) deleteEntries(ctx context.Context, first, last uint64, warn func(msg string, args ...any)) {
+// DeleteEntries removes the entries at positions first..last, flushed (last is the new
+// replay_after), best effort: an entry left behind is at or below replay_after and never
+// replayed; warn is told of each entry that could not be deleted. A writer with segments frees
+// the segments whose entries are all flushed instead.
+func (w *Log) DeleteEntries(ctx context.Context, first, last uint64, warn func(msg string, args ...any)) {
 	if w.seg != nil {
 		w.deleteLocal(ctx, last, warn)
 		return
 	}
 	for p := first; p <= last && p != 0; p++ {
-		if err := w.store.Delete(ctx, w.paths.makeWALKey(p)); err != nil {
+		if err := w.store.Delete(ctx, EntryKey(w.prefix, p)); err != nil {
 			warn("memwal: could not delete flushed wal entry", "shard", w.shard, "position", p, "err", err)
 		}
 	}
+}
+
+// BatchBytes returns the in-memory size of the batches of puts (arrowschema.RecordBytes), the size
+// an entry of them is encoded from.
+func BatchBytes(puts []Put) int64 {
+	var n int64
+	for _, p := range puts {
+		for _, b := range p.Batches {
+			n += arrowschema.RecordBytes(b)
+		}
+	}
+	return n
 }

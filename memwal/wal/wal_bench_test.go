@@ -1,4 +1,4 @@
-package memwal
+package wal
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 
 // BenchmarkWALAppend appends one durable WAL entry per op on local disk: the entry's Arrow IPC
 // encoding and its put-if-absent create at the next position (fsynced), which is what a shard's
-// group commit pays for the WAL itself. Unlike BenchmarkEpochPut it has no Shard: no grouping,
+// group commit pays for the WAL itself. Unlike memwal's BenchmarkEpochPut it has no Shard: no grouping,
 // no ownership confirmation, no memtable and no flushes. The entry holds one epoch of 1,000 rows,
 // or as many rows as make an entry of about 64 KiB or 1 MiB; b.SetBytes is the entry's size.
 //
-//	go test ./memwal -run '^$' -bench BenchmarkWALAppend -benchtime 20x
+//	go test ./memwal/wal -run '^$' -bench BenchmarkWALAppend -benchtime 20x
 func BenchmarkWALAppend(b *testing.B) {
 	perRow := walEntryBytesPerRow(b)
 	for _, c := range []struct {
@@ -34,7 +34,7 @@ func BenchmarkWALAppend(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			wal := &walLog{store: store, shard: testShardID, paths: newShardPaths("events", testShardID)}
+			wal := NewLog(Config{Store: store, Shard: testShardID, Prefix: testPrefix})
 			rec := makeRows(0, c.rows, "bench", 0)
 			defer rec.Release()
 			b.SetBytes(int64(len(encodeBenchEntry(b, 1, rec))))
@@ -42,7 +42,7 @@ func BenchmarkWALAppend(b *testing.B) {
 			var pos uint64
 			for b.Loop() {
 				pos++
-				if err := wal.create(ctx, pos, encodeBenchEntry(b, pos, rec)); err != nil {
+				if err := wal.Create(ctx, pos, encodeBenchEntry(b, pos, rec)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,12 +62,12 @@ func walEntryBytesPerRow(b *testing.B) int64 {
 // encodeBenchEntry encodes the WAL entry at pos of writer epoch 1 holding rec as epoch pos of
 // query "bench".
 func encodeBenchEntry(b *testing.B, pos uint64, rec arrow.RecordBatch) []byte {
-	put := walPut{
+	put := Put{
 		Epoch:   &engine.EpochIdentity{QueryID: "bench", EpochID: int64(pos)},
 		Batches: []arrow.RecordBatch{rec},
 		Rows:    rec.NumRows(),
 	}
-	data, err := encodeWALEntry(pos, 1, rowsSchema, []walPut{put}, memory.DefaultAllocator)
+	data, err := EncodeEntry(pos, 1, rowsSchema, []Put{put}, memory.DefaultAllocator)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,21 +76,21 @@ func encodeBenchEntry(b *testing.B, pos uint64, rec arrow.RecordBatch) []byte {
 
 // checkWALAppended fails unless the WAL holds exactly the entries 1..last and the last one reads
 // back as one put of rows rows.
-func checkWALAppended(b *testing.B, wal *walLog, last uint64, rows int64) {
+func checkWALAppended(b *testing.B, wal *Log, last uint64, rows int64) {
 	b.Helper()
 	ctx := context.Background()
-	positions, err := wal.list(ctx, 0)
+	positions, err := wal.List(ctx, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if uint64(len(positions)) != last || positions[len(positions)-1] != last {
 		b.Fatalf("wal holds %d entries, want positions 1..%d", len(positions), last)
 	}
-	e, err := wal.read(ctx, last, rowsSchema, memory.DefaultAllocator)
+	e, err := wal.Read(ctx, last, rowsSchema, memory.DefaultAllocator)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.release()
+	defer e.Release()
 	if len(e.Puts) != 1 || e.Puts[0].Rows != rows || e.Puts[0].Epoch == nil || e.Puts[0].Epoch.EpochID != int64(last) {
 		b.Fatalf("wal entry %d reads back as %d puts, want one of %d rows of epoch %d", last, len(e.Puts), rows, last)
 	}

@@ -12,8 +12,8 @@ import (
 
 // Seed 000, acceptance criteria, one test each.
 
-// A generation flushed between the compactor's read and its drain is retained, not dropped.
-func TestCompactGenerationFlushedBetweenReadAndDrainSurvives(t *testing.T) {
+// A generation flushed between the folder's read and its drain is retained, not dropped.
+func TestFoldGenerationFlushedBetweenReadAndDrainSurvives(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
 		tbl := createTable(t, store, nil)
@@ -22,36 +22,36 @@ func TestCompactGenerationFlushedBetweenReadAndDrainSurvives(t *testing.T) {
 		flush(t, s) // generation 1
 
 		injected := false
-		c := NewCompactor(tbl, &CompactOptions{BeforeDrain: func(ctx context.Context, shard string) error {
+		c := NewFolder(tbl, &FoldOptions{BeforeDrain: func(ctx context.Context, shard string) error {
 			// The fold of generation 1 has committed; a new generation lands before the drain.
 			put(t, s, "q", 2, 100, 50, "b")
 			flush(t, s) // generation 2
 			injected = true
 			return nil
 		}})
-		n, err := c.CompactShard(ctx, testShardID)
+		n, err := c.FoldShard(ctx, testShardID)
 		if err != nil || n != 1 || !injected {
-			t.Fatalf("compact: %d, %v (injected %v), want 1 generation", n, err, injected)
+			t.Fatalf("fold: %d, %v (injected %v), want 1 generation", n, err, injected)
 		}
 		m := latestShardManifest(t, tbl, testShardID)
 		if got := generationNumbers(m); len(got) != 1 || got[0] != 2 {
 			t.Fatalf("after the drain the shard lists generations %v, want [2]", got)
 		}
-		checkRows(t, "base after the first compaction", baseRows(t, tbl), expectRows(0, 100, "a"))
+		checkRows(t, "base after the first fold", baseRows(t, tbl), expectRows(0, 100, "a"))
 		checkRows(t, "merged read", readMerged(t, tbl, s), expectRows(0, 100, "a", 100, 50, "b"))
 
-		// The survivor is folded by the next compaction, not lost.
-		if n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil || n != 1 {
-			t.Fatalf("second compaction: %d, %v, want 1", n, err)
+		// The survivor is folded by the next fold, not lost.
+		if n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil || n != 1 {
+			t.Fatalf("second fold: %d, %v, want 1", n, err)
 		}
-		checkRows(t, "base after the second compaction", baseRows(t, tbl), expectRows(0, 100, "a", 100, 50, "b"))
+		checkRows(t, "base after the second fold", baseRows(t, tbl), expectRows(0, 100, "a", 100, 50, "b"))
 		checkRows(t, "merged read", readMerged(t, tbl, s), expectRows(0, 100, "a", 100, 50, "b"))
 	})
 }
 
 // Directories of merged generations are deleted after the drain; a delete failure is best effort
-// and the compaction still reports success.
-func TestCompactDeleteFailureIsBestEffort(t *testing.T) {
+// and the fold still reports success.
+func TestFoldDeleteFailureIsBestEffort(t *testing.T) {
 	forEachStore(t, func(t *testing.T, real objstore.Store) {
 		ctx := context.Background()
 		store := &faultStore{Store: real}
@@ -63,15 +63,15 @@ func TestCompactDeleteFailureIsBestEffort(t *testing.T) {
 		flush(t, s)
 		genPrefix := newShardPaths(tbl.Name(), testShardID).genPrefix()
 		if n := countKeys(t, real, genPrefix); n != 2 {
-			t.Fatalf("%d generation files before compaction, want 2", n)
+			t.Fatalf("%d generation files before the fold, want 2", n)
 		}
 
 		store.set(func(f *faultStore) {
 			f.failDelete = func(key string) bool { return strings.HasPrefix(key, genPrefix) }
 		})
-		n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID)
+		n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID)
 		if err != nil || n != 2 {
-			t.Fatalf("compact with failing deletes: %d, %v, want success with 2 generations", n, err)
+			t.Fatalf("fold with failing deletes: %d, %v, want success with 2 generations", n, err)
 		}
 		if got := generationNumbers(latestShardManifest(t, tbl, testShardID)); len(got) != 0 {
 			t.Fatalf("shard still lists generations %v after the drain", got)
@@ -81,10 +81,10 @@ func TestCompactDeleteFailureIsBestEffort(t *testing.T) {
 		}
 		checkRows(t, "merged read", readMerged(t, tbl, s), expectRows(0, 10, "a", 10, 10, "b"))
 
-		// Once deletes work again, a later compaction sweeps the leftovers (reclaiming nothing new).
+		// Once deletes work again, a later fold sweeps the leftovers (reclaiming nothing new).
 		store.set(func(f *faultStore) { f.failDelete = nil })
-		if n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil || n != 0 {
-			t.Fatalf("compact after the fault: %d, %v, want 0", n, err)
+		if n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil || n != 0 {
+			t.Fatalf("fold after the fault: %d, %v, want 0", n, err)
 		}
 		if n := countKeys(t, real, genPrefix); n != 0 {
 			t.Fatalf("%d generation files left after the sweep, want 0", n)
@@ -95,7 +95,7 @@ func TestCompactDeleteFailureIsBestEffort(t *testing.T) {
 
 // replay_after_wal_entry_position is left untouched, and a reopened writer does not replay the
 // merged entries again.
-func TestCompactLeavesReplayAfterAndReopenDoesNotReplayMerged(t *testing.T) {
+func TestFoldLeavesReplayAfterAndReopenDoesNotReplayMerged(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
 		tbl := createTable(t, store, nil)
@@ -110,15 +110,15 @@ func TestCompactLeavesReplayAfterAndReopenDoesNotReplayMerged(t *testing.T) {
 			t.Fatal("flush did not advance replay_after")
 		}
 
-		if n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID); err != nil || n != 1 {
-			t.Fatalf("compact: %d, %v, want 1", n, err)
+		if n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID); err != nil || n != 1 {
+			t.Fatalf("fold: %d, %v, want 1", n, err)
 		}
 		after := latestShardManifest(t, tbl, testShardID)
 		if after.ReplayAfterWALEntryPosition != before.ReplayAfterWALEntryPosition {
-			t.Fatalf("compaction moved replay_after from %d to %d", before.ReplayAfterWALEntryPosition, after.ReplayAfterWALEntryPosition)
+			t.Fatalf("the fold moved replay_after from %d to %d", before.ReplayAfterWALEntryPosition, after.ReplayAfterWALEntryPosition)
 		}
 		if after.WriterEpoch != before.WriterEpoch {
-			t.Fatalf("compaction changed the writer epoch from %d to %d (it must not fence the writer)", before.WriterEpoch, after.WriterEpoch)
+			t.Fatalf("the fold changed the writer epoch from %d to %d (it must not fence the writer)", before.WriterEpoch, after.WriterEpoch)
 		}
 
 		// The resident writer was not fenced: it keeps writing.
@@ -141,9 +141,9 @@ func TestCompactLeavesReplayAfterAndReopenDoesNotReplayMerged(t *testing.T) {
 }
 
 // A crash between the fold (append) and the drain neither loses nor double-counts rows, with and
-// without a primary key. The crash is the drain's manifest write failing; a new compactor then
+// without a primary key. The crash is the drain's manifest write failing; a new folder then
 // finishes the job without appending again.
-func TestCompactInterruptedBetweenAppendAndDrain(t *testing.T) {
+func TestFoldInterruptedBetweenAppendAndDrain(t *testing.T) {
 	for _, keyed := range []bool{false, true} {
 		name := "no_key"
 		var pk []string
@@ -164,14 +164,14 @@ func TestCompactInterruptedBetweenAppendAndDrain(t *testing.T) {
 				want := expectRows(0, 30, "a", 30, 30, "b", 60, 5, "m")
 
 				manifests := newShardPaths(tbl.Name(), testShardID).manifestPrefix()
-				crash := NewCompactor(tbl, &CompactOptions{BeforeDrain: func(ctx context.Context, shard string) error {
+				crash := NewFolder(tbl, &FoldOptions{BeforeDrain: func(ctx context.Context, shard string) error {
 					store.set(func(f *faultStore) {
 						f.failCreate = func(key string) bool { return strings.HasPrefix(key, manifests) }
 					})
 					return nil
 				}})
-				if n, err := crash.CompactShard(ctx, testShardID); !errors.Is(err, errInjected) || n != 0 {
-					t.Fatalf("interrupted compaction: %d, %v, want the injected drain failure", n, err)
+				if n, err := crash.FoldShard(ctx, testShardID); !errors.Is(err, errInjected) || n != 0 {
+					t.Fatalf("interrupted fold: %d, %v, want the injected drain failure", n, err)
 				}
 				store.set(func(f *faultStore) { f.failCreate = nil })
 
@@ -184,9 +184,9 @@ func TestCompactInterruptedBetweenAppendAndDrain(t *testing.T) {
 				checkRows(t, "stored read between fold and drain", readMerged(t, tbl, NewStoredShard(tbl, testShardID, nil)), want)
 
 				base, _ := tbl.Latest(ctx)
-				n, err := NewCompactor(tbl, nil).CompactShard(ctx, testShardID)
+				n, err := NewFolder(tbl, nil).FoldShard(ctx, testShardID)
 				if err != nil || n != 2 {
-					t.Fatalf("compaction after the crash: %d, %v, want 2 drained", n, err)
+					t.Fatalf("fold after the crash: %d, %v, want 2 drained", n, err)
 				}
 				if now, _ := tbl.Latest(ctx); now.Version != base.Version {
 					t.Fatalf("the rerun committed version %d: it must not append the merged generations again", now.Version)
@@ -198,49 +198,49 @@ func TestCompactInterruptedBetweenAppendAndDrain(t *testing.T) {
 	}
 }
 
-// CompactShard returns the number of generations reclaimed: 0 when nothing is pending or the
+// FoldShard returns the number of generations reclaimed: 0 when nothing is pending or the
 // shard has no manifest.
-func TestCompactReturnsCount(t *testing.T) {
+func TestFoldReturnsCount(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
 		tbl := createTable(t, store, nil)
-		c := NewCompactor(tbl, nil)
+		c := NewFolder(tbl, nil)
 
-		if n, err := c.CompactShard(ctx, testShardID); err != nil || n != 0 {
-			t.Fatalf("compact of a shard with no manifest: %d, %v, want 0, nil", n, err)
+		if n, err := c.FoldShard(ctx, testShardID); err != nil || n != 0 {
+			t.Fatalf("fold of a shard with no manifest: %d, %v, want 0, nil", n, err)
 		}
 		if _, err := NewManifestStore(store, tbl.Name(), testShardID, nil).ReadLatest(ctx); !errors.Is(err, ErrNoManifest) {
-			t.Fatalf("compaction created a manifest: %v", err)
+			t.Fatalf("the fold created a manifest: %v", err)
 		}
 
 		s := openShard(t, tbl, testShardID, nil)
 		put(t, s, "q", 1, 0, 5, "a")
-		if n, err := c.CompactShard(ctx, testShardID); err != nil || n != 0 {
-			t.Fatalf("compact with only a memtable: %d, %v, want 0", n, err)
+		if n, err := c.FoldShard(ctx, testShardID); err != nil || n != 0 {
+			t.Fatalf("fold with only a memtable: %d, %v, want 0", n, err)
 		}
 		for e := int64(2); e <= 4; e++ {
 			put(t, s, "q", e, e*10, 5, "a")
 			flush(t, s)
 		}
-		if n, err := c.CompactShardIfReady(ctx, testShardID, 4); err != nil || n != 0 {
-			t.Fatalf("compact if ready (4) with 3 pending: %d, %v, want 0", n, err)
+		if n, err := c.FoldShardIfReady(ctx, testShardID, 4); err != nil || n != 0 {
+			t.Fatalf("fold if ready (4) with 3 pending: %d, %v, want 0", n, err)
 		}
 		if got := generationNumbers(latestShardManifest(t, tbl, testShardID)); len(got) != 3 {
 			t.Fatalf("the threshold variant touched the shard: generations %v", got)
 		}
-		if n, err := c.CompactShardIfReady(ctx, testShardID, 3); err != nil || n != 3 {
-			t.Fatalf("compact if ready (3) with 3 pending: %d, %v, want 3", n, err)
+		if n, err := c.FoldShardIfReady(ctx, testShardID, 3); err != nil || n != 3 {
+			t.Fatalf("fold if ready (3) with 3 pending: %d, %v, want 3", n, err)
 		}
-		if n, err := c.CompactShard(ctx, testShardID); err != nil || n != 0 {
-			t.Fatalf("compact with nothing pending: %d, %v, want 0", n, err)
+		if n, err := c.FoldShard(ctx, testShardID); err != nil || n != 0 {
+			t.Fatalf("fold with nothing pending: %d, %v, want 0", n, err)
 		}
 		checkRows(t, "merged read", readMerged(t, tbl, s), expectRows(0, 5, "a", 20, 5, "a", 30, 5, "a", 40, 5, "a"))
 	})
 }
 
-// The retirement hook holds a merged generation's files back; a later compaction deletes them
+// The retirement hook holds a merged generation's files back; a later fold deletes them
 // once it allows.
-func TestCompactRetirementHook(t *testing.T) {
+func TestFoldRetirementHook(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
 		tbl := createTable(t, store, nil)
@@ -251,12 +251,12 @@ func TestCompactRetirementHook(t *testing.T) {
 		flush(t, s)
 		var asked []string
 		allow := uint64(1)
-		c := NewCompactor(tbl, &CompactOptions{CanRetire: func(shard string, g uint64) bool {
+		c := NewFolder(tbl, &FoldOptions{CanRetire: func(shard string, g uint64) bool {
 			asked = append(asked, fmt.Sprintf("%s/%d", shard[:8], g))
 			return g <= allow
 		}})
-		if n, err := c.CompactShard(ctx, testShardID); err != nil || n != 2 {
-			t.Fatalf("compact: %d, %v, want 2", n, err)
+		if n, err := c.FoldShard(ctx, testShardID); err != nil || n != 2 {
+			t.Fatalf("fold: %d, %v, want 2", n, err)
 		}
 		paths := newShardPaths(tbl.Name(), testShardID)
 		if n := countKeys(t, store, paths.root+makeGenDir(1)); n != 0 {
@@ -266,8 +266,8 @@ func TestCompactRetirementHook(t *testing.T) {
 			t.Fatalf("generation 2 (held back) has %d files, want 1", n)
 		}
 		allow = 2
-		if n, err := c.CompactShard(ctx, testShardID); err != nil || n != 0 {
-			t.Fatalf("second compaction: %d, %v, want 0", n, err)
+		if n, err := c.FoldShard(ctx, testShardID); err != nil || n != 0 {
+			t.Fatalf("second fold: %d, %v, want 0", n, err)
 		}
 		if n := countKeys(t, store, paths.genPrefix()); n != 0 {
 			t.Fatalf("%d generation files left once the hook allows, want 0 (asked %v)", n, asked)

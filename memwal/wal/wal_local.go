@@ -1,4 +1,4 @@
-package memwal
+package wal
 
 import (
 	"context"
@@ -19,14 +19,15 @@ import (
 // The WAL on a local disk: segments (segment.go) plus any entry objects the shard holds (read, then
 // deleted by the first flush).
 
-// defaultSegmentBytes is the preallocated size of a WAL segment.
-const defaultSegmentBytes = 16 << 20
+// DefaultSegmentBytes is the preallocated size of a WAL segment when Config.SegmentBytes is not
+// set.
+const DefaultSegmentBytes = 16 << 20
 
 // listedEntry is one entry found by listLocal, before the fence rule.
 type listedEntry struct {
 	pos, epoch uint64
 	fence      bool
-	ref        walRef
+	ref        entryRef
 	segment    int      // index into the segments found, -1 for an object
 	streams    []string // the streams whose records the entry's streamed puts commit
 }
@@ -35,13 +36,13 @@ type listedEntry struct {
 // those the fence rule lets count (an entry of epoch e at position p counts unless a fence of a
 // later epoch sits at a position <= p) and returns the positions after after, ascending. The
 // entries' bytes stay in w.listed for read and readHeader until the next list or forget.
-func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uint64) ([]uint64, error) {
+func (w *Log) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uint64) ([]uint64, error) {
 	w.listed, w.objects, w.segments, w.streams = nil, nil, nil, nil
 	var all []listedEntry
 	var segs []segmentFile
 	streams := make(map[string][]streamRecord) // every stream record found, by stream
 	add := func(key string, data []byte, seg int) error {
-		h, err := decodeWALHeader(key, data)
+		h, err := DecodeHeader(key, data)
 		if err != nil {
 			return fmt.Errorf("memwal shard %s: list wal: %w", w.shard, err)
 		}
@@ -51,7 +52,7 @@ func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after 
 			}
 			return nil
 		}
-		le := listedEntry{pos: h.Position, epoch: h.WriterEpoch, fence: h.Fence, ref: walRef{key: key, data: data}, segment: seg}
+		le := listedEntry{pos: h.Position, epoch: h.WriterEpoch, fence: h.Fence, ref: entryRef{key: key, data: data}, segment: seg}
 		for _, p := range h.Puts {
 			if p.Stream != nil {
 				le.streams = append(le.streams, p.Stream.ID)
@@ -61,7 +62,7 @@ func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after 
 		return nil
 	}
 	for _, o := range objs {
-		if pos, ok := parseWALKey(o.Key); ok {
+		if pos, ok := ParseEntryKey(o.Key); ok {
 			if pos <= after {
 				w.objects = append(w.objects, pos) // flushed; still to delete
 				continue
@@ -79,7 +80,7 @@ func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after 
 			w.objects = append(w.objects, pos)
 			continue
 		}
-		n, ok := parseSegmentKey(o.Key)
+		n, ok := ParseSegmentKey(o.Key)
 		if !ok {
 			continue
 		}
@@ -92,13 +93,13 @@ func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after 
 		}
 		dir, _ := w.localDir() // the path matters only to a local-disk writer adopting the segment
 		segs = append(segs, segmentFile{logNum: n, path: filepath.Join(dir, path.Base(o.Key))})
-		payloads, _ := segmentRecords(b, n)
+		payloads, _ := SegmentRecords(b, n)
 		var off int
 		for _, p := range payloads {
 			if err := add(fmt.Sprintf("%s@%d", o.Key, off), p, len(segs)-1); err != nil {
 				return nil, err
 			}
-			off += segmentHeaderSize + len(p)
+			off += SegmentHeaderSize + len(p)
 		}
 	}
 	// The fence rule. A fence of epoch f at position q hides every entry of an older epoch at
@@ -117,7 +118,7 @@ func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after 
 		}
 		return true
 	}
-	w.listed = make(map[uint64]walRef)
+	w.listed = make(map[uint64]entryRef)
 	var out []uint64
 	for _, e := range all {
 		if !counts(e) {
@@ -156,7 +157,7 @@ func (w *walLog) listAll(ctx context.Context, objs []objstore.ObjectInfo, after 
 // placeSegmentFence starts this writer's segments with a fence entry of epoch at the tip of the
 // counting entries (positions, from the claim's list) plus one, and adopts the older segments
 // found. No one else writes this writer's segments: there is no race for the position.
-func (w *walLog) placeSegmentFence(dir string, epoch, replayAfter uint64, positions []uint64) (uint64, error) {
+func (w *Log) placeSegmentFence(dir string, epoch, replayAfter uint64, positions []uint64) (uint64, error) {
 	tip := replayAfter
 	if n := len(positions); n > 0 && positions[n-1] > tip {
 		tip = positions[n-1]
@@ -173,11 +174,11 @@ func (w *walLog) placeSegmentFence(dir string, epoch, replayAfter uint64, positi
 	}
 	size := w.segmentBytes
 	if size <= 0 {
-		size = defaultSegmentBytes
+		size = DefaultSegmentBytes
 	}
-	sw := newSegmentWriter(dir, epoch, size)
+	sw := newSegmentWriter(dir, epoch, size, w.onSync)
 	sw.adopt(w.segments)
-	rec, err := encodeWALRecord(segmentHeaderSize, pos, epoch, nil, nil, memory.DefaultAllocator)
+	rec, err := encodeRecord(SegmentHeaderSize, pos, epoch, nil, nil, memory.DefaultAllocator)
 	if err != nil {
 		return 0, err
 	}
@@ -189,16 +190,18 @@ func (w *walLog) placeSegmentFence(dir string, epoch, replayAfter uint64, positi
 	return pos, nil
 }
 
-// appendEntry makes the entry of puts at pos durable in the writer's current segment, encoded
-// straight into it, with one fdatasync.
-func (w *walLog) appendEntry(pos, epoch uint64, schema *arrow.Schema, puts []walPut, alloc memory.Allocator) error {
-	write := func(out io.Writer) error { return writeWALEntry(out, pos, epoch, schema, puts, alloc) }
+// AppendEntry makes the entry of puts at pos, of writer epoch epoch in schema, durable in the
+// writer's current segment, encoded straight into it, with one fdatasync: the local-disk path of
+// a writer (Segmented), instead of EncodeEntry and Create. A streamed put's records, appended
+// before, become durable with it. After an error the outcome is unknown. REQUIRES: Segmented.
+func (w *Log) AppendEntry(pos, epoch uint64, schema *arrow.Schema, puts []Put, alloc memory.Allocator) error {
+	write := func(out io.Writer) error { return writeEntry(out, pos, epoch, schema, puts, alloc) }
 	var estimate int64
 	var streamsFrom uint64 // the oldest segment holding stream records this entry commits
 	for _, p := range puts {
 		switch {
 		case p.Stream == nil:
-			estimate += batchBytes([]walPut{p})
+			estimate += BatchBytes([]Put{p})
 		case streamsFrom == 0 || p.Stream.first < streamsFrom:
 			streamsFrom = p.Stream.first
 		}
@@ -211,14 +214,14 @@ func (w *walLog) appendEntry(pos, epoch uint64, schema *arrow.Schema, puts []wal
 
 // deleteLocal frees what a flush up to replayAfter made unneeded: the entry objects at or below
 // it and the segments whose entries all are.
-func (w *walLog) deleteLocal(ctx context.Context, replayAfter uint64, warn func(msg string, args ...any)) {
+func (w *Log) deleteLocal(ctx context.Context, replayAfter uint64, warn func(msg string, args ...any)) {
 	kept := w.objects[:0]
 	for _, p := range w.objects {
 		if p > replayAfter {
 			kept = append(kept, p)
 			continue
 		}
-		if err := w.store.Delete(ctx, w.paths.makeWALKey(p)); err != nil {
+		if err := w.store.Delete(ctx, EntryKey(w.prefix, p)); err != nil {
 			warn("memwal: could not delete flushed wal entry", "shard", w.shard, "position", p, "err", err)
 		}
 	}

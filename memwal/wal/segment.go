@@ -1,4 +1,4 @@
-package memwal
+package wal
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 
 // WAL segments: the WAL of a shard on a local disk.
 //
-// On an object store every WAL entry is its own object, created put-if-absent (walLog.create):
+// On an object store every WAL entry is its own object, created put-if-absent (Log.Create):
 // the store arbitrates who owns a position. On a local disk that costs a file create, an fsync, a
 // link and a directory fsync per entry. There the shard writer instead appends its entries to
 // segment files it alone writes, one fdatasync per group:
@@ -51,25 +51,31 @@ import (
 // Fencing (docs/storage.md, "Fencing on a local disk"). Positions are not arbitrated by
 // the file system any more, so the fence rule decides which entries count: an entry of writer
 // epoch e at position p counts unless a fence entry of a later epoch sits at a position <= p.
-// A claim (ManifestStore.claimEpoch) commits the bumped epoch to the shard manifest first, then
+// A claim (memwal's ManifestStore.claimEpoch) commits the bumped epoch to the shard manifest first, then
 // scans the WAL and writes its fence record, the first of its first segment, at the tip of the
 // counting entries plus one. An old
 // writer acknowledges a put only after the put's record is durable and a probe of the manifest
-// shows its epoch is still current (Shard.writeEntry). So either the probe ran before the claim's
+// shows its epoch is still current (memwal's Shard.writeEntry). So either the probe ran before the claim's
 // manifest commit — then the record was written before the claim's scan, the scan sees it and the
 // fence lands above it: it counts, and the new writer replayed it — or the probe sees the claim
 // and the put is not acknowledged. A record the scan did not see lies at or above the fence and
 // never counts. Segments are freed oldest log number first, so a fence outlives the records it
 // hides (segmentWriter.release).
 
+// SegmentHeaderSize is the size of a segment record's header: the room a record's encoder leaves
+// before the payload (WriteStreamRecord's room).
+const SegmentHeaderSize = 16
+
+// MaxFreeSegments is how many flushed full-size segments a writer keeps on its free list to
+// recycle; further flushed segments are deleted. A writer's WAL directory thus holds at most its
+// current segment, a spare, this many free ones, and the segments not yet flushed or pinned.
+const MaxFreeSegments = 4
+
 const (
-	segmentExt        = ".log"
-	segmentHeaderSize = 16
 	segmentSeqBits    = 20
 	segmentTmpPrefix  = ".tmp-segment-" // objstore.Local's temporary prefix: List skips these
-	maxFreeSegments   = 4
-	firstSegmentBytes = 1 << 20   // preallocated on the spot when no spare segment is ready
-	preallocChunk     = 256 << 10 // bytes of a spare zero-filled and fdatasynced at a time
+	firstSegmentBytes = 1 << 20         // preallocated on the spot when no spare segment is ready
+	preallocChunk     = 256 << 10       // bytes of a spare zero-filled and fdatasynced at a time
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -77,22 +83,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // segmentLogNumber is the log number of sequence seq of writer epoch's segments.
 func segmentLogNumber(epoch, seq uint64) uint64 { return epoch<<segmentSeqBits | seq }
 
-// makeSegmentKey returns the key of the segment with log number n.
-func (p shardPaths) makeSegmentKey(n uint64) string {
-	return fmt.Sprintf("%s%020d%s", p.walPrefix(), n, segmentExt)
-}
-
-// parseSegmentKey is the inverse of makeSegmentKey.
-func parseSegmentKey(key string) (uint64, bool) { return parseNumberedName(key, walDir, segmentExt) }
-
 // recordCRC is a record's checksum: CRC-32C of its payload (payloadCRC), continued over the
 // header's length and log number. The payload comes first so a record can be checksummed while
 // it is streamed out, before its length is known.
 func recordCRC(payloadCRC uint32, header []byte) uint32 {
-	return crc32.Update(payloadCRC, castagnoli, header[4:segmentHeaderSize])
+	return crc32.Update(payloadCRC, castagnoli, header[4:SegmentHeaderSize])
 }
 
-// putRecordHeader fills header (segmentHeaderSize bytes) for a payload of n bytes with CRC-32C
+// putRecordHeader fills header (SegmentHeaderSize bytes) for a payload of n bytes with CRC-32C
 // payloadCRC, in segment logNum.
 func putRecordHeader(header []byte, n int64, payloadCRC uint32, logNum uint64) {
 	binary.LittleEndian.PutUint32(header[4:], uint32(n))
@@ -100,30 +98,31 @@ func putRecordHeader(header []byte, n int64, payloadCRC uint32, logNum uint64) {
 	binary.LittleEndian.PutUint32(header[0:], recordCRC(payloadCRC, header))
 }
 
-// frameRecord fills the header room at the start of buf (segmentHeaderSize bytes, followed by the
+// frameRecord fills the header room at the start of buf (SegmentHeaderSize bytes, followed by the
 // payload) for a record of segment logNum.
 func frameRecord(buf []byte, logNum uint64) {
-	payload := buf[segmentHeaderSize:]
+	payload := buf[SegmentHeaderSize:]
 	putRecordHeader(buf, int64(len(payload)), crc32.Checksum(payload, castagnoli), logNum)
 }
 
-// segmentRecords returns the payloads of the records of segment logNum in b, in order, up to the
-// first that does not check out (the end of the log: zeros, a torn tail, a stale record), and the
-// offset where that end is. The payloads alias b.
-func segmentRecords(b []byte, logNum uint64) (payloads [][]byte, end int64) {
+// SegmentRecords returns the payloads of the records of segment logNum (ParseSegmentKey of its
+// key) in b, a segment's bytes, in order, up to the first that does not check out (the end of
+// the log: zeros, a torn tail, a stale record), and the offset where that end is. The payloads
+// alias b. It never fails: bytes that are no records end the log where they start.
+func SegmentRecords(b []byte, logNum uint64) (payloads [][]byte, end int64) {
 	off := 0
-	for len(b)-off >= segmentHeaderSize {
-		h := b[off : off+segmentHeaderSize]
+	for len(b)-off >= SegmentHeaderSize {
+		h := b[off : off+SegmentHeaderSize]
 		n := int(binary.LittleEndian.Uint32(h[4:]))
-		if n == 0 || binary.LittleEndian.Uint64(h[8:]) != logNum || n > len(b)-off-segmentHeaderSize {
+		if n == 0 || binary.LittleEndian.Uint64(h[8:]) != logNum || n > len(b)-off-SegmentHeaderSize {
 			break
 		}
-		payload := b[off+segmentHeaderSize : off+segmentHeaderSize+n]
+		payload := b[off+SegmentHeaderSize : off+SegmentHeaderSize+n]
 		if recordCRC(crc32.Checksum(payload, castagnoli), h) != binary.LittleEndian.Uint32(h[0:]) {
 			break
 		}
 		payloads = append(payloads, payload)
-		off += segmentHeaderSize + n
+		off += SegmentHeaderSize + n
 	}
 	return payloads, int64(off)
 }
@@ -136,6 +135,7 @@ type recordWriter struct {
 	crc uint32
 }
 
+// Write writes p at the record's next offset and continues the checksum over it.
 func (r *recordWriter) Write(p []byte) (int, error) {
 	n, err := r.f.WriteAt(p, r.off+r.n)
 	r.crc = crc32.Update(r.crc, castagnoli, p[:n])
@@ -154,9 +154,10 @@ type segmentFile struct {
 // whoever writes the shard's groups (commitMu); stream records (appendData, pin, unpin) by the
 // goroutines of streamed puts, and release by the flusher: every method takes mu.
 type segmentWriter struct {
-	dir   string // the shard's wal directory on disk
-	epoch uint64
-	size  int64 // preallocated bytes per segment
+	dir    string // the shard's wal directory on disk
+	epoch  uint64
+	size   int64               // preallocated bytes per segment
+	onSync func(time.Duration) // Config.OnSegmentSync
 
 	mu   sync.Mutex
 	seq  uint64
@@ -185,8 +186,8 @@ type segmentWriter struct {
 	wg        sync.WaitGroup // the goroutine preparing a spare
 }
 
-func newSegmentWriter(dir string, epoch uint64, size int64) *segmentWriter {
-	return &segmentWriter{dir: dir, epoch: epoch, size: size, spare: make(chan string, 1)}
+func newSegmentWriter(dir string, epoch uint64, size int64, onSync func(time.Duration)) *segmentWriter {
+	return &segmentWriter{dir: dir, epoch: epoch, size: size, onSync: onSync, spare: make(chan string, 1)}
 }
 
 // adopt takes over older writers' segments found by the claim's scan: they are deleted (or
@@ -249,12 +250,12 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, streamsFrom uint6
 	if err := w.syncPendingLocked(); err != nil {
 		return err
 	}
-	if w.cur == nil || (w.off > 0 && w.off+segmentHeaderSize+estimate > w.cap && w.rotateLocked()) {
+	if w.cur == nil || (w.off > 0 && w.off+SegmentHeaderSize+estimate > w.cap && w.rotateLocked()) {
 		if err := w.nextSegmentLocked(false); err != nil {
 			return err
 		}
 	}
-	rw := &recordWriter{f: w.cur, off: w.off + segmentHeaderSize}
+	rw := &recordWriter{f: w.cur, off: w.off + SegmentHeaderSize}
 	if w.bw == nil {
 		w.bw = bufio.NewWriterSize(rw, 1<<20)
 	}
@@ -265,7 +266,7 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, streamsFrom uint6
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("append wal segment %d: %w", w.curN, err)
 	}
-	var header [segmentHeaderSize]byte
+	var header [SegmentHeaderSize]byte
 	putRecordHeader(header[:], rw.n, rw.crc, w.curN)
 	// The header goes in after the payload; both are covered by the one fdatasync below, before
 	// which nothing is acknowledged, and a crash in between leaves a record whose CRC fails: the
@@ -280,9 +281,11 @@ func (w *segmentWriter) appendWith(pos uint64, estimate int64, streamsFrom uint6
 	if err := unix.Fdatasync(int(w.cur.Fd())); err != nil {
 		return fmt.Errorf("fdatasync wal segment %d: %w", w.curN, err)
 	}
-	recordWALSync("local", time.Since(synced))
+	if w.onSync != nil {
+		w.onSync(time.Since(synced))
+	}
 	w.dirty = false
-	w.off += segmentHeaderSize + rw.n
+	w.off += SegmentHeaderSize + rw.n
 	w.own[len(w.own)-1].maxPos = pos
 	if streamsFrom != 0 {
 		for i := range w.own {
@@ -410,7 +413,7 @@ func (w *segmentWriter) nextSegmentLocked(stream bool) error {
 		w.cur = nil
 	}
 	n := segmentLogNumber(w.epoch, w.seq+1)
-	path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", n, segmentExt))
+	path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", n, SegmentExt))
 	var from string
 	switch {
 	case len(w.free) > 0:
@@ -487,11 +490,31 @@ func (w *segmentWriter) prepareSpare() {
 	}
 }
 
-// preallocateSpare makes a spare segment, paced (a variable: a test holds it back).
+// preallocateSpare makes a spare segment, paced (a variable: a test holds it back,
+// SwapPreallocateSpareForTesting).
 var preallocateSpare = func(dir string, size int64) (string, error) { return preallocate(dir, size, true) }
 
-// syncLeftSegment makes a segment a stream left durable (a variable: a test makes it fail).
+// syncLeftSegment makes a segment a stream left durable (a variable: a test makes it fail,
+// SwapSyncLeftSegmentForTesting).
 var syncLeftSegment = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// SwapPreallocateSpareForTesting replaces the function that prepares a full-size spare segment
+// in the background (it returns the path of a zero-filled, synced temporary file in dir) with f,
+// and returns the function it replaced. It is for tests only (holding a spare back, or making it
+// fail) and must not be called while a writer may be preparing a spare.
+func SwapPreallocateSpareForTesting(f func(dir string, size int64) (string, error)) (previous func(dir string, size int64) (string, error)) {
+	previous, preallocateSpare = preallocateSpare, f
+	return previous
+}
+
+// SwapSyncLeftSegmentForTesting replaces the function that makes durable a segment a stream
+// filled and left (by default an fdatasync of it) with f, and returns the function it replaced.
+// It is for tests only (making that sync fail, or counting it) and must not be called while a
+// writer may be appending.
+func SwapSyncLeftSegmentForTesting(f func(*os.File) error) (previous func(*os.File) error) {
+	previous, syncLeftSegment = syncLeftSegment, f
+	return previous
+}
 
 // syncPendingLocked makes durable what streams left unsynced (nextSegmentLocked): the stream
 // records of the segments they filled, then the directory's new names. An entry calls it before
@@ -560,7 +583,7 @@ func preallocate(dir string, size int64, paced bool) (string, error) {
 }
 
 // release frees the segments whose entries are all at or below replayAfter (flushed): older
-// writers' segments are deleted, the writer's own go on the free list (up to maxFreeSegments,
+// writers' segments are deleted, the writer's own go on the free list (up to MaxFreeSegments,
 // the rest deleted). The current segment stays.
 func (w *segmentWriter) release(replayAfter uint64) {
 	w.mu.Lock()
@@ -593,7 +616,7 @@ func (w *segmentWriter) release(replayAfter uint64) {
 		}
 		// Only full-size segments are recycled: a small one (made on the spot) would make the
 		// writer switch segments, with a directory fsync each, every few entries.
-		if fi, err := os.Stat(s.path); err == nil && fi.Size() >= w.size && len(w.free) < maxFreeSegments {
+		if fi, err := os.Stat(s.path); err == nil && fi.Size() >= w.size && len(w.free) < MaxFreeSegments {
 			w.free = append(w.free, s)
 		} else {
 			os.Remove(s.path)

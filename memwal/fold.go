@@ -21,43 +21,43 @@ const (
 	PropFoldRows        = "flight_sink.memwal.rows"
 )
 
-// RetirePolicy reports whether a merged generation's files may be deleted now. Compaction only
+// RetirePolicy reports whether a merged generation's files may be deleted now. The fold only
 // asks about generations at or below the shard's merged watermark, which the base table holds.
 // The default is index catch-up (engine): every index of the latest base version is proven to
 // cover the generation (engine.IndexesCoverGeneration), which always holds on a table without
 // indices.
 type RetirePolicy func(shard string, generation uint64) bool
 
-// CompactOptions configure a Compactor. The zero value is usable.
-type CompactOptions struct {
+// FoldOptions configure a Folder. The zero value is usable.
+type FoldOptions struct {
 	// CanRetire gates the deletion of merged generations' directories. Nil means index catch-up:
 	// a generation is retired once every index of the latest base version covers it (at once on
-	// a table without indices). A generation it holds back is deleted by a later compaction of
+	// a table without indices). A generation it holds back is deleted by a later fold of
 	// the shard once it says yes.
 	CanRetire RetirePolicy
 	// Properties are stamped on the fold transaction, beside the PropFold* ones.
 	Properties map[string]string
 	// Shard options (manifest retries and retention, allocator, logger).
 	Shard Options
-	// Turns, when set, is shared with other Compactors so that compactions of one shard among
-	// them run one at a time (a ShardSet passes its own). Nil: the Compactor's own. Compactions
+	// Turns, when set, is shared with other Folders so that folds of one shard among
+	// them run one at a time (a ShardSet passes its own). Nil: the Folder's own. Folds
 	// that do not share turns stay correct (the base manifest's watermark decides), they only
 	// race for the same generations.
-	Turns *CompactionTurns
+	Turns *FoldTurns
 	// BeforeDrain, when set, runs after the fold committed (or was found already merged) and
-	// before the drain; an error stops the compaction there. It exists for crash-safety tests.
+	// before the drain; an error stops the fold there. It exists for crash-safety tests.
 	BeforeDrain func(ctx context.Context, shard string) error
 }
 
-// CompactionTurns serialises the compactions of each shard among the Compactors that share it
-// (CompactOptions.Turns). The zero value is ready to use; safe for concurrent use.
-type CompactionTurns struct {
+// FoldTurns serialises the folds of each shard among the Folders that share it
+// (FoldOptions.Turns). The zero value is ready to use; safe for concurrent use.
+type FoldTurns struct {
 	mu     sync.Mutex
 	shards map[string]*sync.Mutex // by table and shard
 }
 
 // take waits for shard's turn and returns the function that ends it.
-func (ct *CompactionTurns) take(table, shard string) func() {
+func (ct *FoldTurns) take(table, shard string) func() {
 	ct.mu.Lock()
 	if ct.shards == nil {
 		ct.shards = make(map[string]*sync.Mutex)
@@ -73,30 +73,30 @@ func (ct *CompactionTurns) take(table, shard string) func() {
 	return mu.Unlock
 }
 
-// Compactor folds a table's MemWAL shards into its base table. It needs no ownership
+// Folder folds a table's MemWAL shards into its base table. It needs no ownership
 // of a shard and so never fences its writer: the base manifest's merged-generation watermark,
 // advanced in the fold's own transaction, proves which generations the table holds, and the drain
-// removes only those. A Compactor is safe for concurrent use; compactions of one shard run one at
-// a time among the Compactors sharing CompactOptions.Turns.
-type Compactor struct {
+// removes only those. A Folder is safe for concurrent use; folds of one shard run one at
+// a time among the Folders sharing FoldOptions.Turns.
+type Folder struct {
 	table *engine.Table
-	opts  CompactOptions
+	opts  FoldOptions
 }
 
-// NewCompactor returns a Compactor of tbl's shards.
-func NewCompactor(tbl *engine.Table, o *CompactOptions) *Compactor {
-	c := &Compactor{table: tbl}
+// NewFolder returns a Folder of tbl's shards.
+func NewFolder(tbl *engine.Table, o *FoldOptions) *Folder {
+	c := &Folder{table: tbl}
 	if o != nil {
 		c.opts = *o
 	}
 	c.opts.Shard.EnsureDefaults()
 	if c.opts.Turns == nil {
-		c.opts.Turns = &CompactionTurns{}
+		c.opts.Turns = &FoldTurns{}
 	}
 	return c
 }
 
-// CompactShard folds every flushed generation of shard that the base table does not hold yet into
+// FoldShard folds every flushed generation of shard that the base table does not hold yet into
 // the table and reclaims the merged generations. It returns how many generations it drained from
 // the shard manifest: 0 when nothing is pending or the shard has no manifest.
 //
@@ -106,7 +106,7 @@ func NewCompactor(tbl *engine.Table, o *CompactOptions) *Compactor {
 //  2. Append the rows of every listed generation above W to the table in ONE transaction (an
 //     Upsert by the primary key when the table has one) that also raises the watermark to the
 //     highest of them. From that commit on, readers skip those
-//     generations. If the engine finds them already merged (another compactor, or a rerun), the
+//     generations. If the engine finds them already merged (another folder, or a rerun), the
 //     fold is skipped.
 //  3. Drain: remove from the current shard manifest exactly the generations read in step 1 that
 //     are at or below the watermark; a generation flushed meanwhile stays.
@@ -114,17 +114,17 @@ func NewCompactor(tbl *engine.Table, o *CompactOptions) *Compactor {
 //
 // replay_after_wal_entry_position is never touched: the generations' WAL entries were behind it
 // before the fold began.
-func (c *Compactor) CompactShard(ctx context.Context, shard string) (int, error) {
-	return c.compact(ctx, shard, 0)
+func (c *Folder) FoldShard(ctx context.Context, shard string) (int, error) {
+	return c.foldShard(ctx, shard, 0)
 }
 
-// CompactShardIfReady is CompactShard when at least minGenerations generations are waiting to be
+// FoldShardIfReady is FoldShard when at least minGenerations generations are waiting to be
 // folded, and returns 0 without touching anything otherwise.
-func (c *Compactor) CompactShardIfReady(ctx context.Context, shard string, minGenerations int) (int, error) {
-	return c.compact(ctx, shard, max(minGenerations, 1))
+func (c *Folder) FoldShardIfReady(ctx context.Context, shard string, minGenerations int) (int, error) {
+	return c.foldShard(ctx, shard, max(minGenerations, 1))
 }
 
-func (c *Compactor) compact(ctx context.Context, shard string, minPending int) (int, error) {
+func (c *Folder) foldShard(ctx context.Context, shard string, minPending int) (int, error) {
 	defer c.opts.Turns.take(c.table.Store().String()+"|"+c.table.Name(), shard)()
 	log := c.opts.Shard.Logger
 	ms := NewManifestStore(c.table.Store(), c.table.Name(), shard, &c.opts.Shard)
@@ -177,14 +177,14 @@ func (c *Compactor) compact(ctx context.Context, shard string, minPending int) (
 				}
 			}
 			if len(drained) == 0 {
-				return errNoUpdate // drained already (by a compactor that was interrupted after it)
+				return errNoUpdate // drained already (by a folder that was interrupted after it)
 			}
 			cur.FlushedGenerations = keep
 			return nil
 		})
 		if err != nil {
 			// The rows are in the table and the watermark hides the generations from readers;
-			// the next compaction drains them.
+			// the next fold drains them.
 			return 0, fmt.Errorf("memwal shard %s: drain merged generations: %w", shard, err)
 		}
 	}
@@ -201,13 +201,13 @@ func (c *Compactor) compact(ctx context.Context, shard string, minPending int) (
 
 // retirePolicy returns CanRetire, or the index catch-up policy judged on the latest base
 // version (read now, after the fold: catch-up positions only grow).
-func (c *Compactor) retirePolicy(ctx context.Context) RetirePolicy {
+func (c *Folder) retirePolicy(ctx context.Context) RetirePolicy {
 	if c.opts.CanRetire != nil {
 		return c.opts.CanRetire
 	}
 	m, err := c.table.Latest(ctx)
 	if err != nil {
-		c.opts.Shard.Logger.Warn("memwal: cannot read the base table to check index catch-up; keeping merged generations for a later compaction",
+		c.opts.Shard.Logger.Warn("memwal: cannot read the base table to check index catch-up; keeping merged generations for a later fold",
 			"table", c.table.Name(), "err", err)
 		return func(string, uint64) bool { return false }
 	}
@@ -218,8 +218,8 @@ func (c *Compactor) retirePolicy(ctx context.Context) RetirePolicy {
 // transaction that raises the shard's merged watermark to the last of them: an Append, or an
 // Upsert by the primary key when the table has one (so the base table holds one row per key,
 // the newest). It returns the watermark after the fold: the last generation, or whatever a
-// concurrent compactor raised it to when the engine finds the generations already merged.
-func (c *Compactor) fold(ctx context.Context, shard string, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (uint64, error) {
+// concurrent folder raised it to when the engine finds the generations already merged.
+func (c *Folder) fold(ctx context.Context, shard string, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (uint64, error) {
 	first, last := gens[0].Generation, gens[len(gens)-1].Generation
 	var txn *engine.Transaction
 	var discard func()
@@ -242,7 +242,7 @@ func (c *Compactor) fold(ctx context.Context, shard string, paths shardPaths, ba
 	props[PropFoldRows] = strconv.FormatInt(rows, 10)
 	txn.Properties = props
 	txn.ReadVersion = base.Version
-	// The watermark this fold read: if another compactor (in another process) raised it since,
+	// The watermark this fold read: if another folder (in another process) raised it since,
 	// the engine refuses the fold instead of counting the overlapping generations twice.
 	txn.MemWALMerged = map[string]uint64{shard: last}
 	txn.MemWALMergedFrom = map[string]uint64{shard: base.MemWALMerged[shard]}
@@ -266,7 +266,7 @@ func (c *Compactor) fold(ctx context.Context, shard string, paths shardPaths, ba
 
 // prepareAppend streams the generations' rows into new data files and returns the uncommitted
 // Append, a function that deletes its files, and the row count.
-func (c *Compactor) prepareAppend(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
+func (c *Folder) prepareAppend(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
 	schema := base.ArrowSchema()
 	w, err := c.table.NewWriterFor(schema, schema, engine.InBackground()) // a fold is background work
 	if err != nil {
@@ -293,7 +293,7 @@ func (c *Compactor) prepareAppend(ctx context.Context, paths shardPaths, base *e
 
 // prepareUpsert reads the generations' rows, oldest first, and prepares one Upsert of them: the
 // last row of a key (the newest generation, the latest WAL position) is the one written.
-func (c *Compactor) prepareUpsert(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
+func (c *Folder) prepareUpsert(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
 	schema := base.ArrowSchema()
 	var batches []arrow.RecordBatch
 	defer func() { releaseAll(batches) }()
@@ -317,21 +317,21 @@ func (c *Compactor) prepareUpsert(ctx context.Context, paths shardPaths, base *e
 }
 
 // retire deletes generation g's directory if the retirement policy allows; a failure only warns.
-func (c *Compactor) retire(ctx context.Context, shard string, paths shardPaths, g uint64, canRetire RetirePolicy, log *slog.Logger) {
+func (c *Folder) retire(ctx context.Context, shard string, paths shardPaths, g uint64, canRetire RetirePolicy, log *slog.Logger) {
 	if !canRetire(shard, g) {
 		return
 	}
 	dir := paths.root + makeGenDir(g)
 	if err := c.table.Store().DeletePrefix(ctx, dir); err != nil {
-		log.Warn("memwal: could not delete merged generation; it is unreferenced and a later compaction retries",
+		log.Warn("memwal: could not delete merged generation; it is unreferenced and a later fold retries",
 			"table", c.table.Name(), "shard", shard, "generation", g, "dir", dir, "err", err)
 	}
 }
 
 // sweep deletes generation directories at or below the watermark that the shard manifest no
-// longer lists: left by a compaction interrupted between drain and delete, held back by the
+// longer lists: left by a fold interrupted between drain and delete, held back by the
 // retirement policy, or written by a flush that never committed.
-func (c *Compactor) sweep(ctx context.Context, shard string, ms *ManifestStore, watermark uint64, canRetire RetirePolicy, log *slog.Logger) {
+func (c *Folder) sweep(ctx context.Context, shard string, ms *ManifestStore, watermark uint64, canRetire RetirePolicy, log *slog.Logger) {
 	if watermark == 0 {
 		return
 	}
