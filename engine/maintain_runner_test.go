@@ -360,7 +360,7 @@ func TestMaintainerSkipsWhatIsNotWorthIt(t *testing.T) {
 		}
 		// Off means off, whatever there is to do.
 		for i := range 20 {
-			m = hAppend(t, tbl, hRange(100+int64(i), 1), "b")
+			hAppend(t, tbl, hRange(100+int64(i), 1), "b")
 		}
 		off := MaintenanceConfig{Mode: MaintenanceOff}
 		if _, err := tbl.UpdateConfig(t.Context(), map[string]string{ConfigMaintenance: off.String()}, nil, nil); err != nil {

@@ -82,7 +82,7 @@ func (h *httpServer) serve() error {
 	return nil
 }
 
-func (h *httpServer) shutdown(ctx context.Context) { h.srv.Shutdown(ctx) }
+func (h *httpServer) shutdown(ctx context.Context) { _ = h.srv.Shutdown(ctx) }
 
 // statusQuery is one streaming query's row on the status page.
 type statusQuery struct {
@@ -222,5 +222,5 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		tables = append(tables, st)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	statusTmpl.Execute(w, map[string]any{"Root": h.svc.sink.Store().String(), "Tables": tables, "Now": time.Now().UTC().Format(time.RFC3339)})
+	_ = statusTmpl.Execute(w, map[string]any{"Root": h.svc.sink.Store().String(), "Tables": tables, "Now": time.Now().UTC().Format(time.RFC3339)})
 }

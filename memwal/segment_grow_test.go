@@ -47,7 +47,7 @@ func TestSegmentGrowsWhileSpareIsPrepared(t *testing.T) {
 		<-release
 		return real(dir, size)
 	})
-	defer wal.SwapPreallocateSpareForTesting(real)
+	defer func() { wal.SwapPreallocateSpareForTesting(real) }()
 	local, err := objstore.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

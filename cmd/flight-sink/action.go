@@ -95,6 +95,6 @@ func (c *ActionCmd) Run(ctx context.Context, kctx *kong.Context) error {
 			out.Write(res.Body)
 		}
 		out.WriteByte('\n')
-		kctx.Stdout.Write(out.Bytes())
+		_, _ = kctx.Stdout.Write(out.Bytes())
 	}
 }

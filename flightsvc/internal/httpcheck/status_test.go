@@ -38,13 +38,13 @@ func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64
 		t.Fatal(err)
 	}
 	w.Close()
-	stream.CloseSend()
+	_ = stream.CloseSend()
 	res, err := stream.Recv()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ack struct{ Status string }
-	json.Unmarshal(res.AppMetadata, &ack)
+	_ = json.Unmarshal(res.AppMetadata, &ack)
 	return ack.Status
 }
 
@@ -58,7 +58,7 @@ func TestStatusShowsMemWALAndMaintenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
+	go func() { _ = srv.Serve(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	c, err := flight.NewClientWithMiddleware(srv.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
