@@ -13,7 +13,7 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// Seed 002: the TableMaintainer's order, failure policies, recursion guard, and that maintenance
+// Inline table maintenance: the TableMaintainer's order, failure policies, recursion guard, and that maintenance
 // never holds up the visibility of the user's commit.
 
 // mtConfig is a configuration under which every step is due on a table prepared by mtPrepare.
