@@ -101,7 +101,7 @@ final class ArrowConversions {
       return new ArrowColumnVector(v);
     }
     DataType dt = sparkType(f);
-    FieldVector out = ArrowUtils.toArrowField(f.getName(), dt, true, "UTC", false).createVector(alloc);
+    FieldVector out = SparkArrow.toArrowField(f.getName(), dt, true).createVector(alloc);
     owned.add(out);
     int n = v.getValueCount();
     out.setInitialCapacity(n);

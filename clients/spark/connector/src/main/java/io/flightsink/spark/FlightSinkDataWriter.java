@@ -56,7 +56,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
   }
 
   static Schema arrowSchema(org.apache.spark.sql.types.StructType schema) {
-    return ArrowUtils.toArrowSchema(schema, "UTC", true, false);
+    return SparkArrow.toArrowSchema(schema);
   }
 
   private void open() {
