@@ -115,6 +115,11 @@ final class FlightSinkScan {
       return this;
     }
 
+    @Override
+    public org.apache.spark.sql.connector.read.streaming.MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+      return new FlightSinkMicroBatchStream(opts, schema, filter);
+    }
+
     /** The GetFlightInfo command; an empty projection (a count) reads the first column only. */
     Map<String, Object> command() {
       Map<String, Object> cmd = new LinkedHashMap<>();

@@ -35,7 +35,7 @@ final class FlightSinkTable implements SupportsRead, SupportsWrite {
   public Set<TableCapability> capabilities() {
     // ACCEPT_ANY_SCHEMA: the server checks a write's schema against the table's (by name, with
     // its promotions and schema evolution), and creates tables that do not exist yet.
-    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
+    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_WRITE,
         TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE, TableCapability.ACCEPT_ANY_SCHEMA);
   }
 
