@@ -207,6 +207,7 @@ final class FlightSinkScan {
     private final BufferAllocator alloc;
     private final List<ValueVector> owned = new ArrayList<>();
     private ColumnarBatch batch;
+    private boolean finished;
 
     Reader(FlightSinkOptions opts, StructType schema, byte[] ticket) {
       this.schema = schema;
@@ -236,6 +237,7 @@ final class FlightSinkScan {
           batch = new ColumnarBatch(cols, n);
           return true;
         }
+        finished = true;
         return false;
       } catch (org.apache.arrow.flight.FlightRuntimeException e) {
         throw FlightSinkException.wrap("DoGet", "server", e);
@@ -258,6 +260,10 @@ final class FlightSinkScan {
     public void close() {
       releaseOwned();
       try {
+        if (!finished) {
+          // Spark stopped early (a LIMIT, a failed task): end the DoGet instead of draining it.
+          stream.cancel("flight-sink: reader closed", null);
+        }
         stream.close();
       } catch (Exception ignored) {
         // closing a finished or failed stream

@@ -287,6 +287,8 @@ class FlightSinkSparkTest {
     }
     assertEquals(expect.size(), served, "rows the server sent for the pushed filter");
 
+    // A LIMIT stops reading early (the readers cancel their DoGets).
+    assertEquals(3, all.limit(3).collectAsList().size());
     // Column pruning: only the selected column is read.
     assertTrue(all.select("k").queryExecution().executedPlan().toString().contains("columns=[k]"));
     // Time travel: the first write's version.
