@@ -113,3 +113,24 @@ def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
     assert "class-name 100" in text
     assert "register refused" in text and "DATA_SOURCE_ALREADY_EXISTS" in text
     assert "short-name after register 100" in text
+
+
+def test_jar_bundles_only_relocated_classes(jar):
+    """The jar's classes are the connector's, Arrow Flight's client (org.apache.arrow.flight) and
+    its transport relocated under io.flightsink.spark.shaded: nothing that could shadow Spark's own
+    Netty, gRPC, protobuf, Guava or Arrow."""
+    import zipfile
+
+    with zipfile.ZipFile(jar) as z:
+        classes = [n for n in z.namelist() if n.endswith(".class")]
+        services = [n for n in z.namelist() if n.startswith("META-INF/services/") and not n.endswith("/")]
+        registered = z.read("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister").decode()
+    stray = [c for c in classes if not c.startswith(("io/flightsink/spark/", "org/apache/arrow/flight/"))]
+    assert not stray, f"{len(stray)} classes outside the connector and the relocated packages: {stray[:10]}"
+    assert any(c.startswith("io/flightsink/spark/shaded/io/grpc/") for c in classes)
+    assert any(c.startswith("io/flightsink/spark/shaded/io/netty/") for c in classes)
+    assert not any(c.startswith("org/apache/arrow/vector/") for c in classes), "Spark provides Arrow"
+    assert registered.strip() == "io.flightsink.spark.FlightSinkDataSource"
+    assert all(s.startswith(("META-INF/services/io.flightsink.spark.shaded.",
+                             "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"))
+               for s in services), services
