@@ -39,7 +39,7 @@ test-python:
 # `make test-spark` runs the JUnit suite (local Spark 4.1 against a server built from here), then
 # the jar's PySpark tests (clients/spark/tests) with python3's PySpark and, when
 # FLIGHT_SINK_SPARK41_PYTHON names a PySpark 4.1 environment (clients/pyspark/tools/spark41_env.sh),
-# with that one too.
+# its driver-kill, side-by-side and jar-content tests (not the example) with that one too.
 SPARK_MVN_REPO ?=
 SPARK_MVN := mvn -B -ntp $(if $(SPARK_MVN_REPO),-Dmaven.repo.local=$(SPARK_MVN_REPO))
 SPARK_TEST_BIN := clients/spark/target/test-bin/flight-sink
@@ -52,7 +52,7 @@ test-spark:
 	FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) python3 -m pytest clients/spark/tests -p no:cacheprovider
 	@if [ -n "$$FLIGHT_SINK_SPARK41_PYTHON" ]; then \
 		echo "=== clients/spark/tests on PySpark 4.1 ($$FLIGHT_SINK_SPARK41_PYTHON)"; \
-		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$FLIGHT_SINK_SPARK41_PYTHON" -m pytest clients/spark/tests -p no:cacheprovider; \
+		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$FLIGHT_SINK_SPARK41_PYTHON" -m pytest clients/spark/tests/test_jvm_datasource.py -p no:cacheprovider; \
 	fi
 
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
