@@ -38,6 +38,7 @@ type Sink interface {
 	Read(ctx context.Context, r streaming.ReadRequest) (array.RecordReader, error)
 	CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec streaming.CreateSpec) (*engine.Table, error)
 	Table(ctx context.Context, name string) (*engine.Table, error)
+	DropTable(ctx context.Context, name string) (streaming.DropResult, error)
 	Cleanup(ctx context.Context, req streaming.CleanupRequest) (streaming.CleanupReport, error)
 	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	FoldMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
