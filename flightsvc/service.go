@@ -89,8 +89,9 @@ func NewService(sink Sink, alloc memory.Allocator, logger *slog.Logger) *Service
 // catches. guard also counts the decoded bytes of every record and dictionary batch against
 // --max-put-bytes.
 //
-// With idle > 0, a client that sends nothing for idle (before its first message or between two)
-// fails the stream, which frees its --max-concurrent-puts slot. gRPC's Recv takes no deadline, so
+// With idle > 0, a client that sends no message with an IPC header for idle (before its first
+// message or between two; app_metadata-only messages do not count) fails the stream, which frees
+// its --max-concurrent-puts slot. gRPC's Recv takes no deadline, so
 // one goroutine per stream (pump) receives and Recv waits for it or the timer.
 type putStream struct {
 	s       flight.FlightService_DoPutServer
@@ -105,6 +106,8 @@ type putStream struct {
 	pumped  chan struct{}           // closed when pump has ended, pumpErr set
 	pumpErr error
 	timer   *time.Timer
+	// deadline is when the stream fails unless a message with an IPC header arrives first.
+	deadline time.Time
 }
 
 func (p *putStream) Recv() (*flight.FlightData, error) {
@@ -144,14 +147,20 @@ func (p *putStream) recv() (*flight.FlightData, error) {
 	}
 	if p.msgs == nil {
 		p.msgs, p.pumped = make(chan *flight.FlightData), make(chan struct{})
+		p.deadline = time.Now().Add(p.idle)
 		p.timer = time.NewTimer(p.idle)
 		go p.pump()
 	} else {
-		p.timer.Reset(p.idle)
+		p.timer.Reset(time.Until(p.deadline))
 	}
 	select {
 	case fd := <-p.msgs:
 		p.timer.Stop()
+		// Only a message toward a batch (one with an IPC header) is progress: a stream of
+		// app_metadata-only messages is as idle as a silent one.
+		if len(fd.DataHeader) > 0 {
+			p.deadline = time.Now().Add(p.idle)
+		}
 		return fd, nil
 	case <-p.pumped: // every message pump received was delivered: msgs is unbuffered
 		p.timer.Stop()
@@ -161,7 +170,7 @@ func (p *putStream) recv() (*flight.FlightData, error) {
 		if p.n == 0 {
 			what = "its first message"
 		}
-		p.err = fmt.Errorf("%w: the DoPut stream sent nothing for %v, waiting for %s (--put-idle-timeout); nothing was committed",
+		p.err = fmt.Errorf("%w: the DoPut stream sent no Arrow data for %v, waiting for %s (--put-idle-timeout; app_metadata-only messages do not count); nothing was committed",
 			errPutIdleTimeout, p.idle, what)
 		return nil, p.err
 	}
