@@ -57,6 +57,7 @@ type Service struct {
 	alloc  memory.Allocator
 	logger *slog.Logger
 	puts   putLimiter // nil: no limit
+	gets   getLimiter // nil: no limit
 	// maxPutBytes bounds the decoded Arrow bytes of one DoPut stream (0: no limit).
 	maxPutBytes int64
 	// maxDecodedMessageBytes bounds the decoded bytes of one DoPut message (0: the guard's default).
@@ -325,6 +326,11 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	if err != nil {
 		return toStatus(err)
 	}
+	release, err := s.gets.acquire()
+	if err != nil {
+		return toStatus(err)
+	}
+	defer release()
 	sc, err := s.sink.Read(ctx, req)
 	if err != nil {
 		return toStatus(err)
