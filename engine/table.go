@@ -286,7 +286,7 @@ func (t *Table) Latest(ctx context.Context) (*Manifest, error) {
 		// removed.)
 		_, err := t.store.Stat(ctx, t.key(makeManifestKey(v)))
 		if errors.Is(err, objstore.ErrNotFound) {
-			return t.latestByList(ctx, v)
+			return t.latestAfterGone(ctx, v)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("table %s: probe version %d: %w", t.name, v, err)
@@ -303,6 +303,27 @@ func (t *Table) Latest(ctx context.Context) (*Manifest, error) {
 
 // maxLatestProbes bounds the forward probes Latest makes before it lists instead.
 const maxLatestProbes = 4
+
+// latestAfterGone is Latest when the cached version gone is no longer in the store. Newer
+// versions than gone exist when cleanup removed it; when none does, the table is gone: dropped,
+// or its directory removed, and perhaps created anew from version 1. The cached manifest is then
+// forgotten, never committed on: the table is read anew from its first version, or is
+// ErrTableNotFound.
+func (t *Table) latestAfterGone(ctx context.Context, gone uint64) (*Manifest, error) {
+	vs, err := t.listVersions(ctx, gone)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) > 0 {
+		return t.latestByList(ctx, gone)
+	}
+	t.mu.Lock()
+	if t.latest != nil && t.latest.Version == gone {
+		t.latest = nil
+	}
+	t.mu.Unlock()
+	return t.latestByList(ctx, 0)
+}
 
 func (t *Table) latestByList(ctx context.Context, after uint64) (*Manifest, error) {
 	vs, err := t.listVersions(ctx, after)

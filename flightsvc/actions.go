@@ -80,6 +80,9 @@ var actions = map[string]action{
 	"compact_memwal_shard": newAction(
 		`Alias of fold_memwal_shard (its older name): fold MemWAL generations into the base table. Body: {"table", "shard"? (a shard id; default every shard), "min_generations"?}. Result: {"generations_reclaimed": n}.`,
 		(*Service).foldMemWAL),
+	"drop_table": newAction(
+		`Delete a table and every object under it (versions, data, MemWAL shards, Iceberg metadata); unfolded MemWAL rows go with it. Body: {"table"}. Result: {"table","version"} (its newest version when dropped). A later put with "create" makes a fresh table; one without answers TABLE_NOT_FOUND.`,
+		(*Service).dropTable),
 	"table_stats": newAction(
 		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
 		(*Service).tableStats),
@@ -203,6 +206,17 @@ func (s *Service) history(ctx context.Context, req *HistoryRequest) ([]HistoryEn
 		return nil, err
 	}
 	return historyResult(h), nil
+}
+
+func (s *Service) dropTable(ctx context.Context, req *DropTableRequest) (DropTableResult, error) {
+	if req.Table == "" {
+		return DropTableResult{}, invalidf("drop_table needs \"table\"")
+	}
+	r, err := s.sink.DropTable(ctx, req.Table)
+	if err != nil {
+		return DropTableResult{}, err
+	}
+	return DropTableResult{Table: r.Table, Version: r.Version}, nil
 }
 
 func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (TableStats, error) {

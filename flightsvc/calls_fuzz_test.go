@@ -74,12 +74,21 @@ func fuzzCalls(ex map[string]docExample) []fuzzCall {
 // on id, direct) and "clicks" (keyed, two MemWAL shards), each with rows.
 func FuzzCalls(f *testing.F) {
 	s := startServer(f, flightsvc.Config{PutIdleTimeout: -1})
-	s.mustAction(f, "create_table", cmd{"table": "events", "primary_key": []string{"id"}, "schema": []cmd{
-		{"name": "id", "type": "int64", "nullable": false}, {"name": "payload", "type": "utf8"}}}, nil)
-	s.putEpoch(f, "events", "setup", 0, []int64{1, 2, 3})
-	s.putEpoch(f, "events", "setup", 1, []int64{4, 5})
-	s.mustPut(f, cmd{"table": "clicks", "query_id": "setup", "epoch_id": 0,
-		"create": cmd{"primary_key": []string{"id"}, "memwal": cmd{"shards": 2}}}, []int64{1, 2, 3})
+	// setup makes the tables; again after a drop_table removed one.
+	setup := func(tb testing.TB, table string) {
+		switch table {
+		case "events":
+			s.mustAction(tb, "create_table", cmd{"table": "events", "primary_key": []string{"id"}, "schema": []cmd{
+				{"name": "id", "type": "int64", "nullable": false}, {"name": "payload", "type": "utf8"}}}, nil)
+			s.putEpoch(tb, "events", "setup", 0, []int64{1, 2, 3})
+			s.putEpoch(tb, "events", "setup", 1, []int64{4, 5})
+		case "clicks":
+			s.mustPut(tb, cmd{"table": "clicks", "query_id": "setup", "epoch_id": 0,
+				"create": cmd{"primary_key": []string{"id"}, "memwal": cmd{"shards": 2}}}, []int64{1, 2, 3})
+		}
+	}
+	setup(f, "events")
+	setup(f, "clicks")
 
 	calls := fuzzCalls(readDocExamples(f)["request"])
 	for i, c := range calls {
@@ -96,7 +105,12 @@ func FuzzCalls(f *testing.F) {
 		call := fmt.Sprintf("%s %q", c.name, b[1:])
 		wantServing(t, call, c.run(&s.flightConn, t, b[1:]))
 		for _, table := range []string{"events", "clicks"} {
-			if _, err := s.get(testCtx(t), cmd{"table": table}); err != nil {
+			_, err := s.get(testCtx(t), cmd{"table": table})
+			if err != nil && reasonOf(err) == "TABLE_NOT_FOUND" && strings.Contains(call, "drop_table") {
+				setup(t, table) // the input dropped it: a drop must leave the name free
+				_, err = s.get(testCtx(t), cmd{"table": table})
+			}
+			if err != nil {
 				t.Fatalf("reading %s after %s: %v", table, call, err)
 			}
 		}

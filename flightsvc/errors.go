@@ -3,7 +3,9 @@ package flightsvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -105,15 +107,52 @@ func toStatus(err error) error {
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
+		short := shortStatus(st)
 		for _, d := range st.Details() {
 			if _, ok := d.(*errdetails.ErrorInfo); ok {
+				if short != st {
+					return short.Err()
+				}
 				return err
 			}
 		}
-		return withReason(st, defaultReason(st.Code()), nil)
+		return withReason(short, defaultReason(st.Code()), nil)
 	}
 	row := reasonOf(err)
-	return withReason(status.New(row.code, err.Error()), row.reason, errorMetadata(err))
+	return withReason(status.New(row.code, shortMessage(err.Error())), row.reason, errorMetadata(err))
+}
+
+// maxStatusMessage bounds the message of a status the server sends, in bytes. The message
+// travels three times in the trailers (grpc-message, x-arrow-status-message-bin, and inside
+// grpc-status-details-bin, base64-encoded), and gRPC clients refuse trailers over their header
+// list limit (8 KiB in gRPC C++, so pyarrow) by turning the status into INTERNAL: a message that
+// echoes a long list the client sent would lose its code and reason. 1 KiB keeps the trailers
+// under 4 KiB.
+const maxStatusMessage = 1024
+
+// shortMessage is msg cut to maxStatusMessage bytes (at a UTF-8 boundary), saying how much was
+// cut.
+func shortMessage(msg string) string {
+	if len(msg) <= maxStatusMessage {
+		return msg
+	}
+	const tail = " ... (%d more bytes)"
+	cut := maxStatusMessage - len(tail) - 8
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + fmt.Sprintf(tail, len(msg)-cut)
+}
+
+// shortStatus is st with its message cut by shortMessage, its details kept; st itself when the
+// message is short.
+func shortStatus(st *status.Status) *status.Status {
+	if len(st.Message()) <= maxStatusMessage {
+		return st
+	}
+	p := st.Proto()
+	p.Message = shortMessage(p.Message)
+	return status.FromProto(p)
 }
 
 // reasonOf returns the first row of errorReasons whose sentinel err wraps; an error no row

@@ -209,6 +209,7 @@ func TestProtocolDocExamples(t *testing.T) {
 		{"fold_memwal_shard", action("fold_memwal_shard")},
 		{"compact_memwal_shard", action("compact_memwal_shard")},
 		{"table_stats memwal", action("table_stats")},
+		{"drop_table", action("drop_table")},
 	}
 	ran := map[string]bool{}
 	for _, st := range steps {

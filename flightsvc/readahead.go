@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 )
 
 // readAhead runs a record reader one step ahead of its consumer: while DoGet encodes and sends
@@ -22,15 +25,26 @@ type readAhead struct {
 	// panicStack is the stack of the panic that ended the read, for the log; nil without one.
 	panicStack []byte
 	cur        arrow.RecordBatch
+	// queued is the bytes of the batches in batches; taken signals the reader that Next took one.
+	queued atomic.Int64
+	taken  chan struct{}
 }
 
 // readAheadDepth is how many decoded batches wait for the sender at most (each is a full scan
-// batch, up to 65,536 rows).
-const readAheadDepth = 2
+// batch, up to 65,536 rows), and readAheadBytes how many bytes of them (arrowschema.RecordBytes):
+// a batch is read ahead only while those waiting leave room for it, or none waits. A stream
+// whose client stops reading therefore holds at most the batch being sent, the batches waiting
+// (readAheadBytes, or one batch when a single one is larger) and the batch the reader is
+// decoding; MaxConcurrentGets bounds how many such streams there are.
+const (
+	readAheadDepth = 2
+	readAheadBytes = 8 << 20
+)
 
 func newReadAhead(ctx context.Context, src array.RecordReader) *readAhead {
 	ctx, cancel := context.WithCancel(ctx)
-	ra := &readAhead{batches: make(chan arrow.RecordBatch, readAheadDepth), stop: cancel, done: make(chan struct{})}
+	ra := &readAhead{batches: make(chan arrow.RecordBatch, readAheadDepth), stop: cancel, done: make(chan struct{}),
+		taken: make(chan struct{}, 1)}
 	go func() {
 		defer close(ra.done)
 		defer close(ra.batches)
@@ -45,6 +59,16 @@ func newReadAhead(ctx context.Context, src array.RecordReader) *readAhead {
 		for src.Next() {
 			rec := src.RecordBatch()
 			rec.Retain() // src reuses nothing, but its batch is only valid until its next Next
+			size := arrowschema.RecordBytes(rec)
+			for q := ra.queued.Load(); q > 0 && q+size > readAheadBytes; q = ra.queued.Load() {
+				select {
+				case <-ra.taken:
+				case <-ctx.Done():
+					rec.Release()
+					return
+				}
+			}
+			ra.queued.Add(size)
 			select {
 			case ra.batches <- rec:
 			case <-ctx.Done():
@@ -66,6 +90,11 @@ func (ra *readAhead) Next() bool {
 	rec, ok := <-ra.batches
 	if !ok {
 		return false
+	}
+	ra.queued.Add(-arrowschema.RecordBytes(rec))
+	select {
+	case ra.taken <- struct{}{}:
+	default: // a signal is pending already
 	}
 	ra.cur = rec
 	return true

@@ -62,6 +62,22 @@ func requestIDStream() grpc.StreamServerInterceptor {
 type putLimiter chan struct{}
 
 func (l putLimiter) acquire() (func(), error) {
+	return slots(l).acquire("DoPut streams", "--max-concurrent-puts")
+}
+
+// getLimiter bounds the DoGet streams served at once, as putLimiter bounds DoPuts: a DoGet's
+// client controls how long it holds what its stream buffers (it may stop reading), so the
+// number of them is what bounds that memory. nil: no limit.
+type getLimiter chan struct{}
+
+func (l getLimiter) acquire() (func(), error) {
+	return slots(l).acquire("DoGet streams", "--max-concurrent-gets")
+}
+
+// slots is a counting semaphore that refuses instead of waiting.
+type slots chan struct{}
+
+func (l slots) acquire(what, flag string) (func(), error) {
 	if l == nil {
 		return func() {}, nil
 	}
@@ -69,6 +85,6 @@ func (l putLimiter) acquire() (func(), error) {
 	case l <- struct{}{}:
 		return func() { <-l }, nil
 	default:
-		return nil, fmt.Errorf("%w: %d DoPut streams are already being served (the server's --max-concurrent-puts); retry with backoff", errResourceExhausted, cap(l))
+		return nil, fmt.Errorf("%w: %d %s are already being served (the server's %s); retry with backoff", errResourceExhausted, cap(l), what, flag)
 	}
 }

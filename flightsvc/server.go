@@ -42,6 +42,11 @@ type Config struct {
 	// MaxConcurrentPuts bounds the DoPut streams served at once; more get ResourceExhausted.
 	// Default 64; negative means no limit.
 	MaxConcurrentPuts int
+	// MaxConcurrentGets bounds the DoGet streams served at once; more get ResourceExhausted
+	// (LIMIT_EXCEEDED). A stream whose client stops reading holds what it buffered (a scan batch
+	// and the read-ahead, readAheadBytes) until it ends, so this bounds that memory too.
+	// Default 64; negative means no limit.
+	MaxConcurrentGets int
 	// MaxPutBytes bounds the Arrow bytes of one DoPut stream; a larger stream fails with
 	// ResourceExhausted and commits nothing. It counts every record and dictionary batch message
 	// as it arrives, by its decoded size (the sum of its buffers, a compressed buffer by the
@@ -90,6 +95,9 @@ func (c *Config) EnsureDefaults() *Config {
 	}
 	if c.MaxConcurrentPuts == 0 {
 		c.MaxConcurrentPuts = 64
+	}
+	if c.MaxConcurrentGets == 0 {
+		c.MaxConcurrentGets = 64
 	}
 	if c.MaxDecodedMessageBytes <= 0 {
 		c.MaxDecodedMessageBytes = arrowschema.DefaultMaxIPCMessageBytes
@@ -238,6 +246,9 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	svc := NewService(sink, memory.DefaultAllocator, cfg.Logger)
 	if cfg.MaxConcurrentPuts > 0 {
 		svc.puts = make(putLimiter, cfg.MaxConcurrentPuts)
+	}
+	if cfg.MaxConcurrentGets > 0 {
+		svc.gets = make(getLimiter, cfg.MaxConcurrentGets)
 	}
 	svc.maxPutBytes = cfg.MaxPutBytes
 	svc.maxDecodedMessageBytes = cfg.MaxDecodedMessageBytes

@@ -38,6 +38,7 @@ type Sink interface {
 	Read(ctx context.Context, r streaming.ReadRequest) (array.RecordReader, error)
 	CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec streaming.CreateSpec) (*engine.Table, error)
 	Table(ctx context.Context, name string) (*engine.Table, error)
+	DropTable(ctx context.Context, name string) (streaming.DropResult, error)
 	Cleanup(ctx context.Context, req streaming.CleanupRequest) (streaming.CleanupReport, error)
 	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	FoldMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
@@ -56,6 +57,7 @@ type Service struct {
 	alloc  memory.Allocator
 	logger *slog.Logger
 	puts   putLimiter // nil: no limit
+	gets   getLimiter // nil: no limit
 	// maxPutBytes bounds the decoded Arrow bytes of one DoPut stream (0: no limit).
 	maxPutBytes int64
 	// maxDecodedMessageBytes bounds the decoded bytes of one DoPut message (0: the guard's default).
@@ -88,8 +90,9 @@ func NewService(sink Sink, alloc memory.Allocator, logger *slog.Logger) *Service
 // catches. guard also counts the decoded bytes of every record and dictionary batch against
 // --max-put-bytes.
 //
-// With idle > 0, a client that sends nothing for idle (before its first message or between two)
-// fails the stream, which frees its --max-concurrent-puts slot. gRPC's Recv takes no deadline, so
+// With idle > 0, a client that sends no message with an IPC header for idle (before its first
+// message or between two; app_metadata-only messages do not count) fails the stream, which frees
+// its --max-concurrent-puts slot. gRPC's Recv takes no deadline, so
 // one goroutine per stream (pump) receives and Recv waits for it or the timer.
 type putStream struct {
 	s       flight.FlightService_DoPutServer
@@ -104,6 +107,8 @@ type putStream struct {
 	pumped  chan struct{}           // closed when pump has ended, pumpErr set
 	pumpErr error
 	timer   *time.Timer
+	// deadline is when the stream fails unless a message with an IPC header arrives first.
+	deadline time.Time
 }
 
 func (p *putStream) Recv() (*flight.FlightData, error) {
@@ -143,14 +148,20 @@ func (p *putStream) recv() (*flight.FlightData, error) {
 	}
 	if p.msgs == nil {
 		p.msgs, p.pumped = make(chan *flight.FlightData), make(chan struct{})
+		p.deadline = time.Now().Add(p.idle)
 		p.timer = time.NewTimer(p.idle)
 		go p.pump()
 	} else {
-		p.timer.Reset(p.idle)
+		p.timer.Reset(time.Until(p.deadline))
 	}
 	select {
 	case fd := <-p.msgs:
 		p.timer.Stop()
+		// Only a message toward a batch (one with an IPC header) is progress: a stream of
+		// app_metadata-only messages is as idle as a silent one.
+		if len(fd.DataHeader) > 0 {
+			p.deadline = time.Now().Add(p.idle)
+		}
 		return fd, nil
 	case <-p.pumped: // every message pump received was delivered: msgs is unbuffered
 		p.timer.Stop()
@@ -160,7 +171,7 @@ func (p *putStream) recv() (*flight.FlightData, error) {
 		if p.n == 0 {
 			what = "its first message"
 		}
-		p.err = fmt.Errorf("%w: the DoPut stream sent nothing for %v, waiting for %s (--put-idle-timeout); nothing was committed",
+		p.err = fmt.Errorf("%w: the DoPut stream sent no Arrow data for %v, waiting for %s (--put-idle-timeout; app_metadata-only messages do not count); nothing was committed",
 			errPutIdleTimeout, p.idle, what)
 		return nil, p.err
 	}
@@ -315,6 +326,11 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	if err != nil {
 		return toStatus(err)
 	}
+	release, err := s.gets.acquire()
+	if err != nil {
+		return toStatus(err)
+	}
+	defer release()
 	sc, err := s.sink.Read(ctx, req)
 	if err != nil {
 		return toStatus(err)

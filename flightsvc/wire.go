@@ -520,6 +520,17 @@ func shardArg(shard *string) (string, error) {
 	return *shard, nil
 }
 
+// DropTableRequest is the body of drop_table.
+type DropTableRequest struct {
+	Table string `json:"table"`
+}
+
+// DropTableResult is the result of drop_table: the table's newest version when it was dropped.
+type DropTableResult struct {
+	Table   string `json:"table"`
+	Version uint64 `json:"version"`
+}
+
 // TableStatsRequest is the body of table_stats.
 type TableStatsRequest struct {
 	Table string `json:"table"`

@@ -145,7 +145,7 @@ func wireCases() []wireCase {
 	schemaOnly := func(header []byte) []wireMsg { return []wireMsg{{header: header}, good()} }
 	// rowBatch's five buffers, then 99,995 more.
 	many := append([]ipcBuf{{0, 0}, {0, 16}, {16, 0}, {16, 12}, {32, 10}}, make([]ipcBuf, 100_000-5)...)
-	return []wireCase{
+	return append([]wireCase{
 		{name: "schema fields vector claims 2^32-1 entries", table: "t", code: codes.InvalidArgument, say: "vector claims",
 			msgs: schemaOnly(ipcMessage(hdrSchema, fbT{1: fbTV{items: []fbT{int64Field("id")}, claim: claim}}, 0))},
 		{name: "schema custom_metadata claims 2^32-1 entries", table: "t", code: codes.InvalidArgument, say: "vector claims",
@@ -220,7 +220,7 @@ func wireCases() []wireCase {
 					rb[4] = rawInt64s(1 << 40)
 					return wireMsg{ipcMessage(hdrRecordBatch, rb, 32), make([]byte, 32)}
 				}()}},
-	}
+	}, codecCases()...)
 }
 
 // TestDoPutWireGuard sends each abusive stream of wireCases over a real connection: each gets
@@ -244,6 +244,8 @@ func TestDoPutWireGuard(t *testing.T) {
 			before := s.version(t, "t")
 			_, err := s.sendRaw(testCtx(t), t, cmdDesc(t, epochCmd(tc.table, "bad", 0)), tc.msgs...)
 			wantCode(t, err, tc.code, tc.say)
+			reason := map[codes.Code]string{codes.InvalidArgument: "MALFORMED_IPC", codes.ResourceExhausted: "LIMIT_EXCEEDED"}[tc.code]
+			wantReason(t, err, tc.code, reason)
 			if v := s.version(t, "t"); v != before {
 				t.Fatalf("table t went from version %d to %d", before, v)
 			}

@@ -130,3 +130,39 @@ func TestCreateNestingLimit(t *testing.T) {
 		wantCode(t, err, codes.NotFound)
 	}
 }
+
+// TestPutIdleTimeoutAppMetadataOnly: with --max-concurrent-puts 2, two streams that send only
+// app_metadata messages, over and over, make no progress toward a batch: each fails with
+// PUT_IDLE_TIMEOUT, commits nothing, and a put then lands in the freed slots.
+func TestPutIdleTimeoutAppMetadataOnly(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{MaxConcurrentPuts: 2, PutIdleTimeout: 300 * time.Millisecond})
+	wantAck(t, s.putEpoch(t, "t", "good", 0, idRange(0, 5)), "committed", 2)
+	ctx := testCtx(t)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		stream, err := s.Client.DoPut(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			first := &flight.FlightData{FlightDescriptor: cmdDesc(t, epochCmd("t", fmt.Sprintf("meta%d", i), 0)), AppMetadata: []byte("hello")}
+			more := &flight.FlightData{AppMetadata: []byte("still here")}
+			for fd := first; ; fd = more {
+				if stream.Send(fd) != nil { // the server answered
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			_, err := recvAck(stream)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		wantReason(t, <-errs, codes.DeadlineExceeded, "PUT_IDLE_TIMEOUT")
+	}
+	if v := s.version(t, "t"); v != 2 {
+		t.Fatalf("an app_metadata-only stream committed: version %d", v)
+	}
+	wantAck(t, s.putEpoch(t, "t", "good", 1, idRange(5, 5)), "committed", 3)
+}

@@ -73,13 +73,21 @@ type epoch struct {
 func (s *Sink) planEpoch(ctx context.Context, r *EpochRequest, in *arrow.Schema) (*epoch, error) {
 	e := &epoch{EpochRequest: *r}
 	t, err := s.table(ctx, r.Table) // Normalize checked the name
+	if err == nil {
+		if err = s.planOn(ctx, e, t, in); err == nil {
+			return e, nil
+		}
+		if errors.Is(err, engine.ErrTableNotFound) {
+			// The cached table is gone (dropped, or its directory removed): forget it, so that
+			// nothing commits on its vanished version, and create afresh when the epoch asks to.
+			s.forget(r.Table)
+			e = &epoch{EpochRequest: *r}
+		}
+	}
 	if errors.Is(err, engine.ErrTableNotFound) && r.Create != nil {
 		return e, s.planCreate(e, in)
 	}
-	if err != nil {
-		return nil, notFoundHint(err)
-	}
-	return e, s.planOn(ctx, e, t, in)
+	return nil, notFoundHint(err)
 }
 
 // planCreate decides an epoch that creates its table from the stream's schema (e.Create): the

@@ -195,6 +195,9 @@ func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schem
 	if err != nil {
 		return nil, invalidName(err)
 	}
+	// The table had no version: whatever this sink cached under its name (a handle, a shard set,
+	// read snapshots) was of a table since dropped or removed from the store.
+	s.forget(name)
 	return s.cache(t), nil
 }
 

@@ -14,32 +14,33 @@ import (
 
 // ServeCmd runs the Arrow Flight server.
 type ServeCmd struct {
-	Listen           string        `default:"127.0.0.1:8815" env:"FLIGHT_SINK_LISTEN" help:"gRPC listen address."`
-	HTTPListen       string        `name:"http-listen" default:"127.0.0.1:8816" env:"FLIGHT_SINK_HTTP_LISTEN" help:"Address of /metrics (Prometheus), /healthz and /status; \"off\" disables them."`
-	Root             string        `default:"./flight-sink-data" env:"FLIGHT_SINK_ROOT" help:"Table root URI: a path, file:///path or s3://bucket/prefix."`
-	MaxMessageBytes  int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
-	MaxConcurrent    int           `name:"max-concurrent-puts" default:"64" env:"FLIGHT_SINK_MAX_CONCURRENT_PUTS" help:"DoPut streams served at once; more get ResourceExhausted (-1: no limit)."`
-	MaxPutBytes      int64         `name:"max-put-bytes" default:"0" env:"FLIGHT_SINK_MAX_PUT_BYTES" help:"Arrow bytes one DoPut stream may carry; a larger one gets ResourceExhausted and commits nothing (0: no limit)."`
-	MaxDecodedMsg    int64         `name:"max-decoded-message-bytes" default:"1073741824" env:"FLIGHT_SINK_MAX_DECODED_MESSAGE_BYTES" help:"Decoded Arrow bytes one DoPut message may carry (a compressed buffer counts the size it declares); a larger one gets ResourceExhausted."`
-	PutIdleTimeout   time.Duration `name:"put-idle-timeout" default:"60s" env:"FLIGHT_SINK_PUT_IDLE_TIMEOUT" help:"A DoPut stream that sends no message for this long (first message or between two) fails with DeadlineExceeded and frees its slot (0: no timeout)."`
-	Maintenance      string        `name:"maintenance" enum:"background,inline,off" default:"background" env:"FLIGHT_SINK_MAINTENANCE" help:"Maintenance after commits (optimize indices, compact, clean up) for tables that configure none: background, inline or off."`
-	DedupeLookback   int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
-	ShutdownGrace    time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
-	EndpointBytes    int64         `name:"endpoint-bytes" default:"134217728" env:"FLIGHT_SINK_ENDPOINT_BYTES" help:"GetFlightInfo describes a table as one endpoint per group of fragments of about this many data bytes (plus one for its MemWAL rows), for parallel readers."`
-	ReadSnapshotTTL  time.Duration `name:"read-snapshot-ttl" default:"10m" env:"FLIGHT_SINK_READ_SNAPSHOT_TTL" help:"How long the MemWAL rows a GetFlightInfo captured stay readable through its endpoints' tickets."`
-	StageTTL         time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
-	AuthToken        []string      `name:"auth-token" sep:"," env:"FLIGHT_SINK_AUTH_TOKEN" placeholder:"TOKEN" help:"Bearer token clients must send (authorization: Bearer <token>); repeat the flag or comma-separate for several. Without one, only loopback addresses are served."`
-	TLSCert          string        `name:"tls-cert" env:"FLIGHT_SINK_TLS_CERT" type:"existingfile" help:"TLS certificate file (PEM); with --tls-key enables TLS."`
-	TLSKey           string        `name:"tls-key" env:"FLIGHT_SINK_TLS_KEY" type:"existingfile" help:"TLS private key file (PEM)."`
-	TLSClientCA      string        `name:"tls-client-ca" env:"FLIGHT_SINK_TLS_CLIENT_CA" type:"existingfile" help:"CA file (PEM) client certificates must be signed by: enables mTLS."`
-	AllowRemote      bool          `name:"allow-unauthenticated-remote" env:"FLIGHT_SINK_ALLOW_UNAUTHENTICATED_REMOTE" help:"Serve a non-loopback address without --auth-token (not recommended)."`
-	LogLevel         string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
-	LogFormat        string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
-	NoIceberg        bool          `name:"no-iceberg" env:"FLIGHT_SINK_NO_ICEBERG" help:"Do not publish tables as Iceberg tables (docs/iceberg.md); a table turns it off with the configuration iceberg.publish=false."`
-	MemWALStreamPuts int64         `name:"memwal-stream-put-bytes" default:"0" env:"FLIGHT_SINK_MEMWAL_STREAM_PUT_BYTES" help:"Stream a MemWAL epoch of a table without a primary key into a local-disk WAL as its batches arrive once it passes this many bytes (0: never; docs/storage.md, Streamed puts)."`
-	MemWALLeaseTTL   time.Duration `name:"memwal-lease-ttl" default:"15s" env:"FLIGHT_SINK_MEMWAL_LEASE_TTL" help:"How long a server's claim of a MemWAL shard lasts without a commit; it renews every third of it, and another server that sees no commit of the owner for this long takes the shard over (fold, release). Every server of a table must use the same value."`
-	IcebergInterval  time.Duration `name:"iceberg-publish-interval" default:"1s" env:"FLIGHT_SINK_ICEBERG_PUBLISH_INTERVAL" help:"Least time between two Iceberg publishes of a table after commits (0: after every commit); a table overrides it with the configuration iceberg.publish_interval_ms."`
-	CPUProfile       string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
+	Listen            string        `default:"127.0.0.1:8815" env:"FLIGHT_SINK_LISTEN" help:"gRPC listen address."`
+	HTTPListen        string        `name:"http-listen" default:"127.0.0.1:8816" env:"FLIGHT_SINK_HTTP_LISTEN" help:"Address of /metrics (Prometheus), /healthz and /status; \"off\" disables them."`
+	Root              string        `default:"./flight-sink-data" env:"FLIGHT_SINK_ROOT" help:"Table root URI: a path, file:///path or s3://bucket/prefix."`
+	MaxMessageBytes   int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
+	MaxConcurrent     int           `name:"max-concurrent-puts" default:"64" env:"FLIGHT_SINK_MAX_CONCURRENT_PUTS" help:"DoPut streams served at once; more get ResourceExhausted (-1: no limit)."`
+	MaxConcurrentGets int           `name:"max-concurrent-gets" default:"64" env:"FLIGHT_SINK_MAX_CONCURRENT_GETS" help:"DoGet streams served at once; more get ResourceExhausted (-1: no limit)."`
+	MaxPutBytes       int64         `name:"max-put-bytes" default:"0" env:"FLIGHT_SINK_MAX_PUT_BYTES" help:"Arrow bytes one DoPut stream may carry; a larger one gets ResourceExhausted and commits nothing (0: no limit)."`
+	MaxDecodedMsg     int64         `name:"max-decoded-message-bytes" default:"1073741824" env:"FLIGHT_SINK_MAX_DECODED_MESSAGE_BYTES" help:"Decoded Arrow bytes one DoPut message may carry (a compressed buffer counts the size it declares); a larger one gets ResourceExhausted."`
+	PutIdleTimeout    time.Duration `name:"put-idle-timeout" default:"60s" env:"FLIGHT_SINK_PUT_IDLE_TIMEOUT" help:"A DoPut stream that sends no message for this long (first message or between two) fails with DeadlineExceeded and frees its slot (0: no timeout)."`
+	Maintenance       string        `name:"maintenance" enum:"background,inline,off" default:"background" env:"FLIGHT_SINK_MAINTENANCE" help:"Maintenance after commits (optimize indices, compact, clean up) for tables that configure none: background, inline or off."`
+	DedupeLookback    int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
+	ShutdownGrace     time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
+	EndpointBytes     int64         `name:"endpoint-bytes" default:"134217728" env:"FLIGHT_SINK_ENDPOINT_BYTES" help:"GetFlightInfo describes a table as one endpoint per group of fragments of about this many data bytes (plus one for its MemWAL rows), for parallel readers."`
+	ReadSnapshotTTL   time.Duration `name:"read-snapshot-ttl" default:"10m" env:"FLIGHT_SINK_READ_SNAPSHOT_TTL" help:"How long the MemWAL rows a GetFlightInfo captured stay readable through its endpoints' tickets."`
+	StageTTL          time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
+	AuthToken         []string      `name:"auth-token" sep:"," env:"FLIGHT_SINK_AUTH_TOKEN" placeholder:"TOKEN" help:"Bearer token clients must send (authorization: Bearer <token>); repeat the flag or comma-separate for several. Without one, only loopback addresses are served."`
+	TLSCert           string        `name:"tls-cert" env:"FLIGHT_SINK_TLS_CERT" type:"existingfile" help:"TLS certificate file (PEM); with --tls-key enables TLS."`
+	TLSKey            string        `name:"tls-key" env:"FLIGHT_SINK_TLS_KEY" type:"existingfile" help:"TLS private key file (PEM)."`
+	TLSClientCA       string        `name:"tls-client-ca" env:"FLIGHT_SINK_TLS_CLIENT_CA" type:"existingfile" help:"CA file (PEM) client certificates must be signed by: enables mTLS."`
+	AllowRemote       bool          `name:"allow-unauthenticated-remote" env:"FLIGHT_SINK_ALLOW_UNAUTHENTICATED_REMOTE" help:"Serve a non-loopback address without --auth-token (not recommended)."`
+	LogLevel          string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
+	LogFormat         string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
+	NoIceberg         bool          `name:"no-iceberg" env:"FLIGHT_SINK_NO_ICEBERG" help:"Do not publish tables as Iceberg tables (docs/iceberg.md); a table turns it off with the configuration iceberg.publish=false."`
+	MemWALStreamPuts  int64         `name:"memwal-stream-put-bytes" default:"0" env:"FLIGHT_SINK_MEMWAL_STREAM_PUT_BYTES" help:"Stream a MemWAL epoch of a table without a primary key into a local-disk WAL as its batches arrive once it passes this many bytes (0: never; docs/storage.md, Streamed puts)."`
+	MemWALLeaseTTL    time.Duration `name:"memwal-lease-ttl" default:"15s" env:"FLIGHT_SINK_MEMWAL_LEASE_TTL" help:"How long a server's claim of a MemWAL shard lasts without a commit; it renews every third of it, and another server that sees no commit of the owner for this long takes the shard over (fold, release). Every server of a table must use the same value."`
+	IcebergInterval   time.Duration `name:"iceberg-publish-interval" default:"1s" env:"FLIGHT_SINK_ICEBERG_PUBLISH_INTERVAL" help:"Least time between two Iceberg publishes of a table after commits (0: after every commit); a table overrides it with the configuration iceberg.publish_interval_ms."`
+	CPUProfile        string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
 }
 
 // Run serves until SIGINT/SIGTERM, then drains in-flight calls and exits.
@@ -73,7 +74,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	}
 	cfg := flightsvc.Config{
 		Listen: c.Listen, HTTPListen: c.HTTPListen, Root: c.Root, S3: g.S3Options(), MaxMessageBytes: c.MaxMessageBytes,
-		ShutdownGrace: c.ShutdownGrace, Logger: logger, MaxConcurrentPuts: c.MaxConcurrent, MaxPutBytes: c.MaxPutBytes,
+		ShutdownGrace: c.ShutdownGrace, Logger: logger, MaxConcurrentPuts: c.MaxConcurrent, MaxConcurrentGets: c.MaxConcurrentGets, MaxPutBytes: c.MaxPutBytes,
 		AuthTokens: c.AuthToken, TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSClientCA: c.TLSClientCA,
 		AllowUnauthenticatedRemote: c.AllowRemote, MaxDecodedMessageBytes: c.MaxDecodedMsg, PutIdleTimeout: idle,
 	}

@@ -24,7 +24,8 @@ const DefaultMaxIPCMessageBytes = 1 << 30
 //   - exactly the field nodes, buffers and variadic buffer counts its schema's layout needs (for a
 //     dictionary batch, the layout of the dictionary's value type; its id one the schema declares);
 //   - every buffer inside the body, every node's length and null count non-negative and sane;
-//   - a known compression codec, and every declared decompressed size within the limits.
+//   - a known compression codec, every declared decompressed size within the limits, and every
+//     compressed buffer decoding to exactly the size it declares (no more, no fewer bytes).
 //
 // The first message must be the schema (checked as CheckIPCSchemaMessage does). An
 // IPCStreamGuard is not safe for concurrent use.
@@ -121,9 +122,13 @@ type batchCheck struct {
 
 	nodes, nNodes     int // the FieldNode vector (16 bytes each)
 	nBuffers          int
-	variadic, nVarBuf int // the variadicBufferCounts vector (8 bytes each)
-	node, buf, view   int // the next node, buffer and variadic count the layout takes
+	variadic, nVarBuf int  // the variadicBufferCounts vector (8 bytes each)
+	node, buf, view   int  // the next node, buffer and variadic count the layout takes
+	codec             byte // ipcCodec*, or noCodec for a batch without compression
 }
+
+// noCodec is batchCheck.codec for a batch whose buffers are not compressed.
+const noCodec = 0xFF
 
 func (c *batchCheck) check(rb int, fields []ipcField) (int64, error) {
 	f := c.fb
@@ -145,7 +150,7 @@ func (c *batchCheck) check(rb int, fields []ipcField) (int64, error) {
 	if c.variadic, c.nVarBuf, err = f.vectorField(rb, 4, 8); err != nil {
 		return 0, err
 	}
-	compressed := false
+	c.codec = noCodec
 	if comp, ok, err := f.tableField(rb, 3); err != nil { // RecordBatch.compression
 		return 0, err
 	} else if ok {
@@ -160,7 +165,7 @@ func (c *batchCheck) check(rb int, fields []ipcField) (int64, error) {
 		if codec > 1 || method != 0 {
 			return 0, fmt.Errorf("unknown compression (codec %d, method %d)", codec, method)
 		}
-		compressed = true
+		c.codec = codec
 	}
 	for _, fld := range fields {
 		length, err := c.take(&fld, fld.name)
@@ -175,7 +180,7 @@ func (c *batchCheck) check(rb int, fields []ipcField) (int64, error) {
 		return 0, fmt.Errorf("the batch lists %d field nodes, %d buffers and %d variadic buffer counts; its schema (columns %s) needs %d, %d and %d",
 			c.nNodes, c.nBuffers, c.nVarBuf, columnNames(fields), c.node, c.buf, c.view)
 	}
-	return c.checkBuffers(buffers, compressed)
+	return c.checkBuffers(buffers)
 }
 
 // take consumes the field node, buffers and variadic counts of one array of field fld (and its
@@ -249,8 +254,17 @@ func ipcBuffers(fld *ipcField, version int) int {
 }
 
 // checkBuffers checks that every buffer lies inside the body and returns the decoded size of
-// the message, checked against the limits.
-func (c *batchCheck) checkBuffers(buffers int, compressed bool) (int64, error) {
+// the message, checked against the limits. A compressed buffer must decode to exactly the length
+// its prefix declares (checkDecompressed); the sizes are checked against the limits first, so
+// no frame is decoded for a message that would be refused anyway.
+func (c *batchCheck) checkBuffers(buffers int) (int64, error) {
+	compressed := c.codec != noCodec
+	type frame struct {
+		j        int
+		b        []byte
+		declared int64
+	}
+	var frames []frame
 	var decoded int64
 	body := int64(len(c.body))
 	for j := 0; j < c.nBuffers; j++ {
@@ -271,6 +285,7 @@ func (c *batchCheck) checkBuffers(buffers int, compressed bool) (int64, error) {
 				return 0, fmt.Errorf("compressed buffer %d declares the negative length %d", j, declared)
 			default:
 				size = declared
+				frames = append(frames, frame{j, c.body[off+8 : off+length], declared})
 			}
 		}
 		if size > c.msgLimit-decoded {
@@ -279,6 +294,11 @@ func (c *batchCheck) checkBuffers(buffers int, compressed bool) (int64, error) {
 		decoded += size
 		if c.streamLeft >= 0 && decoded > c.streamLeft {
 			return 0, fmt.Errorf("%w: the stream passed its limit of decoded bytes", ErrIPCTooLarge)
+		}
+	}
+	for _, f := range frames {
+		if err := checkDecompressed(c.codec, f.b, f.declared); err != nil {
+			return 0, fmt.Errorf("compressed buffer %d: %w", f.j, err)
 		}
 	}
 	return decoded, nil

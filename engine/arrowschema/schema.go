@@ -84,17 +84,23 @@ func FieldList(sc *arrow.Schema) string {
 }
 
 // ProjectSchema returns the schema of columns of full, in that order, with full's metadata
-// (full itself when columns is empty); an unknown column is ErrSchemaMismatch naming it.
+// (full itself when columns is empty); an unknown column, or one named twice, is
+// ErrSchemaMismatch naming it.
 func ProjectSchema(full *arrow.Schema, columns []string) (*arrow.Schema, error) {
 	if len(columns) == 0 {
 		return full, nil
 	}
 	fields := make([]arrow.Field, len(columns))
+	seen := make(map[string]bool, len(columns))
 	for i, c := range columns {
 		js := full.FieldIndices(c)
 		if len(js) == 0 {
 			return nil, fmt.Errorf("%w: no column %q in %s", ErrSchemaMismatch, c, FieldList(full))
 		}
+		if seen[c] {
+			return nil, fmt.Errorf("%w: column %q is projected twice", ErrSchemaMismatch, c)
+		}
+		seen[c] = true
 		fields[i] = full.Field(js[0])
 	}
 	md := full.Metadata()

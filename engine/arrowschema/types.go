@@ -88,10 +88,10 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.INTERVAL_MONTH_DAY_NANO: {arrow.INTERVAL_MONTH_DAY_NANO, TypeRefused, "Parquet files here have no interval encoding; send struct<months: int32, days: int32, nanoseconds: int64>"},
 	arrow.DURATION:                {arrow.DURATION, TypeRefused, "Parquet has no duration type; send int64 (a count of the duration's unit)"},
 
-	arrow.DECIMAL32:  {arrow.DECIMAL32, TypeConverted, "decimal128 of the same precision and scale"},
-	arrow.DECIMAL64:  {arrow.DECIMAL64, TypeConverted, "decimal128 of the same precision and scale"},
-	arrow.DECIMAL128: {arrow.DECIMAL128, TypeStored, ""},
-	arrow.DECIMAL256: {arrow.DECIMAL256, TypeStored, ""},
+	arrow.DECIMAL32:  {arrow.DECIMAL32, TypeConverted, "decimal128 of the same precision and scale; precision 1 to 9, scale 0 to the precision"},
+	arrow.DECIMAL64:  {arrow.DECIMAL64, TypeConverted, "decimal128 of the same precision and scale; precision 1 to 18, scale 0 to the precision"},
+	arrow.DECIMAL128: {arrow.DECIMAL128, TypeStored, "precision 1 to 38, scale 0 to the precision"},
+	arrow.DECIMAL256: {arrow.DECIMAL256, TypeStored, "precision 1 to 76, scale 0 to the precision"},
 
 	arrow.LIST:            {arrow.LIST, TypeStored, "element type by these rules"},
 	arrow.LARGE_LIST:      {arrow.LARGE_LIST, TypeStored, "element type by these rules"},
@@ -110,6 +110,16 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.DENSE_UNION:  {arrow.DENSE_UNION, TypeRefused, "Parquet has no union type; send a struct with one nullable field per member"},
 
 	arrow.EXTENSION: {arrow.EXTENSION, TypeStored, "a registered extension (arrow.uuid, arrow.json, arrow.bool8, ...) whose storage type is stored as it is; otherwise refused: send the storage type"},
+}
+
+// decimalMaxPrecision is, for each decimal id, the largest precision the type holds. A decimal
+// column is stored only with precision 1..max and scale 0..precision: the precisions the Arrow
+// format defines for its width, and the scales Parquet's DECIMAL annotation and Iceberg's
+// decimal(P, S) accept (Arrow itself allows a negative scale, and one above the precision, which
+// neither can store). Any other decimal is refused (StoredType) before a table, data file or WAL
+// entry holds it; the rows above say so in their notes.
+var decimalMaxPrecision = map[arrow.Type]int32{
+	arrow.DECIMAL32: 9, arrow.DECIMAL64: 18, arrow.DECIMAL128: 38, arrow.DECIMAL256: 76,
 }
 
 // TypeRules returns the policy for every Arrow type id, ordered by id.
@@ -142,6 +152,13 @@ func StoredType(path string, dt arrow.DataType) (arrow.DataType, error) {
 	rule := TypeRuleOf(dt.ID())
 	if rule.Decision == TypeRefused {
 		return nil, unsupportedTypeError(path, dt, rule.Note)
+	}
+	if d, ok := dt.(arrow.DecimalType); ok {
+		maxp := decimalMaxPrecision[dt.ID()]
+		if p, sc := d.GetPrecision(), d.GetScale(); p < 1 || p > maxp || sc < 0 || sc > p {
+			return nil, unsupportedTypeError(path, dt, fmt.Sprintf("a %s column takes precision 1 to %d and scale 0 to the precision; this one has precision %d, scale %d",
+				dt.Name(), maxp, p, sc))
+		}
 	}
 	switch t := dt.(type) {
 	case *arrow.Decimal32Type:

@@ -1,7 +1,6 @@
 package expr
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -116,26 +115,28 @@ func Not(p *Predicate) *Predicate { return &Predicate{Op: PredNot, Args: []*Pred
 
 // ParsePredicate decodes a predicate from its JSON encoding. Numbers keep their exact value
 // (an int64 literal beyond 2^53 survives the round trip).
+// It refuses a predicate over the bounds (MaxPredicateJSONBytes, MaxPredicateDepth,
+// MaxPredicateNodes) before decoding more of it than its nesting.
 func ParsePredicate(b []byte) (*Predicate, error) {
-	var p Predicate
-	if err := json.Unmarshal(b, &p); err != nil {
+	p, err := decodePredicate(b)
+	if err != nil {
+		if errors.Is(err, ErrInvalidPredicate) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: not a predicate: %v", ErrInvalidPredicate, err)
 	}
-	return &p, nil
+	return p, nil
 }
 
 // UnmarshalJSON decodes numbers as json.Number so integer literals stay exact, and refuses
-// unknown fields at every level (a misspelt "colum" must not widen what a delete removes).
+// unknown fields at every level (a misspelt "colum" must not widen what a delete removes) and a
+// predicate over the bounds (ParsePredicate). The whole tree is decoded in one pass.
 func (p *Predicate) UnmarshalJSON(b []byte) error {
-	type plain Predicate // no methods: no recursion into this function for the top level
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	var q plain
-	if err := dec.Decode(&q); err != nil {
+	q, err := decodePredicate(b)
+	if err != nil {
 		return err
 	}
-	*p = Predicate(q)
+	*p = *q
 	return nil
 }
 
@@ -159,9 +160,12 @@ func (p *Predicate) Columns() []string {
 	return slices.Compact(out)
 }
 
-// Validate checks that p is well formed and that every column and literal fits schema. Its
-// errors wrap ErrInvalidPredicate.
+// Validate checks that p is well formed, within MaxPredicateDepth and MaxPredicateNodes, and
+// that every column and literal fits schema. Its errors wrap ErrInvalidPredicate.
 func (p *Predicate) Validate(schema *arrow.Schema) error {
+	if err := p.checkShape(); err != nil {
+		return err
+	}
 	if _, err := p.bind(schema); err != nil {
 		if errors.Is(err, ErrInvalidPredicate) {
 			return err
@@ -251,8 +255,12 @@ type Bound struct {
 }
 
 // Bind resolves p's columns and literals against schema. Its error says which node does not fit
-// schema; Validate is the check that wraps ErrInvalidPredicate.
+// schema, or that p passes MaxPredicateDepth or MaxPredicateNodes; Validate is the check that
+// wraps ErrInvalidPredicate.
 func (p *Predicate) Bind(schema *arrow.Schema) (*Bound, error) {
+	if err := p.checkShape(); err != nil {
+		return nil, err
+	}
 	ev, err := p.bind(schema)
 	if err != nil {
 		return nil, err

@@ -2,8 +2,10 @@ package expr
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +196,60 @@ func TestPredicateJSON(t *testing.T) {
 	}
 	if _, err := ParsePredicate([]byte(`{"op":`)); err == nil {
 		t.Fatal("truncated JSON parsed")
+	}
+}
+
+// TestPredicateBounds: a predicate over its depth, node or size bound is refused with
+// ErrInvalidPredicate when parsed, validated or bound; one at the bounds is accepted.
+func TestPredicateBounds(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	nots := func(n int) string {
+		return strings.Repeat(`{"op":"not","args":[`, n) + `{"op":"=","column":"x","value":1}` + strings.Repeat(`]}`, n)
+	}
+	in := func(n int) string {
+		vals := make([]string, n)
+		for i := range vals {
+			vals[i] = strconv.Itoa(i)
+		}
+		return `{"op":"in","column":"x","values":[` + strings.Join(vals, ",") + `]}`
+	}
+	for _, tc := range []struct {
+		name string
+		json string
+		ok   bool
+	}{
+		{"99 nots (depth 100)", nots(MaxPredicateDepth - 1), true},
+		{"100 nots (depth 101)", nots(MaxPredicateDepth), false},
+		{"4,990 nots", nots(4990), false},
+		{"in of 9,999 values", in(MaxPredicateNodes - 1), true},
+		{"in of 10,000 values", in(MaxPredicateNodes), false},
+		{"JSON over 1 MiB", `{"op":"=","column":"x","value":"` + strings.Repeat("a", MaxPredicateJSONBytes) + `"}`, false},
+		{"trailing data", `{"op":"=","column":"x","value":1} {}`, false},
+		{"unknown field nested", `{"op":"not","args":[{"op":"=","colum":"x","value":1}]}`, false},
+	} {
+		p, err := ParsePredicate([]byte(tc.json))
+		if tc.ok {
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if err := p.Validate(sc); err != nil {
+				t.Fatalf("%s: Validate: %v", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalidPredicate) {
+			t.Fatalf("%s: got %v, want ErrInvalidPredicate", tc.name, err)
+		}
+	}
+	// Built in Go, not parsed: Validate and Bind check the same bounds.
+	p := Eq("x", 1)
+	for range MaxPredicateDepth {
+		p = Not(p)
+	}
+	if err := p.Validate(sc); !errors.Is(err, ErrInvalidPredicate) {
+		t.Fatalf("Validate of %d levels: %v", MaxPredicateDepth+1, err)
+	}
+	if _, err := p.Bind(sc); !errors.Is(err, ErrInvalidPredicate) {
+		t.Fatalf("Bind of %d levels: %v", MaxPredicateDepth+1, err)
 	}
 }

@@ -415,7 +415,8 @@ func openEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *Entr
 // OpenIPC opens b, an Arrow IPC stream a shard stored (what names it in messages: a WAL entry,
 // a generation file), for reading; the caller releases the reader. arrow-go sizes allocations by what the bytes claim, so every
 // message's flatbuffer is checked against the schema first (the guard DoPut applies to the wire)
-// and every message is bounded by the stream's own size. Bytes that fail are ErrCorrupt.
+// and every message is bounded by the stream's own size, and its schema must pass the type policy
+// (arrowschema.StoredSchema). Bytes that fail are ErrCorrupt.
 func OpenIPC(what string, b []byte, alloc memory.Allocator) (*ipc.Reader, error) {
 	if err := arrowschema.CheckIPCStream(b, arrowschema.IPCStreamGuard{}); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
@@ -425,6 +426,12 @@ func OpenIPC(what string, b []byte, alloc memory.Allocator) (*ipc.Reader, error)
 		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
 	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
 	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+	}
+	// A shard holds stored types only (arrowschema.StoredSchema): a type the policy refuses (a
+	// decimal whose precision or scale no table can hold) was never acknowledged by this server.
+	if _, err := arrowschema.StoredSchema(r.Schema()); err != nil {
+		r.Release()
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
 	}
 	return r, nil

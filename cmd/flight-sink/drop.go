@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/objstore"
+)
+
+// DropCmd deletes a table and every object under it, as the drop_table action does.
+type DropCmd struct {
+	Table string `arg:"" name:"TABLE_URI" help:"Table URI: ./root/table, file:///root/table or s3://bucket/prefix/table."`
+	Yes   bool   `name:"yes" help:"Drop for real: without it the command refuses, naming what it would delete."`
+	JSON  bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of text."`
+}
+
+// dropJSON is the --json output.
+type dropJSON struct {
+	Table string `json:"table"`
+	URI   string `json:"uri"`
+	// Version is the table's newest version when it was dropped.
+	Version uint64 `json:"version"`
+}
+
+// Run drops the table. Servers serving the table's root find it gone at their next request for
+// it (TABLE_NOT_FOUND); stop its writers first.
+func (c *DropCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error {
+	t, latest, err := openTableLatest(ctx, g, c.Table)
+	if err != nil {
+		return err
+	}
+	if !c.Yes {
+		return fmt.Errorf("drop %s: would delete table %s (version %d, %d rows) and every file under it; run again with --yes",
+			c.Table, t.Name(), latest.Version, latest.Rows())
+	}
+	root, name, err := parseTableURI(c.Table)
+	if err != nil {
+		return err
+	}
+	store, err := objstore.Open(ctx, root, g.S3Options())
+	if err != nil {
+		return err
+	}
+	v, err := engine.Drop(ctx, store, name)
+	if err != nil {
+		return err
+	}
+	out := dropJSON{Table: name, URI: t.URI(), Version: v}
+	if c.JSON {
+		enc := json.NewEncoder(kctx.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	_, err = fmt.Fprintf(kctx.Stdout, "dropped table %s (%s), newest version %d\n", out.Table, out.URI, out.Version)
+	return err
+}
