@@ -53,7 +53,7 @@ type httpServer struct {
 	svc *Service
 }
 
-func newHTTPServer(addr string, svc *Service) (*httpServer, error) {
+func newHTTPServer(addr string, svc *Service, auth *tokenAuth) (*httpServer, error) {
 	reg, err := installMetrics()
 	if err != nil {
 		return nil, err
@@ -70,6 +70,7 @@ func newHTTPServer(addr string, svc *Service) (*httpServer, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/status", h.status)
+	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth.tokens))
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return h, nil

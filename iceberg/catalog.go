@@ -201,3 +201,32 @@ func (c *storeCatalog) put(ctx context.Context, n int, meta table.Metadata) erro
 	_ = c.io.store.Put(ctx, c.prefix+metadataDir+versionHintName, bytes.NewReader([]byte(strconv.Itoa(n))))
 	return nil
 }
+
+// ErrNoMetadata: the table has no Iceberg metadata (never published, or publishing is off from
+// its creation).
+var ErrNoMetadata = errors.New("table has no iceberg metadata")
+
+// LatestMetadata returns table name's newest Iceberg metadata file in store: its location and
+// its JSON as stored. It reads nothing else; ErrNoMetadata when there is none.
+func LatestMetadata(ctx context.Context, store objstore.Store, name string) (location string, metadata []byte, err error) {
+	c := newStoreCatalog(newStoreIO(ctx, store), name)
+	for range 8 { // the newest file may be pruned between the list and the read
+		n, err := c.newest(ctx)
+		if err != nil {
+			return "", nil, err
+		}
+		if n == 0 {
+			return "", nil, fmt.Errorf("%s: %w", name, ErrNoMetadata)
+		}
+		key := c.metadataKey(n)
+		b, err := store.Get(ctx, key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("read %s: %w", key, err)
+		}
+		return c.io.location(key), b, nil
+	}
+	return "", nil, fmt.Errorf("iceberg metadata of %s keeps changing under the reader", c.location())
+}

@@ -228,7 +228,7 @@ func tableProperties(sc *iceberg.Schema) (iceberg.Properties, error) {
 // create returns the table's first metadata, its schema and no snapshot, pending in cat: it is
 // written (v1.metadata.json) by the first commit, with that commit's updates applied.
 func (p *Publisher) create(cat *storeCatalog, latest *engine.Manifest) (*table.Table, error) {
-	sc, err := icebergSchema(latest.ArrowSchema())
+	sc, err := icebergSchema(latest.ArrowSchema(), latest.PrimaryKey...)
 	if err != nil {
 		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
 	}
@@ -318,7 +318,7 @@ const filePathFieldID = 2147483546
 // all compactions is split: one version at a time, so every snapshot still mirrors a version.
 func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, tbl *table.Table, pub uint64, target *engine.Manifest) (*table.Table, bool, error) {
 	prefix := p.t.Name() + "/"
-	sc, err := icebergSchema(target.ArrowSchema())
+	sc, err := icebergSchema(target.ArrowSchema(), target.PrimaryKey...)
 	if err != nil {
 		return nil, false, fmt.Errorf("version %d: %w", target.Version, err)
 	}

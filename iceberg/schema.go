@@ -21,7 +21,10 @@ const fieldIDKey = "PARQUET:field_id"
 // Types: every type the type policy stores has an Iceberg type (arrowschema.IcebergType); a
 // column of a table written before that policy may not, and is an error wrapping
 // ErrUnpublishable that names the column.
-func icebergSchema(sc *arrow.Schema) (*iceberg.Schema, error) {
+//
+// The primary key columns pk, when every one is a required primitive column, are the schema's
+// identifier fields (identifier-field-ids), so that engines know the table's key.
+func icebergSchema(sc *arrow.Schema, pk ...string) (*iceberg.Schema, error) {
 	for _, f := range sc.Fields() {
 		// A type the policy no longer stores as it is (uint32, timestamp[ns], ...) would publish
 		// as an Iceberg type its data files do not hold.
@@ -51,7 +54,21 @@ func icebergSchema(sc *arrow.Schema) (*iceberg.Schema, error) {
 		}
 		return nil, fmt.Errorf("%w: the schema has no iceberg equivalent: %v", ErrUnpublishable, err)
 	}
-	return s, nil
+	if len(pk) == 0 {
+		return s, nil
+	}
+	ids := make([]int, 0, len(pk))
+	for _, k := range pk {
+		f, ok := s.FindFieldByName(k)
+		if !ok || !f.Required {
+			return s, nil // not an identifier Iceberg accepts: published without
+		}
+		if _, prim := f.Type.(iceberg.PrimitiveType); !prim {
+			return s, nil
+		}
+		ids = append(ids, f.ID)
+	}
+	return iceberg.NewSchemaWithIdentifiers(s.ID, ids, s.Fields()...), nil
 }
 
 // hasFieldIDs reports whether every top-level column carries a field id.
