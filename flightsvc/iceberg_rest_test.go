@@ -23,7 +23,7 @@ import (
 // attaches to (load_catalog type "rest", the server's auth token as its bearer token): it lists
 // every published table, and every one reads exactly its rows; a keyed table carries its primary
 // key as identifier fields; a table with publishing off is not listed; a request without the
-// token is refused (401).
+// token is refused (401). DuckDB's ATTACH (TYPE iceberg) lists and reads them the same.
 func TestIcebergRESTCatalog(t *testing.T) {
 	py := os.Getenv("FLIGHT_SINK_PYTHON")
 	if py == "" {
@@ -133,4 +133,46 @@ print(json.dumps(out))
 	if ids := got.Tables["keyed"].Identifiers; fmt.Sprint(ids) != "[id]" {
 		t.Errorf("keyed table's identifier fields %v; want [id]", ids)
 	}
+
+	t.Run("duckdb", func(t *testing.T) {
+		// DuckDB's iceberg, avro and httpfs extensions from their pip packages
+		// (duckdb-ext-iceberg, duckdb-ext-avro, duckdb-ext-httpfs): no download at run time.
+		dscript := `
+import json, os, sys, duckdb, importlib.metadata as md
+files = md.distribution("duckdb-ext-iceberg").locate_file("duckdb_ext/extensions")
+con = duckdb.connect(config={"extension_directory": str(files), "autoinstall_known_extensions": False})
+con.execute("LOAD httpfs"); con.execute("LOAD avro"); con.execute("LOAD iceberg")
+con.execute(f"CREATE SECRET fs (TYPE iceberg, TOKEN '{sys.argv[2]}')")
+con.execute(f"ATTACH 'warehouse' AS fs (TYPE iceberg, SECRET fs, ENDPOINT '{sys.argv[1]}')")
+out = {}
+for (name,) in con.execute("SELECT table_name FROM information_schema.tables WHERE table_catalog = 'fs' AND table_schema = 'default'").fetchall():
+    out[name] = sorted(r[0] for r in con.execute(f'SELECT id FROM fs."default"."{name}"').fetchall())
+print(json.dumps(out))
+`
+		if err := exec.Command(py, "-c", "import duckdb, importlib.metadata as md; md.distribution('duckdb-ext-iceberg'); md.distribution('duckdb-ext-avro'); md.distribution('duckdb-ext-httpfs')").Run(); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s cannot import duckdb with duckdb-ext-iceberg and duckdb-ext-avro: %v", py, err)
+			}
+			t.Skipf("%s has no duckdb with duckdb-ext-iceberg and duckdb-ext-avro: %v", py, err)
+		}
+		cmd := exec.CommandContext(ctx, py, "-c", dscript, uri, token)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("duckdb: %v\n%s", err, stderr.String())
+		}
+		var tables map[string][]int64
+		if err := json.Unmarshal(out, &tables); err != nil {
+			t.Fatalf("duckdb printed %q: %v", out, err)
+		}
+		if len(tables) != len(want) {
+			t.Fatalf("DuckDB's ATTACH lists %v; want the published tables %v", tables, want)
+		}
+		for name, ids := range want {
+			if g, ok := tables[name]; !ok || fmt.Sprint(g) != fmt.Sprint(ids) {
+				t.Errorf("table %s reads %v in DuckDB; want %v", name, g, ids)
+			}
+		}
+	})
 }
