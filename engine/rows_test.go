@@ -245,7 +245,7 @@ func TestDeleteAndCompactEveryType(t *testing.T) {
 	fields := []arrow.Field{
 		{Name: "k", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "i8", Type: arrow.PrimitiveTypes.Int8, Nullable: true},
-		{Name: "u64", Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
+		{Name: "i64", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -264,7 +264,7 @@ func TestDeleteAndCompactEveryType(t *testing.T) {
 	sc := arrow.NewSchema(fields, nil)
 	value := func(name string, i int) string {
 		switch name {
-		case "k", "i8", "u64":
+		case "k", "i8", "i64":
 			return fmt.Sprint(i % 100)
 		case "f32":
 			return fmt.Sprintf("%d.5", i)

@@ -330,10 +330,6 @@ func TestTypesRoundTrip(t *testing.T) {
 		{Name: "i16", Type: arrow.PrimitiveTypes.Int16, Nullable: true},
 		{Name: "i32", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
 		{Name: "i64", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "u8", Type: arrow.PrimitiveTypes.Uint8, Nullable: true},
-		{Name: "u16", Type: arrow.PrimitiveTypes.Uint16, Nullable: true},
-		{Name: "u32", Type: arrow.PrimitiveTypes.Uint32, Nullable: true},
-		{Name: "u64", Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
 		{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
 		{Name: "f64", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
@@ -342,9 +338,8 @@ func TestTypesRoundTrip(t *testing.T) {
 		{Name: "bin", Type: arrow.BinaryTypes.Binary, Nullable: true},
 		{Name: "fsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 4}, Nullable: true},
 		{Name: "d32", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
-		{Name: "ts_ms", Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: utc}, Nullable: true},
 		{Name: "ts_us", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: utc}, Nullable: true},
-		{Name: "ts_ns", Type: &arrow.TimestampType{Unit: arrow.Nanosecond}, Nullable: true},
+		{Name: "ts_nozone", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
 		{Name: "t64", Type: arrow.FixedWidthTypes.Time64us, Nullable: true},
 		{Name: "dec", Type: &arrow.Decimal128Type{Precision: 12, Scale: 2}, Nullable: true},
 		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
@@ -428,7 +423,7 @@ func TestTypesRoundTrip(t *testing.T) {
 // jsonValue is row i of column name, spelled as array.FromJSON reads it.
 func jsonValue(name string, i int) string {
 	switch name {
-	case "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "last":
+	case "i8", "i16", "i32", "i64", "last":
 		return fmt.Sprint(i)
 	case "f32", "f64":
 		return fmt.Sprint(float64(i) + 0.25)
@@ -442,10 +437,10 @@ func jsonValue(name string, i int) string {
 		return `"AQIDBA=="` // base64 of 1,2,3,4
 	case "d32":
 		return fmt.Sprint(19000 + i)
-	case "ts_ms", "ts_us":
+	case "ts_us":
 		return fmt.Sprintf("%q", fmt.Sprintf("2024-05-06T07:08:%02d.123Z", i%60))
-	case "ts_ns": // no time zone
-		return fmt.Sprintf("%q", fmt.Sprintf("2024-05-06 07:08:%02d.123456789", i%60))
+	case "ts_nozone": // no time zone
+		return fmt.Sprintf("%q", fmt.Sprintf("2024-05-06 07:08:%02d.123456", i%60))
 	case "t64":
 		return fmt.Sprintf("%q", fmt.Sprintf("12:34:%02d.5", i%60))
 	case "dec":

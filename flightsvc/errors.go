@@ -74,6 +74,7 @@ var errorReasons = []errorReason{
 	{err: engine.ErrEpochCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
 	{err: engine.ErrCommitConflict, code: codes.FailedPrecondition, reason: "COMMIT_CONFLICT"},
 	{err: iceberg.ErrDisabled, code: codes.FailedPrecondition, reason: "ICEBERG_DISABLED"},
+	{err: iceberg.ErrUnpublishable, code: codes.FailedPrecondition, reason: "ICEBERG_UNPUBLISHABLE"},
 	{err: memwal.ErrFenced, code: codes.FailedPrecondition, reason: "FENCED"},
 	{err: engine.ErrTooManyRetries, code: codes.Aborted, reason: "TOO_MANY_RETRIES"},
 	{err: errUnimplemented, code: codes.Unimplemented, reason: "UNIMPLEMENTED", codeDefault: true},

@@ -53,7 +53,7 @@ type httpServer struct {
 	svc *Service
 }
 
-func newHTTPServer(addr string, svc *Service) (*httpServer, error) {
+func newHTTPServer(addr string, svc *Service, auth *tokenAuth) (*httpServer, error) {
 	reg, err := installMetrics()
 	if err != nil {
 		return nil, err
@@ -70,6 +70,7 @@ func newHTTPServer(addr string, svc *Service) (*httpServer, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/status", h.status)
+	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth.tokens))
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return h, nil
@@ -148,8 +149,8 @@ th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
 {{if .Shards}}<table><tr><th>MemWAL shard</th><th>memtable rows</th><th>unflushed bytes</th><th>generations</th><th>generation rows</th></tr>
 {{range .Shards}}<tr><td>{{.Shard}}</td><td class="num">{{.MemtableRows}}</td><td class="num">{{.UnflushedBytes}}</td><td class="num">{{.Generations}}</td><td class="num">{{.GenerationRows}}</td></tr>
 {{end}}</table>{{end}}
-{{with .Iceberg}}<table><tr><th>iceberg</th><th>iceberg version</th><th>versions behind</th><th>lag</th><th>snapshots</th><th>metadata file</th></tr>
-<tr><td>{{if .Enabled}}published{{else}}off{{end}}</td><td class="num">{{.IcebergVersion}}</td><td class="num">{{.LagVersions}}</td><td class="num">{{printf "%.1f" .LagSeconds}} s</td><td class="num">{{.Snapshots}}</td><td><code>{{.MetadataFile}}</code></td></tr></table>{{end}}
+{{with .Iceberg}}<table><tr><th>iceberg</th><th>iceberg version</th><th>versions behind</th><th>rows readers miss</th><th>oldest missed row</th><th>snapshots</th><th>metadata file</th></tr>
+<tr><td>{{if not .Enabled}}off{{else if eq .IcebergVersion 0}}not published yet{{else if gt .MissingRows 0}}behind{{else}}up to date{{end}}</td><td class="num">{{.IcebergVersion}}</td><td class="num">{{.LagVersions}}</td><td class="num">{{.MissingRows}}</td><td class="num">{{printf "%.1f" .MissingSeconds}} s</td><td class="num">{{.Snapshots}}</td><td><code>{{.MetadataFile}}</code></td></tr></table>{{end}}
 {{if .Runs}}<table><tr><th>recent maintenance</th><th>version</th><th>operation</th><th>committed</th></tr>
 {{range .Runs}}<tr><td>{{.Step}}</td><td class="num">{{.Version}}</td><td>{{.Operation}}</td><td>{{.When}}</td></tr>
 {{end}}</table>{{else}}<p>No maintenance in the last versions.</p>{{end}}

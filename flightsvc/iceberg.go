@@ -36,6 +36,10 @@ type IcebergStats struct {
 	LagSeconds   float64 `json:"lag_seconds"`
 	MetadataFile string  `json:"metadata_file"`
 	Snapshots    int     `json:"snapshots"`
+	// MissingRows and MissingSeconds are what Iceberg readers miss: the acknowledged rows they
+	// cannot see yet (unpublished versions, MemWAL rows not folded) and the age of the oldest.
+	MissingRows    int64   `json:"missing_rows"`
+	MissingSeconds float64 `json:"missing_seconds"`
 }
 
 // IcebergSink is what the Iceberg action and table_stats need of the sink (streaming.Sink).
@@ -61,5 +65,6 @@ func (s *Service) icebergStats(ctx context.Context, t *engine.Table) *IcebergSta
 		return nil
 	}
 	return &IcebergStats{Enabled: st.Enabled, IcebergVersion: st.IcebergVersion, LagVersions: st.LagVersions,
-		LagSeconds: st.LagSeconds, MetadataFile: st.MetadataFile, Snapshots: st.Snapshots}
+		LagSeconds: st.LagSeconds, MetadataFile: st.MetadataFile, Snapshots: st.Snapshots,
+		MissingRows: st.MissingRows, MissingSeconds: st.MissingSeconds}
 }

@@ -40,6 +40,9 @@ func (r sharedRoot) server(t *testing.T) *testServer {
 	// a lease longer than any test, no owner's renewal (a manifest commit after a third of the
 	// lease without one, docs/storage.md) lands in between, however slow the machine.
 	cfg.Sink.MemWAL.OwnerLeaseTTL = time.Hour
+	// Likewise no flush by age (the freshness bound's): a writer's memtables stay in its WAL until
+	// the test flushes them.
+	cfg.Sink.MemWALFreshness = -1
 	return startServer(t, cfg)
 }
 

@@ -261,7 +261,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(gs, hs)
 	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, sink: sink, stopTracing: stopTracing}
 	if cfg.HTTPListen != "" {
-		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc); err != nil {
+		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc, auth); err != nil {
 			lis.Close()
 			return nil, err
 		}

@@ -130,14 +130,16 @@ func (c *storeCatalog) LoadTable(ctx context.Context, _ table.Identifier) (*tabl
 	return t, err
 }
 
-// create writes v1.metadata.json, put-if-absent. It returns table.ErrCommitFailed when another
-// server created it first.
-func (c *storeCatalog) create(ctx context.Context, meta table.Metadata) (*table.Table, error) {
-	if err := c.put(ctx, 1, meta); err != nil {
-		return nil, err
-	}
-	return c.tableOf(meta, 1), nil
+// stage makes meta the table's metadata before any file exists: the next CommitTable applies its
+// updates to meta and creates v1.metadata.json put-if-absent (table.ErrCommitFailed when another
+// server created it first).
+func (c *storeCatalog) stage(meta table.Metadata) *table.Table {
+	c.last, c.lastN = meta, 0
+	return c.tableOf(meta, 0)
 }
+
+// pending reports whether the table's metadata is staged (stage) and not written yet.
+func (c *storeCatalog) pending() bool { return c.last != nil && c.lastN == 0 }
 
 // CommitTable implements table.CatalogIO: it checks reqs against the newest metadata, applies
 // updates to it and creates the next metadata file put-if-absent.
@@ -148,7 +150,8 @@ func (c *storeCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs
 		return nil, "", err
 	}
 	if c.last != nil && n == c.lastN {
-		cur = c.tableOf(c.last, n) // nobody committed since: no need to read it again
+		// Nobody committed since (or, staged, nobody wrote v1): no need to read it again.
+		cur = c.tableOf(c.last, n)
 	} else if cur, n, err = c.load(ctx); err != nil {
 		return nil, "", err
 	}
@@ -160,7 +163,11 @@ func (c *storeCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs
 			return nil, "", fmt.Errorf("%w: %v", table.ErrCommitFailed, err)
 		}
 	}
-	updated, err := table.UpdateTableMetadata(cur.Metadata(), updates, cur.MetadataLocation())
+	prev := cur.MetadataLocation()
+	if n == 0 {
+		prev = "" // staged: no file to log as the previous metadata
+	}
+	updated, err := table.UpdateTableMetadata(cur.Metadata(), updates, prev)
 	if err != nil {
 		return nil, "", fmt.Errorf("apply iceberg updates to %s: %w", cur.MetadataLocation(), err)
 	}
@@ -193,4 +200,33 @@ func (c *storeCatalog) put(ctx context.Context, n int, meta table.Metadata) erro
 	// reader that follows a stale hint sees the previous, complete, snapshot.
 	_ = c.io.store.Put(ctx, c.prefix+metadataDir+versionHintName, bytes.NewReader([]byte(strconv.Itoa(n))))
 	return nil
+}
+
+// ErrNoMetadata: the table has no Iceberg metadata (never published, or publishing is off from
+// its creation).
+var ErrNoMetadata = errors.New("table has no iceberg metadata")
+
+// LatestMetadata returns table name's newest Iceberg metadata file in store: its location and
+// its JSON as stored. It reads nothing else; ErrNoMetadata when there is none.
+func LatestMetadata(ctx context.Context, store objstore.Store, name string) (location string, metadata []byte, err error) {
+	c := newStoreCatalog(newStoreIO(ctx, store), name)
+	for range 8 { // the newest file may be pruned between the list and the read
+		n, err := c.newest(ctx)
+		if err != nil {
+			return "", nil, err
+		}
+		if n == 0 {
+			return "", nil, fmt.Errorf("%s: %w", name, ErrNoMetadata)
+		}
+		key := c.metadataKey(n)
+		b, err := store.Get(ctx, key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("read %s: %w", key, err)
+		}
+		return c.io.location(key), b, nil
+	}
+	return "", nil, fmt.Errorf("iceberg metadata of %s keeps changing under the reader", c.location())
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
@@ -42,13 +43,19 @@ const (
 	// DefaultMaxSnapshots is the number of newest snapshots kept when the table does not say.
 	DefaultMaxSnapshots = 100
 
-	// commitAttempts bounds how often a publish starts over after losing a metadata commit to
-	// another publisher.
+	// commitAttempts bounds how often in a row a publish starts over after losing a metadata
+	// commit to another publisher; a commit that lands (a step of a split publish too) resets it.
 	commitAttempts = 16
 )
 
 // ErrDisabled: publishing is turned off for the table (ConfigPublish).
 var ErrDisabled = errors.New("iceberg publishing is off for this table")
+
+// ErrUnpublishable: a version of the table holds a column whose type has no Iceberg equivalent
+// (a table created before the type policy gave every stored type one,
+// arrowschema.IcebergType). The error names the table, the version and the column; nothing is
+// written. Turn publishing off for the table (ConfigPublish) or rewrite the column.
+var ErrUnpublishable = errors.New("table cannot be published as an iceberg table")
 
 // Enabled reports whether version m of a table is to be published: unless its configuration
 // sets ConfigPublish to "false".
@@ -145,15 +152,20 @@ func (p *Publisher) publish(ctx context.Context) (Report, error) {
 	fio := newStoreIO(ctx, p.t.Store())
 	cat := newStoreCatalog(fio, p.t.Name())
 	first := true
-	for range commitAttempts {
+	// Every landed step advances the published version, so the loop ends: caught up, or
+	// commitAttempts commits in a row lost to other publishers.
+	for lost := 0; lost < commitAttempts; {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
 		tbl, _, err := cat.load(ctx)
 		if err != nil {
 			return rep, err
 		}
 		if tbl == nil {
-			if tbl, err = p.create(ctx, cat, latest); errors.Is(err, table.ErrCommitFailed) {
-				continue
-			} else if err != nil {
+			// Not written yet: the first metadata file is written by the first step's commit,
+			// with its snapshot, so no reader ever sees metadata without the table's rows.
+			if tbl, err = p.create(cat, latest); err != nil {
 				return rep, err
 			}
 		}
@@ -161,17 +173,21 @@ func (p *Publisher) publish(ctx context.Context) (Report, error) {
 		if first {
 			rep.From, first = pub, false
 		}
-		rep.To, rep.MetadataFile = pub, tbl.MetadataLocation()
-		if pub >= latest.Version {
-			return rep, nil
+		if !cat.pending() {
+			rep.To, rep.MetadataFile = pub, tbl.MetadataLocation()
+			if pub >= latest.Version {
+				return rep, nil
+			}
 		}
 		next, snap, err := p.step(ctx, fio, cat, tbl, pub, latest)
 		if errors.Is(err, table.ErrCommitFailed) {
+			lost++
 			continue // another publisher moved first: start over from its metadata
 		}
 		if err != nil {
 			return rep, fmt.Errorf("publish iceberg snapshot of %s version %d: %w", p.t.Name(), latest.Version, err)
 		}
+		lost = 0
 		if snap {
 			rep.Snapshots++
 		}
@@ -209,11 +225,12 @@ func tableProperties(sc *iceberg.Schema) (iceberg.Properties, error) {
 	}, nil
 }
 
-// create writes the table's first metadata file: its schema and no snapshot.
-func (p *Publisher) create(ctx context.Context, cat *storeCatalog, latest *engine.Manifest) (*table.Table, error) {
-	sc, err := icebergSchema(latest.ArrowSchema())
+// create returns the table's first metadata, its schema and no snapshot, pending in cat: it is
+// written (v1.metadata.json) by the first commit, with that commit's updates applied.
+func (p *Publisher) create(cat *storeCatalog, latest *engine.Manifest) (*table.Table, error) {
+	sc, err := icebergSchema(latest.ArrowSchema(), latest.PrimaryKey...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
 	}
 	props, err := tableProperties(sc)
 	if err != nil {
@@ -223,7 +240,7 @@ func (p *Publisher) create(ctx context.Context, cat *storeCatalog, latest *engin
 	if err != nil {
 		return nil, fmt.Errorf("new iceberg metadata: %w", err)
 	}
-	return cat.create(ctx, meta)
+	return cat.stage(meta), nil
 }
 
 // liveFiles is what the current Iceberg snapshot reads: its data files by location, and the
@@ -301,9 +318,9 @@ const filePathFieldID = 2147483546
 // all compactions is split: one version at a time, so every snapshot still mirrors a version.
 func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, tbl *table.Table, pub uint64, target *engine.Manifest) (*table.Table, bool, error) {
 	prefix := p.t.Name() + "/"
-	sc, err := icebergSchema(target.ArrowSchema())
+	sc, err := icebergSchema(target.ArrowSchema(), target.PrimaryKey...)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("version %d: %w", target.Version, err)
 	}
 	if !sameColumns(sc, tbl.Schema()) {
 		if tbl, err = p.evolveSchema(ctx, cat, tbl, sc); err != nil {
@@ -418,9 +435,23 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	for _, op := range ops {
 		rewriteOnly = rewriteOnly && op == engine.OpRewrite
 	}
-	if len(removed) > 0 && len(newDeletes) > 0 && !rewriteOnly && target.Version > pub+1 {
-		// Split: publish the next version alone (its own step may split no further).
-		next, err := p.nextVersion(ctx, pub, target.Version)
+	// A position delete may only reference a data file the snapshot already reads: deletes of
+	// rows appended since pub need the appends published first.
+	deletesAdded := false
+	if len(newDeletes) > 0 && len(added) > 0 {
+		addedLoc := make(map[string]bool, len(added))
+		for _, df := range added {
+			addedLoc[df.FilePath()] = true
+		}
+		for _, pd := range newDeletes {
+			ref, _ := referencedDataFile(pd)
+			deletesAdded = deletesAdded || addedLoc[ref]
+		}
+	}
+	if ((len(removed) > 0 && len(newDeletes) > 0 && !rewriteOnly) || deletesAdded) && target.Version > pub+1 {
+		// Split: publish the appends after pub together, or else the next version alone (its
+		// own step may split no further); the caller goes on to target.
+		next, err := p.splitTarget(ctx, pub, target.Version)
 		if err != nil {
 			return nil, false, err
 		}
@@ -434,6 +465,14 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	}
 	snap := true
 	switch {
+	case len(removed) == 0 && len(newDeletes) == 0 && len(added) == 0 && tbl.CurrentSnapshot() == nil:
+		// The first snapshot, of a table with no rows: an empty append, so that every reader
+		// finds a current snapshot to read.
+		var rdr array.RecordReader
+		if rdr, err = emptyReader(sc); err == nil {
+			err = tx.Append(ctx, rdr, props)
+			rdr.Release()
+		}
 	case len(removed) == 0 && len(newDeletes) == 0 && len(added) == 0:
 		snap = false // nothing a reader sees changed: record the version only
 	case len(removed) == 0 && len(newDeletes) == 0:
@@ -513,6 +552,37 @@ func (p *Publisher) operations(ctx context.Context, pub, target uint64) ([]engin
 		}
 	}
 	return ops, nil
+}
+
+// splitTarget returns the version a split step publishes: the newest of the versions after pub
+// that only add rows or change no data (appends, MemWAL folds, index and configuration changes)
+// when the oldest is one, so a burst of appends still makes one snapshot; else the oldest
+// existing version after pub alone.
+func (p *Publisher) splitTarget(ctx context.Context, pub, target uint64) (*engine.Manifest, error) {
+	hist, err := p.t.HistoryFrom(ctx, target, int(min(target-pub, 1<<20)))
+	if err != nil {
+		return nil, err
+	}
+	var last uint64
+	for i := len(hist) - 1; i >= 0; i-- { // oldest first
+		h := hist[i]
+		if h.Missing || h.Version <= pub {
+			continue
+		}
+		switch h.Operation {
+		case engine.OpAppend, engine.OpCreate, engine.OpCreateIndex, engine.OpOptimizeIndex, engine.OpUpdateConfig:
+			last = h.Version
+			continue
+		}
+		if last == 0 {
+			last = h.Version
+		}
+		break
+	}
+	if last == 0 || last >= target {
+		return p.nextVersion(ctx, pub, target)
+	}
+	return p.t.Manifest(ctx, last)
 }
 
 // nextVersion returns the oldest existing version after pub, up to target.

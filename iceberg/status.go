@@ -23,6 +23,21 @@ type Status struct {
 	MetadataFile      string
 	Snapshots         int
 	CurrentSnapshotID int64
+	// MissingRows counts the acknowledged rows Iceberg readers cannot see yet: the rows the newest
+	// version holds beyond the published one, plus (AddUnfolded) the rows waiting in MemWAL
+	// shards. MissingSeconds is the age of the oldest of them (of the oldest unpublished version,
+	// or of the oldest unfolded MemWAL row): 0 when readers see everything acknowledged.
+	MissingRows    int64
+	MissingSeconds float64
+}
+
+// AddUnfolded adds MemWAL rows not yet folded into the base table (so invisible to Iceberg
+// readers) to the missing rows, the oldest of them acknowledged at oldest (zero: unknown).
+func (st *Status) AddUnfolded(rows int64, oldest time.Time) {
+	st.MissingRows += rows
+	if rows > 0 && !oldest.IsZero() {
+		st.MissingSeconds = max(st.MissingSeconds, time.Since(oldest).Seconds())
+	}
 }
 
 // Status reports how far the table's Iceberg metadata is behind. It reads and changes nothing
@@ -51,6 +66,14 @@ func (p *Publisher) Status(ctx context.Context) (Status, error) {
 		if h, err := p.t.HistoryFrom(ctx, st.IcebergVersion+1, 1); err == nil && len(h) == 1 && !h[0].Missing {
 			st.LagSeconds = time.Since(h[0].Timestamp).Seconds()
 		}
+		var published int64
+		if st.IcebergVersion > 0 {
+			if m, err := p.t.Manifest(ctx, st.IcebergVersion); err == nil {
+				published = m.Rows()
+			}
+		}
+		st.MissingRows = max(latest.Rows()-published, 0)
+		st.MissingSeconds = st.LagSeconds
 	}
 	return st, nil
 }

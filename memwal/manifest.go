@@ -61,6 +61,17 @@ type FlushedGeneration struct {
 	FirstWALPosition uint64 `json:"first_wal_position"`
 	LastWALPosition  uint64 `json:"last_wal_position"`
 	FlushedAtNanos   int64  `json:"flushed_at_nanos"`
+	// FirstRowAtNanos is when the generation's oldest row was acknowledged (its memtable's first
+	// put); 0 in generations flushed before it was recorded (FlushedAtNanos stands in).
+	FirstRowAtNanos int64 `json:"first_row_at_nanos,omitempty"`
+}
+
+// firstRowAt is when the generation's oldest row was acknowledged, as well as it is known.
+func (g FlushedGeneration) firstRowAt() time.Time {
+	if g.FirstRowAtNanos > 0 {
+		return time.Unix(0, g.FirstRowAtNanos)
+	}
+	return time.Unix(0, g.FlushedAtNanos)
 }
 
 // Bytes returns the size of the generation's files.

@@ -765,6 +765,9 @@ func (s *Shard) flush(mt *memtable) error {
 	fg.FirstWALPosition, fg.LastWALPosition = mt.firstPos, mt.lastPos
 	now := time.Now().UnixNano()
 	fg.FlushedAtNanos = now
+	if !mt.created.IsZero() {
+		fg.FirstRowAtNanos = mt.created.UnixNano()
+	}
 	m, err := s.ms.CommitUpdate(ctx, s.epoch, func(m *ShardManifest) error {
 		if m.NextGeneration == g+1 {
 			// CommitUpdate checked that we still own the shard, and only the owner numbers
@@ -876,6 +879,11 @@ type ShardStats struct {
 	ReplayAfterWALEntryPosition uint64
 	NextGeneration              uint64
 	Failed                      string
+	// OldestGeneration is when the oldest row of the flushed generations was acknowledged, and
+	// OldestUnfolded when the oldest row not yet folded into the base table was (generations and
+	// memtables): zero when there is none. Folds by age (ShardSetOptions.Freshness) and the
+	// freshness lag (rows Iceberg readers cannot see yet) read them.
+	OldestGeneration, OldestUnfolded time.Time
 }
 
 // Stats returns the writer's view of the shard. Generations reflect the newest manifest the
@@ -891,12 +899,26 @@ func (s *Shard) Stats() ShardStats {
 	st := ShardStats{Shard: s.id, WriterEpoch: s.epoch, ManifestVersion: m.Version,
 		Generations: len(m.FlushedGenerations), UnflushedBytes: s.unflushed, NextWALPosition: s.nextPos,
 		ReplayAfterWALEntryPosition: s.replayAfter, NextGeneration: s.nextGen, SealedMemtables: len(s.sealed)}
+	older := func(cur, t time.Time) time.Time {
+		if cur.IsZero() || t.Before(cur) {
+			return t
+		}
+		return cur
+	}
 	for _, g := range m.FlushedGenerations {
 		st.GenerationRows += g.Rows
+		st.OldestGeneration = older(st.OldestGeneration, g.firstRowAt())
 	}
+	st.OldestUnfolded = st.OldestGeneration
 	st.MemtableRows = s.active.rows
 	for _, mt := range s.sealed {
 		st.MemtableRows += mt.rows
+		if !mt.empty() {
+			st.OldestUnfolded = older(st.OldestUnfolded, mt.created)
+		}
+	}
+	if !s.active.empty() {
+		st.OldestUnfolded = older(st.OldestUnfolded, s.active.created)
 	}
 	if s.failed != nil {
 		st.Failed = s.failed.Error()

@@ -71,7 +71,9 @@ type ShardSet struct {
 	// flushers take it: mu is held while a writer closes, which waits for its flusher.
 	hookMu sync.Mutex
 	closed bool
-	hooks  sync.WaitGroup // after-flush hooks in flight
+	hooks  sync.WaitGroup // after-flush hooks in flight, and foldByAge
+	// freshStop stops foldByAge (nil when Freshness is 0).
+	freshStop chan struct{}
 }
 
 // MaintainFold is the MemWAL fold's name as a maintenance step (reports, metrics, the
@@ -93,6 +95,27 @@ type ShardSetOptions struct {
 	// Maintainer are the options of the table's maintainer (Maintainer); the set adds its fold
 	// step to them. Its BackgroundContext also bounds the set's after-flush hooks.
 	Maintainer engine.MaintainerOptions
+	// Freshness bounds how long an acknowledged row waits before a fold puts it in the base table
+	// (where Iceberg readers see it once published): memtables are sealed and flushed once their
+	// oldest row is Freshness/4 old (or sooner, Shard.MemtableMaxAge), and a shard whose oldest
+	// flushed row is Freshness/4 old folds whatever number of generations it has, checked every
+	// Freshness/16; the rest of the bound is left to the fold and the Iceberg publish after it.
+	// It acts with background maintenance (the fold is its step) and automatic folds on
+	// (FoldGenerations not negative). 0: folds by FoldGenerations only.
+	Freshness time.Duration
+}
+
+// ConfigFreshness is the table configuration key of a MemWAL table's freshness bound
+// (ShardSetOptions.Freshness), in milliseconds; "0" turns folds by age off for the table.
+const ConfigFreshness = "flight_sink.memwal.freshness_ms"
+
+// FreshnessOf is version m's ConfigFreshness, or def when it sets none (or no valid non-negative
+// number of milliseconds).
+func FreshnessOf(m *engine.Manifest, def time.Duration) time.Duration {
+	if ms, err := strconv.ParseInt(m.Config[ConfigFreshness], 10, 64); err == nil && ms >= 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return def
 }
 
 // EnsureDefaults fills unset options with their defaults and returns o.
@@ -107,6 +130,9 @@ func (o *ShardSetOptions) EnsureDefaults() *ShardSetOptions {
 		}
 	}
 	o.Shard.EnsureDefaults()
+	if age := o.Freshness / 4; age > 0 && (o.Shard.MemtableMaxAge < 0 || o.Shard.MemtableMaxAge > age) {
+		o.Shard.MemtableMaxAge = age
+	}
 	if o.Maintainer.Logger == nil {
 		o.Maintainer.Logger = o.Shard.Logger
 	}
@@ -128,7 +154,28 @@ func NewShardSet(tbl *engine.Table, ids []string, o *ShardSetOptions) *ShardSet 
 	ss.writers, ss.foldedAt, ss.stallFolds = make([]*Shard, n), make([]uint64, n), make([]chan struct{}, n)
 	ss.gauge = registerBacklogGauges(ss)
 	ss.own = newOwnership(ss)
+	if ss.opts.Freshness > 0 {
+		ss.freshStop = make(chan struct{})
+		ss.hooks.Add(1)
+		go ss.foldByAge()
+	}
 	return ss
+}
+
+// foldByAge schedules the table's maintenance whenever a shard's oldest flushed row reaches its
+// fold age (readyLocked), every Freshness/16, until Close.
+func (ss *ShardSet) foldByAge() {
+	defer ss.hooks.Done()
+	t := time.NewTicker(max(ss.opts.Freshness/16, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ss.freshStop:
+			return
+		case <-t.C:
+			ss.scheduleFold()
+		}
+	}
 }
 
 // IDs returns the shard ids, in shard index order. The caller must not modify them.
@@ -395,23 +442,28 @@ func (ss *ShardSet) afterFlush() {
 	ss.hookMu.Unlock()
 	go func() { // the hook must not wait: the writer's next flush waits for it
 		defer ss.hooks.Done()
-		if !ss.foldDue() {
-			return
-		}
-		log := ss.opts.Maintainer.Logger
-		_ = panics.Recover(log, "memwal fold after a flush", func() error {
-			ctx := ss.opts.Maintainer.BackgroundContext
-			m, err := ss.table.Latest(ctx)
-			if err != nil {
-				return nil // the next put or flush looks again
-			}
-			mt := ss.Maintainer()
-			if mode, err := mt.Mode(m); err != nil || mode != engine.MaintenanceBackground {
-				return nil
-			}
-			return mt.MaintainAfterWrite(ctx, m) // schedules: the run reports its own errors
-		})
+		ss.scheduleFold()
 	}()
+}
+
+// scheduleFold starts the table's background maintenance when a shard is ready to fold.
+func (ss *ShardSet) scheduleFold() {
+	if !ss.foldDue() {
+		return
+	}
+	log := ss.opts.Maintainer.Logger
+	_ = panics.Recover(log, "memwal fold after a flush", func() error {
+		ctx := ss.opts.Maintainer.BackgroundContext
+		m, err := ss.table.Latest(ctx)
+		if err != nil {
+			return nil // the next put, flush or tick looks again
+		}
+		mt := ss.Maintainer()
+		if mode, err := mt.Mode(m); err != nil || mode != engine.MaintenanceBackground {
+			return nil
+		}
+		return mt.MaintainAfterWrite(ctx, m) // schedules: the run reports its own errors
+	})
 }
 
 // FoldStep is the MemWAL fold as a step of the table's maintenance (engine.MaintenanceStep): it
@@ -432,10 +484,11 @@ func (ss *ShardSet) fold(ctx context.Context, props map[string]string) error {
 	var errs []error
 	c := ss.folder(props)
 	for i, id := range ss.ids {
-		if !ss.startFold(i) {
+		need, ok := ss.startFold(i)
+		if !ok {
 			continue
 		}
-		if _, err := c.FoldShardIfReady(ctx, id, ss.opts.FoldGenerations); err != nil {
+		if _, err := c.FoldShardIfReady(ctx, id, need); err != nil {
 			errs = append(errs, fmt.Errorf("shard %s: %w", id, err))
 		}
 	}
@@ -454,26 +507,45 @@ func (ss *ShardSet) foldDue() bool {
 	return false
 }
 
-// startFold reports whether shard i is ready to fold and, if so, records that its fold starts.
-func (ss *ShardSet) startFold(i int) bool {
+// startFold reports whether shard i is ready to fold and, if so, records that its fold starts;
+// need is the number of generations the fold needs (one when it folds by age).
+func (ss *ShardSet) startFold(i int) (need int, ok bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if !ss.readyLocked(i) {
-		return false
+	if need = ss.needLocked(i); need == 0 {
+		return 0, false
 	}
 	ss.foldedAt[i] = ss.writers[i].Stats().NextGeneration
-	return true
+	return need, true
 }
 
-// readyLocked: automatic folds are on and this set's writer of shard i has flushed at least
-// FoldGenerations generations, one of them since its last fold started. REQUIRES: ss.mu.
-func (ss *ShardSet) readyLocked(i int) bool {
-	need, w := ss.opts.FoldGenerations, ss.writers[i]
-	if need < 0 || w == nil {
-		return false
+// readyLocked: this set's writer of shard i has flushed a generation since its last fold started,
+// and either automatic folds are on and FoldGenerations generations wait, or the oldest flushed
+// row is a quarter of the freshness bound old. REQUIRES: ss.mu.
+func (ss *ShardSet) readyLocked(i int) bool { return ss.needLocked(i) > 0 }
+
+// needLocked is the number of generations shard i's fold needs when it is ready (readyLocked),
+// else 0. REQUIRES: ss.mu.
+func (ss *ShardSet) needLocked(i int) int {
+	w := ss.writers[i]
+	if w == nil {
+		return 0
 	}
 	st := w.Stats()
-	return st.Generations >= need && st.NextGeneration > ss.foldedAt[i]
+	if st.Generations == 0 || st.NextGeneration <= ss.foldedAt[i] {
+		return 0
+	}
+	need := ss.opts.FoldGenerations
+	if need < 0 {
+		return 0 // automatic folds are off
+	}
+	if st.Generations >= need {
+		return need
+	}
+	if f := ss.opts.Freshness; f > 0 && !st.OldestGeneration.IsZero() && time.Since(st.OldestGeneration) >= f/4 {
+		return 1
+	}
+	return 0
 }
 
 // folder returns a Folder that takes this set's fold turns and stamps props.
@@ -614,6 +686,10 @@ func (ss *ShardSet) stallFold(ctx context.Context, m *engine.Manifest, i int) (b
 func (ss *ShardSet) Close() {
 	ss.hookMu.Lock()
 	ss.closed = true
+	if ss.freshStop != nil {
+		close(ss.freshStop)
+		ss.freshStop = nil
+	}
 	ss.hookMu.Unlock()
 	ss.stopOwnerLoop()
 	ss.hooks.Wait()

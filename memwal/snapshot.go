@@ -174,7 +174,11 @@ func (ss *StoredShard) Stats(ctx context.Context) (ShardStats, error) {
 	st.ReplayAfterWALEntryPosition, st.NextGeneration = m.ReplayAfterWALEntryPosition, m.NextGeneration
 	for _, g := range m.FlushedGenerations {
 		st.GenerationRows += g.Rows
+		if t := g.firstRowAt(); st.OldestGeneration.IsZero() || t.Before(st.OldestGeneration) {
+			st.OldestGeneration = t
+		}
 	}
+	st.OldestUnfolded = st.OldestGeneration // the WAL's entries carry no time
 	st.NextWALPosition = m.ReplayAfterWALEntryPosition + 1
 	if n := len(v.entries); n > 0 {
 		st.NextWALPosition = v.entries[n-1].Position + 1

@@ -3,10 +3,12 @@ package streaming
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/memwal"
 )
 
 // MaintainIcebergPublish names the Iceberg publish step of table maintenance.
@@ -60,10 +62,60 @@ func (s *Sink) PublishIceberg(ctx context.Context, table string) (iceberg.Report
 
 // IcebergStatus reports how far table t's Iceberg metadata lags (table_stats, the status page);
 // Enabled is false when the table or the sink turns publishing off.
+// Its missing rows count the rows waiting in the table's MemWAL shards too (this server's
+// writers' memtables included).
 func (s *Sink) IcebergStatus(ctx context.Context, t *engine.Table) (iceberg.Status, error) {
 	st, err := iceberg.New(t, nil).Status(ctx)
 	if s.opts.DisableIceberg {
 		st.Enabled = false
 	}
+	if err != nil {
+		return st, err
+	}
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return st, err
+	}
+	ss, err := s.tableShards(t, m)
+	if err != nil || ss == nil {
+		return st, err
+	}
+	stats, err := ss.Stats(ctx)
+	addUnfolded(&st, stats)
 	return st, err
+}
+
+// StoredIcebergStatus is IcebergStatus for a process that writes no shard of t (the CLI): the
+// MemWAL rows it counts are those of the shards' stored state (flushed generations and WAL
+// entries; the age is the oldest generation's).
+func StoredIcebergStatus(ctx context.Context, t *engine.Table) (iceberg.Status, error) {
+	st, err := iceberg.New(t, nil).Status(ctx)
+	if err != nil {
+		return st, err
+	}
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return st, err
+	}
+	ids, err := memwal.TableShardIDs(m)
+	if err != nil {
+		return st, err
+	}
+	stats := make([]memwal.ShardStats, 0, len(ids))
+	for _, id := range ids {
+		ss, err := memwal.NewStoredShard(t, id, nil).Stats(ctx)
+		if err != nil {
+			return st, fmt.Errorf("memwal shard %s of table %s: %w", id, t.Name(), err)
+		}
+		stats = append(stats, ss)
+	}
+	addUnfolded(&st, stats)
+	return st, nil
+}
+
+// addUnfolded adds the rows the shards hold that no fold has put in the base table yet.
+func addUnfolded(st *iceberg.Status, stats []memwal.ShardStats) {
+	for _, sh := range stats {
+		st.AddUnfolded(sh.GenerationRows+sh.MemtableRows, sh.OldestUnfolded)
+	}
 }

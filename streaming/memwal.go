@@ -40,7 +40,7 @@ import (
 // shardSet returns the table's MemWAL shard set (memwal.ShardSet: the writers this process owns,
 // reopening after fencing, fold scheduling), made on first use. A set whose shards differ from
 // ids (the table was recreated with other shards) is closed and replaced.
-func (s *Sink) shardSet(t *engine.Table, ids []string) *memwal.ShardSet {
+func (s *Sink) shardSet(t *engine.Table, ids []string, freshness time.Duration) *memwal.ShardSet {
 	s.mu.Lock()
 	ss := s.memwal[t.Name()]
 	if ss != nil && slices.Equal(ss.IDs(), ids) {
@@ -50,6 +50,7 @@ func (s *Sink) shardSet(t *engine.Table, ids []string) *memwal.ShardSet {
 	old := ss
 	ss = memwal.NewShardSet(t, ids, &memwal.ShardSetOptions{
 		Shard: s.opts.MemWAL, FoldGenerations: s.opts.MemWALFoldGenerations, Maintainer: s.maintainerOptions(t),
+		Freshness: freshness,
 	})
 	s.memwal[t.Name()] = ss
 	s.mu.Unlock()
@@ -57,6 +58,17 @@ func (s *Sink) shardSet(t *engine.Table, ids []string) *memwal.ShardSet {
 		old.Close()
 	}
 	return ss
+}
+
+// DefaultMemWALFreshness is Options.MemWALFreshness unless set: a MemWAL row is visible to
+// Iceberg readers within about this long of its acknowledgement.
+const DefaultMemWALFreshness = 5 * time.Second
+
+// freshness is the freshness bound of the MemWAL table at version m: its memwal.ConfigFreshness,
+// else the sink's; 0 when off. The shard set takes it when this server first opens the table's
+// shards.
+func (s *Sink) freshness(m *engine.Manifest) time.Duration {
+	return max(memwal.FreshnessOf(m, s.opts.MemWALFreshness), 0)
 }
 
 // knownShardSet returns the shard set this sink already made for table t, or nil: no read.
@@ -72,7 +84,7 @@ func (s *Sink) tableShards(t *engine.Table, m *engine.Manifest) (*memwal.ShardSe
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	return s.shardSet(t, ids), nil
+	return s.shardSet(t, ids, s.freshness(m)), nil
 }
 
 // useMemWAL decides the route of an epoch on a table that has MemWAL shards or not.

@@ -43,6 +43,11 @@ type Options struct {
 	// (memwal.DefaultFoldGenerations); negative: only the fold_memwal_shard action and the
 	// fold ceiling fold.
 	MemWALFoldGenerations int
+	// MemWALFreshness is the freshness bound of MemWAL tables that configure none
+	// (memwal.ConfigFreshness): the longest an acknowledged row waits before a fold makes it
+	// visible to engines (memwal.ShardSetOptions.Freshness). Default DefaultMemWALFreshness;
+	// negative: folds by generation count only.
+	MemWALFreshness time.Duration
 	// DefaultMaintenance is the maintenance of tables that configure none (nil: the engine's
 	// default, background optimize-indices -> compaction -> cleanup after commits). A server
 	// passes {"mode": "off"} to leave maintenance to operators.
@@ -92,6 +97,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.MemWALFoldGenerations == 0 {
 		o.MemWALFoldGenerations = memwal.DefaultFoldGenerations
+	}
+	if o.MemWALFreshness == 0 {
+		o.MemWALFreshness = DefaultMemWALFreshness
 	}
 	if o.ReadSnapshotTTL <= 0 {
 		o.ReadSnapshotTTL = DefaultReadSnapshotTTL
@@ -198,7 +206,13 @@ func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schem
 	// The table had no version: whatever this sink cached under its name (a handle, a shard set,
 	// read snapshots) was of a table since dropped or removed from the store.
 	s.forget(name)
-	return s.cache(t), nil
+	t = s.cache(t)
+	// The creation is a commit like any other: its maintenance publishes the table's first
+	// (empty) Iceberg snapshot, so readers find the table before its first rows. Best effort.
+	if m, err := t.Latest(ctx); err == nil {
+		_ = s.maintain(ctx, t, m)
+	}
+	return t, nil
 }
 
 func createOptions(spec CreateSpec) engine.CreateOptions {

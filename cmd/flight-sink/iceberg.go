@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/streaming"
 )
 
 // IcebergCmd groups the commands on a table's Iceberg metadata (docs/iceberg.md).
@@ -26,9 +28,13 @@ type IcebergPublishCmd struct {
 
 // IcebergStatusCmd shows how far a table's Iceberg metadata lags.
 type IcebergStatusCmd struct {
-	Table string `arg:"" name:"TABLE_URI" help:"Table URI: ./root/table, file:///root/table or s3://bucket/prefix/table."`
-	JSON  bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of text."`
+	Table  string        `arg:"" name:"TABLE_URI" help:"Table URI: ./root/table, file:///root/table or s3://bucket/prefix/table."`
+	JSON   bool          `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of text."`
+	MaxLag time.Duration `name:"max-lag" help:"Exit with status 3 when the oldest acknowledged row Iceberg readers cannot see yet is older than this (0: no check)."`
 }
+
+// exitLagExceeded is the exit status of iceberg status --max-lag when the lag exceeds it.
+const exitLagExceeded = 3
 
 // icebergPublishJSON is the --json output of iceberg publish (the publish_iceberg action's).
 type icebergPublishJSON struct {
@@ -50,6 +56,8 @@ type icebergStatusJSON struct {
 	MetadataFile      string  `json:"metadata_file"`
 	Snapshots         int     `json:"snapshots"`
 	CurrentSnapshotID int64   `json:"current_snapshot_id"`
+	MissingRows       int64   `json:"missing_rows"`
+	MissingSeconds    float64 `json:"missing_seconds"`
 }
 
 // Run publishes.
@@ -79,13 +87,32 @@ func (c *IcebergStatusCmd) Run(ctx context.Context, g *Globals, kctx *kong.Conte
 	if err != nil {
 		return err
 	}
-	st, err := iceberg.New(t, nil).Status(ctx)
+	st, err := streaming.StoredIcebergStatus(ctx, t)
 	if err != nil {
 		return fmt.Errorf("iceberg status %s: %w", t.Name(), err)
 	}
 	out := icebergStatusJSON{Table: t.Name(), Enabled: st.Enabled, Version: st.Version, IcebergVersion: st.IcebergVersion,
 		LagVersions: st.LagVersions, LagSeconds: st.LagSeconds, MetadataFile: st.MetadataFile, Snapshots: st.Snapshots,
-		CurrentSnapshotID: st.CurrentSnapshotID}
+		CurrentSnapshotID: st.CurrentSnapshotID, MissingRows: st.MissingRows, MissingSeconds: st.MissingSeconds}
+	if err := c.print(kctx, out); err != nil {
+		return err
+	}
+	if c.MaxLag > 0 && out.MissingSeconds > c.MaxLag.Seconds() {
+		return exitStatusError{code: exitLagExceeded, err: fmt.Errorf("iceberg status %s: %d rows Iceberg readers cannot see, the oldest %.1fs old (--max-lag %v)",
+			out.Table, out.MissingRows, out.MissingSeconds, c.MaxLag)}
+	}
+	return nil
+}
+
+// exitStatusError is a command's failure with an exit status of its own (run returns code).
+type exitStatusError struct {
+	code int
+	err  error
+}
+
+func (e exitStatusError) Error() string { return e.err.Error() }
+
+func (c *IcebergStatusCmd) print(kctx *kong.Context, out icebergStatusJSON) error {
 	if c.JSON {
 		return writeJSON(kctx.Stdout, out)
 	}
@@ -95,6 +122,7 @@ func (c *IcebergStatusCmd) Run(ctx context.Context, g *Globals, kctx *kong.Conte
 	fmt.Fprintf(w, "iceberg version:\t%d (%d versions behind, %.1fs)\n", out.IcebergVersion, out.LagVersions, out.LagSeconds)
 	fmt.Fprintf(w, "metadata file:\t%s\n", out.MetadataFile)
 	fmt.Fprintf(w, "snapshots:\t%d (current %d)\n", out.Snapshots, out.CurrentSnapshotID)
+	fmt.Fprintf(w, "readers miss:\t%d rows (oldest %.1fs)\n", out.MissingRows, out.MissingSeconds)
 	return w.Flush()
 }
 

@@ -104,6 +104,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stderr, "flight-sink: %s\n", oneLine(err))
+		if es := (exitStatusError{}); errors.As(err, &es) {
+			return es.code
+		}
 		return 1
 	}
 	return 0

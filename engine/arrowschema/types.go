@@ -59,15 +59,15 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.NULL: {arrow.NULL, TypeRefused, "a null-type column carries no type for later batches; send the column with its real type (all values null is fine), e.g. pyarrow pa.nulls(n, pa.int64())"},
 	arrow.BOOL: {arrow.BOOL, TypeStored, ""},
 
-	arrow.UINT8:   {arrow.UINT8, TypeStored, ""},
+	arrow.UINT8:   {arrow.UINT8, TypeConverted, "int32 (Iceberg has no unsigned types; every value is kept)"},
 	arrow.INT8:    {arrow.INT8, TypeStored, ""},
-	arrow.UINT16:  {arrow.UINT16, TypeStored, ""},
+	arrow.UINT16:  {arrow.UINT16, TypeConverted, "int32 (Iceberg has no unsigned types; every value is kept)"},
 	arrow.INT16:   {arrow.INT16, TypeStored, ""},
-	arrow.UINT32:  {arrow.UINT32, TypeStored, ""},
+	arrow.UINT32:  {arrow.UINT32, TypeConverted, "int64 (Iceberg has no unsigned types; every value is kept)"},
 	arrow.INT32:   {arrow.INT32, TypeStored, ""},
-	arrow.UINT64:  {arrow.UINT64, TypeStored, ""},
+	arrow.UINT64:  {arrow.UINT64, TypeRefused, "Iceberg has no unsigned types and no integer holding every uint64; send int64 (values up to 2^63-1) or decimal128(20, 0)"},
 	arrow.INT64:   {arrow.INT64, TypeStored, ""},
-	arrow.FLOAT16: {arrow.FLOAT16, TypeStored, ""},
+	arrow.FLOAT16: {arrow.FLOAT16, TypeConverted, "float32 (Iceberg has no half floats; every value is kept)"},
 	arrow.FLOAT32: {arrow.FLOAT32, TypeStored, ""},
 	arrow.FLOAT64: {arrow.FLOAT64, TypeStored, ""},
 
@@ -78,10 +78,10 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.FIXED_SIZE_BINARY: {arrow.FIXED_SIZE_BINARY, TypeStored, ""},
 
 	arrow.DATE32:    {arrow.DATE32, TypeStored, ""},
-	arrow.DATE64:    {arrow.DATE64, TypeStored, "Parquet keeps days: values must be whole days (multiples of 86400000 ms), as the Arrow format requires"},
-	arrow.TIMESTAMP: {arrow.TIMESTAMP, TypeStored, "every unit and time zone"},
-	arrow.TIME32:    {arrow.TIME32, TypeStored, ""},
-	arrow.TIME64:    {arrow.TIME64, TypeStored, ""},
+	arrow.DATE64:    {arrow.DATE64, TypeConverted, "date32: values must be whole days (multiples of 86400000 ms), as the Arrow format requires; a batch holding another value is refused"},
+	arrow.TIMESTAMP: {arrow.TIMESTAMP, TypeConverted, "timestamp[us] without a zone, timestamp[us, UTC] with any zone (the instants are kept, the zone name becomes UTC); timestamp[us] and timestamp[us, UTC] are stored as they are; seconds and milliseconds are kept exactly (a batch holding a value past the microsecond range, about year 294247, is refused); nanoseconds are truncated to the microsecond, toward the past, as Spark and Delta keep them"},
+	arrow.TIME32:    {arrow.TIME32, TypeConverted, "time64[us] (every value is kept)"},
+	arrow.TIME64:    {arrow.TIME64, TypeConverted, "time64[us]: time64[us] is stored as it is; nanoseconds are truncated to the microsecond"},
 
 	arrow.INTERVAL_MONTHS:         {arrow.INTERVAL_MONTHS, TypeRefused, "Parquet files here have no interval encoding; send int32 (months)"},
 	arrow.INTERVAL_DAY_TIME:       {arrow.INTERVAL_DAY_TIME, TypeRefused, "Parquet files here have no interval encoding; send struct<days: int32, milliseconds: int32>"},
@@ -91,7 +91,7 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.DECIMAL32:  {arrow.DECIMAL32, TypeConverted, "decimal128 of the same precision and scale; precision 1 to 9, scale 0 to the precision"},
 	arrow.DECIMAL64:  {arrow.DECIMAL64, TypeConverted, "decimal128 of the same precision and scale; precision 1 to 18, scale 0 to the precision"},
 	arrow.DECIMAL128: {arrow.DECIMAL128, TypeStored, "precision 1 to 38, scale 0 to the precision"},
-	arrow.DECIMAL256: {arrow.DECIMAL256, TypeStored, "precision 1 to 76, scale 0 to the precision"},
+	arrow.DECIMAL256: {arrow.DECIMAL256, TypeConverted, "decimal128 of the same precision and scale, when the precision is at most 38 (every value is kept); precision 1 to 76 and scale 0 to the precision are accepted by Arrow, but a precision above 38 is refused (Iceberg decimals hold 38 digits): send decimal128 or a string"},
 
 	arrow.LIST:            {arrow.LIST, TypeStored, "element type by these rules"},
 	arrow.LARGE_LIST:      {arrow.LARGE_LIST, TypeStored, "element type by these rules"},
@@ -109,7 +109,39 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.SPARSE_UNION: {arrow.SPARSE_UNION, TypeRefused, "Parquet has no union type; send a struct with one nullable field per member"},
 	arrow.DENSE_UNION:  {arrow.DENSE_UNION, TypeRefused, "Parquet has no union type; send a struct with one nullable field per member"},
 
-	arrow.EXTENSION: {arrow.EXTENSION, TypeStored, "a registered extension (arrow.uuid, arrow.json, arrow.bool8, ...) whose storage type is stored as it is; otherwise refused: send the storage type"},
+	arrow.EXTENSION: {arrow.EXTENSION, TypeStored, "arrow.uuid is stored as it is; arrow.bool8 as bool; another registered extension (arrow.json, ...) as its storage type, by these rules (Iceberg has no type for it); an unregistered one arrives as its storage type"},
+}
+
+// icebergTypes is the Iceberg type (format v2) a column of each Arrow type id is published as,
+// after StoredType: every type the policy stores has one, so a table's publish cannot fail on its
+// types; "-" for a refused id. Read with IcebergType; docs/iceberg.md lists it (checked by a test
+// of package iceberg, which also checks it against the publisher's schema conversion).
+var icebergTypes = map[arrow.Type]string{
+	arrow.NULL: "-", arrow.BOOL: "boolean",
+	arrow.UINT8: "int", arrow.INT8: "int", arrow.UINT16: "int", arrow.INT16: "int",
+	arrow.UINT32: "long", arrow.INT32: "int", arrow.UINT64: "-", arrow.INT64: "long",
+	arrow.FLOAT16: "float", arrow.FLOAT32: "float", arrow.FLOAT64: "double",
+	arrow.STRING: "string", arrow.BINARY: "binary", arrow.LARGE_STRING: "string", arrow.LARGE_BINARY: "binary",
+	arrow.FIXED_SIZE_BINARY: "fixed[n]",
+	arrow.DATE32:            "date", arrow.DATE64: "date",
+	arrow.TIMESTAMP: "timestamp (no zone), timestamptz (a zone)",
+	arrow.TIME32:    "time", arrow.TIME64: "time",
+	arrow.INTERVAL_MONTHS: "-", arrow.INTERVAL_DAY_TIME: "-", arrow.INTERVAL_MONTH_DAY_NANO: "-", arrow.DURATION: "-",
+	arrow.DECIMAL32: "decimal(p, s)", arrow.DECIMAL64: "decimal(p, s)", arrow.DECIMAL128: "decimal(p, s)", arrow.DECIMAL256: "decimal(p, s)",
+	arrow.LIST: "list", arrow.LARGE_LIST: "list", arrow.FIXED_SIZE_LIST: "list", arrow.MAP: "map", arrow.STRUCT: "struct",
+	arrow.LIST_VIEW: "list", arrow.LARGE_LIST_VIEW: "list", arrow.STRING_VIEW: "string", arrow.BINARY_VIEW: "binary",
+	arrow.DICTIONARY: "its value type's", arrow.RUN_END_ENCODED: "its value type's",
+	arrow.SPARSE_UNION: "-", arrow.DENSE_UNION: "-",
+	arrow.EXTENSION: "uuid (arrow.uuid), boolean (arrow.bool8); else its storage type's",
+}
+
+// IcebergType returns the Iceberg type a stored column of type id is published as ("-" when the
+// policy refuses id; nested types name the container, their children follow their own ids).
+func IcebergType(id arrow.Type) string {
+	if s, ok := icebergTypes[id]; ok {
+		return s
+	}
+	return "-"
 }
 
 // decimalMaxPrecision is, for each decimal id, the largest precision the type holds. A decimal
@@ -161,6 +193,25 @@ func StoredType(path string, dt arrow.DataType) (arrow.DataType, error) {
 		}
 	}
 	switch t := dt.(type) {
+	case *arrow.Uint8Type, *arrow.Uint16Type:
+		return arrow.PrimitiveTypes.Int32, nil
+	case *arrow.Uint32Type:
+		return arrow.PrimitiveTypes.Int64, nil
+	case *arrow.Float16Type:
+		return arrow.PrimitiveTypes.Float32, nil
+	case *arrow.Date64Type:
+		return arrow.FixedWidthTypes.Date32, nil
+	case *arrow.TimestampType:
+		return storedTimestamp(t), nil
+	case *arrow.Time32Type:
+		return arrow.FixedWidthTypes.Time64us, nil
+	case *arrow.Time64Type:
+		return arrow.FixedWidthTypes.Time64us, nil
+	case *arrow.Decimal256Type:
+		if t.Precision > 38 {
+			return nil, unsupportedTypeError(path, dt, "Iceberg decimals hold at most 38 digits; send decimal128 (precision up to 38) or a string")
+		}
+		return &arrow.Decimal128Type{Precision: t.Precision, Scale: t.Scale}, nil
 	case *arrow.Decimal32Type:
 		return &arrow.Decimal128Type{Precision: t.Precision, Scale: t.Scale}, nil
 	case *arrow.Decimal64Type:
@@ -241,12 +292,37 @@ func StoredType(path string, dt arrow.DataType) (arrow.DataType, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !arrow.TypeEqual(st, t.StorageType()) {
-			return nil, unsupportedTypeError(path, dt, fmt.Sprintf("its storage type %s is stored as %s; send the column as %s", t.StorageType(), st, st))
+		switch {
+		case t.ExtensionName() == uuidExtensionName && arrow.TypeEqual(st, t.StorageType()):
+			return dt, nil
+		case t.ExtensionName() == bool8ExtensionName:
+			return arrow.FixedWidthTypes.Boolean, nil
 		}
-		return dt, nil
+		return st, nil
 	}
 	return dt, nil
+}
+
+// The extension types with a rule of their own: arrow.uuid is stored as it is (Iceberg uuid),
+// arrow.bool8 as bool (Iceberg boolean; a non-zero byte is true).
+const (
+	uuidExtensionName  = "arrow.uuid"
+	bool8ExtensionName = "arrow.bool8"
+)
+
+// storedTimestamp is the stored type of timestamp type t: microseconds, with no zone when t has
+// none and UTC when it has any (Iceberg timestamp and timestamptz).
+func storedTimestamp(t *arrow.TimestampType) *arrow.TimestampType {
+	if t.TimeZone == "" {
+		if t.Unit == arrow.Microsecond {
+			return t
+		}
+		return &arrow.TimestampType{Unit: arrow.Microsecond}
+	}
+	if t.Unit == arrow.Microsecond && t.TimeZone == "UTC" {
+		return t
+	}
+	return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 }
 
 // storedField is f with its type stored; path gains f's name.

@@ -3,6 +3,7 @@ package arrowschema
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -102,6 +103,80 @@ func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
 	case *array.Decimal64:
 		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
+	case *array.Uint8, *array.Uint16, *array.Uint32:
+		return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
+	case *array.Float16:
+		b := array.NewFloat32Builder(mem)
+		defer b.Release()
+		b.Reserve(a.Len())
+		for i := 0; i < a.Len(); i++ {
+			if a.IsNull(i) {
+				b.UnsafeAppendBoolToBitmap(false)
+			} else {
+				b.UnsafeAppend(a.Value(i).Float32())
+			}
+		}
+		return b.NewArray(), nil
+	case *array.Date64:
+		return convertInt64s(mem, a, a.Len(), to, func(i int) (int64, error) {
+			ms := int64(a.Value(i))
+			if ms%msPerDay != 0 {
+				return 0, fmt.Errorf("row %d: date64 value %d ms is not a whole day (a multiple of %d ms)", i, ms, msPerDay)
+			}
+			return ms / msPerDay, nil
+		})
+	case *array.Timestamp:
+		mul, div := toMicros(a.DataType().(*arrow.TimestampType).Unit)
+		return convertInt64s(mem, a, a.Len(), to, func(i int) (int64, error) {
+			return scaleToMicros(i, int64(a.Value(i)), mul, div)
+		})
+	case *array.Time32:
+		mul, div := toMicros(a.DataType().(*arrow.Time32Type).Unit)
+		return convertInt64s(mem, a, a.Len(), to, func(i int) (int64, error) {
+			return scaleToMicros(i, int64(a.Value(i)), mul, div)
+		})
+	case *array.Time64:
+		mul, div := toMicros(a.DataType().(*arrow.Time64Type).Unit)
+		return convertInt64s(mem, a, a.Len(), to, func(i int) (int64, error) {
+			return scaleToMicros(i, int64(a.Value(i)), mul, div)
+		})
+	case *array.Decimal256:
+		b := array.NewDecimal128Builder(mem, to.(*arrow.Decimal128Type))
+		defer b.Release()
+		for i := 0; i < a.Len(); i++ {
+			if a.IsNull(i) {
+				b.AppendNull()
+				continue
+			}
+			w := a.Value(i).Array() // little-endian 64-bit words
+			hi := int64(w[1])
+			ext := uint64(hi >> 63) // the sign extension of a value that fits 128 bits
+			if w[2] != ext || w[3] != ext {
+				return nil, fmt.Errorf("row %d: decimal256 value does not fit decimal128", i)
+			}
+			b.Append(decimal128.New(hi, w[0]))
+		}
+		return b.NewArray(), nil
+	case array.ExtensionArray:
+		if st, ok := a.Storage().(*array.Int8); ok && to.ID() == arrow.BOOL { // arrow.bool8
+			b := array.NewBooleanBuilder(mem)
+			defer b.Release()
+			b.Reserve(st.Len())
+			for i := 0; i < st.Len(); i++ {
+				if st.IsNull(i) {
+					b.UnsafeAppendBoolToBitmap(false)
+				} else {
+					b.UnsafeAppend(st.Value(i) != 0)
+				}
+			}
+			return b.NewArray(), nil
+		}
+		if arrow.TypeEqual(a.Storage().DataType(), to) {
+			st := a.Storage()
+			st.Retain()
+			return st, nil
+		}
+		return storeArray(ctx, mem, a.Storage(), to)
 	case *array.ListView:
 		return listViewToList(ctx, mem, a, to)
 	case *array.LargeListView:
@@ -112,6 +187,71 @@ func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 	return WithChildren(arr, to, func(child arrow.Array, to arrow.DataType) (arrow.Array, error) {
 		return storeArray(ctx, mem, child, to)
 	})
+}
+
+// msPerDay is the number of milliseconds of a date64 day.
+const msPerDay = 86400000
+
+// toMicros returns the factor a value of unit u is multiplied (mul) or divided (div) by to become
+// microseconds; the other is 1.
+func toMicros(u arrow.TimeUnit) (mul, div int64) {
+	switch u {
+	case arrow.Second:
+		return 1_000_000, 1
+	case arrow.Millisecond:
+		return 1_000, 1
+	case arrow.Nanosecond:
+		return 1, 1_000
+	}
+	return 1, 1
+}
+
+// scaleToMicros returns v*mul/div: a multiplication that overflows int64 is an error naming row
+// i, a division truncates toward the past (floor), as Spark and Delta keep nanoseconds.
+func scaleToMicros(i int, v, mul, div int64) (int64, error) {
+	if mul != 1 {
+		if v > math.MaxInt64/mul || v < math.MinInt64/mul {
+			return 0, fmt.Errorf("row %d: value %d is out of the range of microseconds", i, v)
+		}
+		return v * mul, nil
+	}
+	q := v / div
+	if v%div < 0 {
+		q--
+	}
+	return q, nil
+}
+
+// convertInt64s builds the array to (a type of 32- or 64-bit integer storage: date32, time64,
+// timestamp) from arr's rows, row i's value being value(i); nulls stay null.
+func convertInt64s(mem memory.Allocator, arr arrow.Array, n int, to arrow.DataType, value func(int) (int64, error)) (arrow.Array, error) {
+	b := array.NewBuilder(mem, to)
+	defer b.Release()
+	b.Reserve(n)
+	for i := 0; i < n; i++ {
+		if arr.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		v, err := value(i)
+		if err != nil {
+			return nil, err
+		}
+		switch tb := b.(type) {
+		case *array.Date32Builder:
+			if v > math.MaxInt32 || v < math.MinInt32 {
+				return nil, fmt.Errorf("row %d: %d days is out of the range of date32", i, v)
+			}
+			tb.UnsafeAppend(arrow.Date32(v))
+		case *array.Time64Builder:
+			tb.UnsafeAppend(arrow.Time64(v))
+		case *array.TimestampBuilder:
+			tb.UnsafeAppend(arrow.Timestamp(v))
+		default:
+			return nil, fmt.Errorf("no conversion from %s to %s", arr.DataType(), to)
+		}
+	}
+	return b.NewArray(), nil
 }
 
 // widenDecimal builds the decimal128 array to (same precision and scale) from a decimal32 or

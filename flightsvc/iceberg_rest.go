@@ -1,0 +1,150 @@
+package flightsvc
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/iceberg"
+)
+
+// icebergRESTPrefix is where the HTTP listener serves the Iceberg REST catalog: a client's
+// catalog URI is http://<http-listen>/iceberg (docs/iceberg.md, REST catalog).
+const icebergRESTPrefix = "/iceberg"
+
+// icebergNamespace is the one namespace of the REST catalog: every table of the server's root.
+const icebergNamespace = "default"
+
+// icebergREST is a read-only Iceberg REST catalog (the REST spec's config, namespaces, list and
+// load table endpoints) of every table of the sink's root that has Iceberg metadata. A loaded
+// table is its newest metadata file, as the publisher wrote it; the catalog commits nothing.
+// With auth tokens configured every request needs "Authorization: Bearer <token>".
+type icebergREST struct {
+	svc    *Service
+	tokens [][]byte
+}
+
+// newIcebergREST returns the catalog's handler, to be mounted under icebergRESTPrefix.
+func newIcebergREST(svc *Service, tokens [][]byte) http.Handler {
+	c := &icebergREST{svc: svc, tokens: tokens}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/config", c.config)
+	mux.HandleFunc("GET /v1/namespaces", c.namespaces)
+	mux.HandleFunc("GET /v1/namespaces/{ns}", c.namespace)
+	mux.HandleFunc("HEAD /v1/namespaces/{ns}", c.namespace)
+	mux.HandleFunc("GET /v1/namespaces/{ns}/tables", c.tables)
+	mux.HandleFunc("GET /v1/namespaces/{ns}/tables/{table}", c.loadTable)
+	mux.HandleFunc("HEAD /v1/namespaces/{ns}/tables/{table}", c.loadTable)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		restError(w, http.StatusNotFound, "NotFoundException", "no such endpoint of this read-only catalog: "+r.Method+" "+r.URL.Path)
+	})
+	return http.StripPrefix(icebergRESTPrefix, c.authorize(mux))
+}
+
+// authorize checks the bearer token (constant time against every token) when tokens are set.
+func (c *icebergREST) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(c.tokens) > 0 {
+			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			match := 0
+			for _, t := range c.tokens {
+				match |= subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), t)
+			}
+			if !ok || match == 0 {
+				restError(w, http.StatusUnauthorized, "NotAuthorizedException", "a bearer token the server accepts is required (the server's --auth-token)")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *icebergREST) config(w http.ResponseWriter, _ *http.Request) {
+	restJSON(w, map[string]any{"defaults": map[string]string{}, "overrides": map[string]string{}})
+}
+
+func (c *icebergREST) namespaces(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("parent") != "" {
+		restJSON(w, map[string]any{"namespaces": [][]string{}})
+		return
+	}
+	restJSON(w, map[string]any{"namespaces": [][]string{{icebergNamespace}}})
+}
+
+func (c *icebergREST) namespace(w http.ResponseWriter, r *http.Request) {
+	if !c.knownNamespace(w, r) {
+		return
+	}
+	restJSON(w, map[string]any{"namespace": []string{icebergNamespace}, "properties": map[string]string{}})
+}
+
+func (c *icebergREST) knownNamespace(w http.ResponseWriter, r *http.Request) bool {
+	if ns := r.PathValue("ns"); ns != icebergNamespace {
+		restError(w, http.StatusNotFound, "NoSuchNamespaceException", "namespace "+ns+" does not exist: the catalog's one namespace is "+icebergNamespace)
+		return false
+	}
+	return true
+}
+
+// tables lists the tables that have Iceberg metadata.
+func (c *icebergREST) tables(w http.ResponseWriter, r *http.Request) {
+	if !c.knownNamespace(w, r) {
+		return
+	}
+	ctx := r.Context()
+	store := c.svc.sink.Store()
+	names, err := engine.ListTables(ctx, store)
+	if err != nil {
+		restError(w, http.StatusInternalServerError, "ServiceFailureException", err.Error())
+		return
+	}
+	ids := []map[string]any{}
+	for _, n := range names {
+		if _, _, err := iceberg.LatestMetadata(ctx, store, n); err != nil {
+			continue // not published (publishing off), or unreadable: not listed
+		}
+		ids = append(ids, map[string]any{"namespace": []string{icebergNamespace}, "name": n})
+	}
+	restJSON(w, map[string]any{"identifiers": ids})
+}
+
+// loadTable answers the table's newest metadata file (LoadTableResult).
+func (c *icebergREST) loadTable(w http.ResponseWriter, r *http.Request) {
+	if !c.knownNamespace(w, r) {
+		return
+	}
+	name := r.PathValue("table")
+	if err := engine.ValidateTableName(name); err != nil {
+		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist: "+err.Error())
+		return
+	}
+	loc, meta, err := iceberg.LatestMetadata(r.Context(), c.svc.sink.Store(), name)
+	switch {
+	case errors.Is(err, iceberg.ErrNoMetadata):
+		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)")
+		return
+	case err != nil:
+		restError(w, http.StatusInternalServerError, "ServiceFailureException", err.Error())
+		return
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	restJSON(w, map[string]any{"metadata-location": loc, "metadata": json.RawMessage(meta), "config": map[string]string{}})
+}
+
+func restJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// restError writes the REST spec's ErrorModel.
+func restError(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}})
+}
