@@ -22,6 +22,13 @@ import (
 // putWith sends one epoch of ids with an arbitrary command and returns the ack status.
 func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64) string {
 	t.Helper()
+	stream, w := openPut(t, c, command, ids...)
+	return closePut(t, stream, w)
+}
+
+// openPut starts a DoPut with command and sends one batch of ids, leaving the stream open.
+func openPut(t *testing.T, c flight.Client, command map[string]any, ids ...int64) (flight.FlightService_DoPutClient, *flight.Writer) {
+	t.Helper()
 	b := array.NewInt64Builder(memory.DefaultAllocator)
 	b.AppendValues(ids, nil)
 	col := b.NewArray()
@@ -37,6 +44,12 @@ func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64
 	if err := w.Write(rec); err != nil {
 		t.Fatal(err)
 	}
+	return stream, w
+}
+
+// closePut ends a DoPut openPut started and returns the ack status.
+func closePut(t *testing.T, stream flight.FlightService_DoPutClient, w *flight.Writer) string {
+	t.Helper()
 	w.Close()
 	stream.CloseSend()
 	res, err := stream.Recv()
