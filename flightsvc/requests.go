@@ -69,6 +69,7 @@ func (l putLimiter) acquire() (func(), error) {
 	case l <- struct{}{}:
 		return func() { <-l }, nil
 	default:
+		putsRefused.Add(context.Background(), 1)
 		return nil, fmt.Errorf("%w: %d DoPut streams are already being served (the server's --max-concurrent-puts); retry with backoff", errResourceExhausted, cap(l))
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -214,6 +216,7 @@ func logCallError(ctx context.Context, logger *slog.Logger, method string, err e
 			reason = info.Reason
 		}
 	}
+	callErrors.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("method", method), attribute.String("reason", reason)))
 	attrs := []any{"method", method, "code", st.Code().String(), "reason", reason, "err", st.Message()}
 	logger = requestLogger(ctx, logger)
 	switch st.Code() {
@@ -346,6 +349,11 @@ func (s *Server) Sink() *streaming.Sink { return s.sink }
 // ShutdownGrace to finish (an epoch either commits and is acknowledged, or fails and commits
 // nothing), after which the rest are cancelled.
 func (s *Server) Serve(ctx context.Context) error {
+	stopGauges, err := serverGauges(s.cfg.MaxConcurrentPuts, s.cfg.Version, s.ready)
+	if err != nil {
+		return err
+	}
+	defer stopGauges()
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
 	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))

@@ -257,6 +257,8 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		return toStatus(err)
 	}
 	defer release()
+	putsInFlight.Add(ctx, 1)
+	defer putsInFlight.Add(context.WithoutCancel(ctx), -1)
 	in := &putStream{s: stream, idle: s.putIdleTimeout,
 		guard: arrowschema.IPCStreamGuard{MaxMessageBytes: s.maxDecodedMessageBytes, MaxStreamBytes: s.maxPutBytes}}
 	rdr, err := newPutReader(in, s.alloc)
