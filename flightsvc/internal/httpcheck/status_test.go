@@ -61,17 +61,19 @@ func closePut(t *testing.T, stream flight.FlightService_DoPutClient, w *flight.W
 	return ack.Status
 }
 
-// The status page shows MemWAL backlog per shard and the table's recent maintenance runs.
+// The status page shows MemWAL backlog per shard and the table's recent maintenance runs; a
+// maintenance run that did something is one INFO line with its steps.
 func TestStatusShowsMemWALAndMaintenance(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
+	logs := &logBuffer{}
 	srv, err := flightsvc.NewServer(ctx, flightsvc.Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Root: t.TempDir(),
-		Sink: streaming.Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceInline}}})
+		Logger: logs.logger(), Sink: streaming.Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceInline}}})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
+	go func() { _ = srv.Serve(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	c, err := flight.NewClientWithMiddleware(srv.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -87,5 +89,27 @@ func TestStatusShowsMemWALAndMaintenance(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("/status lacks %q:\n%s", want, page)
 		}
+	}
+	compactions := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec struct {
+			Level, Msg, Table string
+			Ran               []string
+			Compaction        *struct {
+				FragmentsRemoved int `json:"fragments_removed"`
+			}
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "table maintenance run" || rec.Level != "INFO" {
+			continue
+		}
+		if rec.Table == "" || len(rec.Ran) == 0 {
+			t.Errorf("an INFO maintenance line without its table or steps: %s", line)
+		}
+		if rec.Compaction != nil && rec.Compaction.FragmentsRemoved > 0 {
+			compactions++
+		}
+	}
+	if compactions == 0 {
+		t.Errorf("no INFO \"table maintenance run\" line reports the compaction:\n%s", logs)
 	}
 }
