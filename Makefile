@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-servers torture fuzz
+.PHONY: build run test test-python spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -25,7 +25,7 @@ run: build
 
 # The Go tests start and stop their own S3 server (objstore/storetest, from TestMain);
 # FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not found" into a failure instead of a skip.
-test: tools
+test: tools deploy-tools
 	$(GO) vet $(PKGS)
 	FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
 	clients/pyspark/run_tests.sh
@@ -78,6 +78,35 @@ tools:
 	@command -v versitygw >/dev/null 2>&1 || test -x "$(GOBIN_DIR)/versitygw" || \
 		{ echo "installing versitygw $(VERSITYGW_VERSION) into $(GOBIN_DIR)"; \
 		  $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }
+
+# deploy/: promtool (alert rules) and helm (the chart) for the deploy tests in cmd/flight-sink
+# (TestAlertRules, TestHelmChart), which skip without them except in CI. Installed once into
+# GOBIN from the Go module proxy; the first build takes minutes, later runs find the binaries.
+PROMTOOL_VERSION := v0.316.0
+HELM_VERSION := v4.3.2
+deploy-tools:
+	@command -v promtool >/dev/null 2>&1 || test -x "$(GOBIN_DIR)/promtool" || \
+		{ echo "installing promtool $(PROMTOOL_VERSION) into $(GOBIN_DIR)"; \
+		  $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); }
+	@command -v helm >/dev/null 2>&1 || test -x "$(GOBIN_DIR)/helm" || \
+		{ echo "installing helm $(HELM_VERSION) into $(GOBIN_DIR)"; \
+		  $(GO) install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION); }
+
+# The deploy checks alone: promtool check/test rules, helm template parsed against the serve
+# flags, the systemd unit, the series the rules and the dashboard read.
+deploy-check: deploy-tools
+	cd deploy/prometheus && promtool check rules alerts.yml && promtool test rules alerts_test.yml
+	$(GO) test ./cmd/flight-sink -run 'TestHelmChart|TestSystemdUnit|TestDeploySeriesAreExported|TestAlertRules' -count=1
+
+# The container image, built without a daemon (deploy/image): an OCI layout tar that docker
+# load, podman load and skopeo take. IMAGE_ARCH picks the architecture.
+IMAGE_ARCH ?= amd64
+image:
+	$(GO) run ./deploy/image -o bin/flight-sink-image.tar -arch $(IMAGE_ARCH) -version $(VERSION)
+
+# Builds the image and runs its binary from the image's own filesystem (TestImageRunsItsBinary).
+image-check:
+	FLIGHT_SINK_IMAGE_TEST=1 $(GO) test ./deploy/image -run TestImageRunsItsBinary -count=1 -timeout 20m
 
 # The status page browser test (flightsvc/internal/statuspage) drives Debian's chromium package,
 # headless. Without it the test skips, except in CI (CI=true;

@@ -291,6 +291,8 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 	ctx, span := tracer.Start(ctx, "engine.Maintain")
 	defer span.End()
 	rep := MaintenanceReport{After: after}
+	start := time.Now()
+	defer func() { mt.logRun(rep, start) }()
 	// trailing is when the earliest step this run deferred falls due (zero: none); the
 	// background runner reads it to schedule the trailing run.
 	var trailing time.Time
@@ -353,6 +355,25 @@ func (mt *TableMaintainer) run(ctx context.Context, after uint64) (MaintenanceRe
 		}
 	}
 	return rep, nil
+}
+
+// logRun logs a run that ran or failed a step as one INFO line (a run that found nothing due
+// logs at DEBUG): its table, the version it followed, its steps by outcome, its duration, and
+// what compaction and cleanup did.
+func (mt *TableMaintainer) logRun(rep MaintenanceReport, start time.Time) {
+	log := mt.opts.Logger.Info
+	if len(rep.Ran) == 0 && len(rep.Failed) == 0 {
+		log = mt.opts.Logger.Debug
+	}
+	args := []any{"table", mt.t.name, "after_version", rep.After, "ran", rep.Ran, "failed", rep.Failed,
+		"skipped", rep.Skipped, "duration", time.Since(start).Round(time.Millisecond)}
+	if c := rep.Compaction; c != nil {
+		args = append(args, slog.Group("compaction", "fragments_removed", c.FragmentsRemoved, "fragments_added", c.FragmentsAdded))
+	}
+	if c := rep.Cleanup; c != nil {
+		args = append(args, slog.Group("cleanup", "versions_removed", len(c.VersionsRemoved), "files_removed", len(c.FilesRemoved)))
+	}
+	log("table maintenance run", args...)
 }
 
 // steps returns the steps of a run in order: the contributed ones, then the engine's (with no

@@ -17,13 +17,14 @@ import (
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
 // errorDomain is the ErrorInfo domain of every status the server returns.
 const errorDomain = "flight-sink"
 
-// reasonInternal is the reason of an error no row of errorReasons matches: a bug or a storage
+// reasonInternal is the reason of an error no row of errorReasons matches: a bug, or a local-disk
 // failure.
 const reasonInternal = "INTERNAL"
 
@@ -77,6 +78,7 @@ var errorReasons = []errorReason{
 	{err: iceberg.ErrUnpublishable, code: codes.FailedPrecondition, reason: "ICEBERG_UNPUBLISHABLE"},
 	{err: memwal.ErrFenced, code: codes.FailedPrecondition, reason: "FENCED"},
 	{err: engine.ErrTooManyRetries, code: codes.Aborted, reason: "TOO_MANY_RETRIES"},
+	{err: objstore.ErrUnavailable, code: codes.Unavailable, reason: "STORAGE_UNAVAILABLE"},
 	{err: errUnimplemented, code: codes.Unimplemented, reason: "UNIMPLEMENTED", codeDefault: true},
 	{err: errInternal, code: codes.Internal, reason: reasonInternal, codeDefault: true},
 }

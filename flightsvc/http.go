@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -34,6 +35,7 @@ var (
 func installMetrics() (*prometheus.Registry, error) {
 	metricsOnce.Do(func() {
 		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 		if err != nil {
 			metricsErr = fmt.Errorf("prometheus exporter: %w", err)
@@ -46,14 +48,15 @@ func installMetrics() (*prometheus.Registry, error) {
 	return metricsRegistry, metricsErr
 }
 
-// httpServer serves /metrics, /healthz and /status.
+// httpServer serves /metrics, /healthz, /readyz and /status.
 type httpServer struct {
-	srv *http.Server
-	lis net.Listener
-	svc *Service
+	srv   *http.Server
+	lis   net.Listener
+	svc   *Service
+	ready *readiness
 }
 
-func newHTTPServer(addr string, svc *Service, auth *tokenAuth) (*httpServer, error) {
+func newHTTPServer(addr string, svc *Service, auth *tokenAuth, ready *readiness) (*httpServer, error) {
 	reg, err := installMetrics()
 	if err != nil {
 		return nil, err
@@ -62,12 +65,23 @@ func newHTTPServer(addr string, svc *Service, auth *tokenAuth) (*httpServer, err
 	if err != nil {
 		return nil, fmt.Errorf("http listen on %s: %w", addr, err)
 	}
-	h := &httpServer{lis: lis, svc: svc}
+	h := &httpServer{lis: lis, svc: svc, ready: ready}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
+	})
+	// /readyz: 200 "ready" while the store answers and the server is not shutting down; 503
+	// with the reason otherwise. /healthz stays 200 while the process serves HTTP at all.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if why := h.ready.notReady(); why != "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready: "+why)
+			return
+		}
+		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("/status", h.status)
 	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth.tokens))

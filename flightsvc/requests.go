@@ -85,6 +85,9 @@ func (l slots) acquire(what, flag string) (func(), error) {
 	case l <- struct{}{}:
 		return func() { <-l }, nil
 	default:
+		if what == "DoPut streams" {
+			putsRefused.Add(context.Background(), 1)
+		}
 		return nil, fmt.Errorf("%w: %d %s are already being served (the server's %s); retry with backoff", errResourceExhausted, cap(l), what, flag)
 	}
 }

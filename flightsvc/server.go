@@ -13,9 +13,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -64,6 +69,13 @@ type Config struct {
 	// ShutdownGrace is how long a shutdown waits for in-flight calls before cancelling them.
 	// Default 30s.
 	ShutdownGrace time.Duration
+	// ShutdownDelay is how long a shutdown keeps serving after /readyz (and the gRPC health
+	// service) turned not-ready, before it drains: the time a load balancer needs to stop sending
+	// new calls. 0 (the default) drains at once.
+	ShutdownDelay time.Duration
+	// StartUnready starts the server when the root's store does not answer at start, not ready
+	// (/readyz says why) until it does. Without it NewServer fails with the store's error.
+	StartUnready bool
 	// AuthTokens, when set, are the bearer tokens a call must carry (any one of them).
 	AuthTokens []string
 	// TLSCert and TLSKey enable TLS; TLSClientCA additionally requires client certificates
@@ -80,6 +92,9 @@ type Config struct {
 	Sink streaming.Options
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Version is the build's version, reported by the flight_sink_build_info metric. Default
+	// "devel".
+	Version string
 }
 
 // EnsureDefaults fills unset fields and returns c.
@@ -112,6 +127,9 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 30 * time.Second
 	}
+	if c.Version == "" {
+		c.Version = "devel"
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -133,6 +151,8 @@ type Server struct {
 	svc         *Service
 	sink        *streaming.Sink // the svc's Sink, which the server closes at shutdown
 	http        *httpServer     // nil when HTTPListen is empty
+	health      *health.Server
+	ready       *readiness
 }
 
 // recoverUnary turns a panic in one call into an Internal error for that call only. It is the
@@ -171,6 +191,52 @@ func recoverStream(logger *slog.Logger) grpc.StreamServerInterceptor {
 	}
 }
 
+// logUnary logs every failed call with logCallError. It runs inside requestIDUnary, so its lines
+// carry the call's request id.
+func logUnary(logger *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		logCallError(ctx, logger, info.FullMethod, err)
+		return resp, err
+	}
+}
+
+// logStream is logUnary for streaming calls.
+func logStream(logger *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		err := h(srv, ss)
+		logCallError(ss.Context(), logger, info.FullMethod, err)
+		return err
+	}
+}
+
+// logCallError logs a failed call by whose problem it is: WARN for the server's (its store did
+// not answer, a bug), INFO for a refusal under the server's limits (--max-concurrent-puts, MemWAL
+// backpressure), DEBUG for the client's own mistakes and cancellations.
+func logCallError(ctx context.Context, logger *slog.Logger, method string, err error) {
+	if err == nil {
+		return
+	}
+	st, _ := status.FromError(toStatus(err))
+	reason := ""
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = info.Reason
+		}
+	}
+	callErrors.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("method", method), attribute.String("reason", reason)))
+	attrs := []any{"method", method, "code", st.Code().String(), "reason", reason, "err", st.Message()}
+	logger = requestLogger(ctx, logger)
+	switch st.Code() {
+	case codes.Unavailable, codes.Internal, codes.Unknown, codes.DataLoss:
+		logger.WarnContext(ctx, "call failed", attrs...)
+	case codes.ResourceExhausted, codes.Aborted:
+		logger.InfoContext(ctx, "call refused", attrs...)
+	default:
+		logger.DebugContext(ctx, "call failed: client error", attrs...)
+	}
+}
+
 // panicStatus is the status of a call that panicked.
 func panicStatus(method string) error {
 	return toStatus(fmt.Errorf("%w in %s (the server logged it and keeps serving)", errInternal, method))
@@ -204,6 +270,12 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
 		return nil, errors.New("a client CA (mTLS) needs a server certificate and key")
 	}
+	ready := &readiness{store: store}
+	if err := ready.check(ctx); err != nil && !cfg.StartUnready {
+		return nil, fmt.Errorf("root %s does not answer: %w (%s)", store, err, storeHint(cfg.Root))
+	} else if err != nil {
+		cfg.Logger.Warn("root store does not answer: serving, not ready until it does", "root", store.String(), "err", err)
+	}
 	auth := &tokenAuth{}
 	for _, t := range cfg.AuthTokens {
 		if t = strings.TrimSpace(t); t != "" {
@@ -221,8 +293,8 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		// Recovery is outermost so a panic anywhere, auth included, stays in its call.
-		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger), requestIDUnary(), auth.unary()),
-		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger), requestIDStream(), auth.stream()),
+		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger), requestIDUnary(), logUnary(cfg.Logger), auth.unary()),
+		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger), requestIDStream(), logStream(cfg.Logger), auth.stream()),
 	}
 	if cfg.TLSCert != "" {
 		creds, err := serverTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
@@ -259,9 +331,9 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, sink: sink, stopTracing: stopTracing}
+	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, sink: sink, stopTracing: stopTracing, health: hs, ready: ready}
 	if cfg.HTTPListen != "" {
-		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc, auth); err != nil {
+		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc, auth, ready); err != nil {
 			lis.Close()
 			return nil, err
 		}
@@ -283,12 +355,21 @@ func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 // Sink returns the server's sink.
 func (s *Server) Sink() *streaming.Sink { return s.sink }
 
-// Serve answers calls until ctx is cancelled, then drains: in-flight calls get ShutdownGrace to
-// finish (an epoch either commits and is acknowledged, or fails and commits nothing), after which
-// the rest are cancelled.
+// Serve answers calls until ctx is cancelled, then shuts down: it turns not ready (/readyz and
+// the gRPC health service), keeps serving for ShutdownDelay, then drains: in-flight calls get
+// ShutdownGrace to finish (an epoch either commits and is acknowledged, or fails and commits
+// nothing), after which the rest are cancelled.
 func (s *Server) Serve(ctx context.Context) error {
+	stopGauges, err := serverGauges(s.cfg.MaxConcurrentPuts, s.cfg.Version, s.ready)
+	if err != nil {
+		return err
+	}
+	defer stopGauges()
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
+	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopProbe()
+	go s.ready.probe(probeCtx, s.health, s.cfg.Logger)
 	if s.http != nil {
 		go func() {
 			if err := s.http.serve(); err != nil {
@@ -296,13 +377,19 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 		}()
 		defer s.http.shutdown(context.Background())
-		s.cfg.Logger.Info("http endpoints serving", "addr", s.http.lis.Addr().String(), "paths", "/metrics /healthz /status")
+		s.cfg.Logger.Info("http endpoints serving", "addr", s.http.lis.Addr().String(), "paths", "/metrics /healthz /readyz /status")
 	}
 	s.cfg.Logger.Info("flight-sink serving", "addr", s.lis.Addr().String(), "root", s.cfg.Root)
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	s.ready.draining.Store(true)
+	s.health.Shutdown() // NOT_SERVING from now on
+	if s.cfg.ShutdownDelay > 0 {
+		s.cfg.Logger.Info("flight-sink shutting down: not ready, serving until the delay is over", "delay", s.cfg.ShutdownDelay)
+		time.Sleep(s.cfg.ShutdownDelay)
 	}
 	s.cfg.Logger.Info("flight-sink shutting down: draining in-flight calls", "grace", s.cfg.ShutdownGrace)
 	done := make(chan struct{})

@@ -268,6 +268,8 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		return toStatus(err)
 	}
 	defer release()
+	putsInFlight.Add(ctx, 1)
+	defer putsInFlight.Add(context.WithoutCancel(ctx), -1)
 	in := &putStream{s: stream, idle: s.putIdleTimeout,
 		guard: arrowschema.IPCStreamGuard{MaxMessageBytes: s.maxDecodedMessageBytes, MaxStreamBytes: s.maxPutBytes}}
 	rdr, err := newPutReader(in, s.alloc)
@@ -308,14 +310,27 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 		return toStatus(fmt.Errorf("%w: descriptor type %v is not supported; use CMD (epoch JSON) or PATH (table name)", streaming.ErrInvalidRequest, desc.Type))
 	}
 	if err != nil {
-		requestLogger(ctx, s.logger).Info("DoPut failed", "err", err)
-		return toStatus(err)
+		return toStatus(err) // logged by the interceptors, at the level of its code
 	}
 	body, err := json.Marshal(ackResult(ack))
 	if err != nil {
 		return toStatus(err)
 	}
-	requestLogger(ctx, s.logger).Debug("DoPut", "ack", string(body), "metadata_only_messages_skipped", in.skipped)
+	attrs := []any{"status", string(ack.Status), "table", ack.Table, "version", ack.Version, "rows", ack.Rows,
+		"metadata_only_messages_skipped", in.skipped}
+	if ack.QueryID != "" {
+		attrs = append(attrs, "query_id", ack.QueryID)
+	}
+	if ack.EpochID != nil {
+		attrs = append(attrs, "epoch_id", *ack.EpochID)
+	}
+	if ack.Route != "" {
+		attrs = append(attrs, "route", string(ack.Route))
+	}
+	if ack.Stage != "" {
+		attrs = append(attrs, "stage", ack.Stage)
+	}
+	requestLogger(ctx, s.logger).Debug("DoPut acknowledged", attrs...)
 	return stream.Send(&flight.PutResult{AppMetadata: body})
 }
 

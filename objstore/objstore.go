@@ -22,6 +22,27 @@ var ErrNotFound = errors.New("object not found")
 // ErrExists is returned (wrapped) by PutIfAbsent when the key already exists: another writer won.
 var ErrExists = errors.New("object already exists")
 
+// ErrUnavailable is wrapped by the errors of an S3 store's requests that the store did not answer
+// with an object or a missing key: the endpoint could not be reached, the credentials or the
+// bucket were refused, the server failed. Such a failure says nothing about the data and may pass
+// once the store is back, so callers may retry. A cancelled or expired context is not wrapped.
+var ErrUnavailable = errors.New("object store unavailable")
+
+// unavailableError marks err as ErrUnavailable and keeps err's message and chain.
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string        { return e.err.Error() }
+func (e unavailableError) Unwrap() error        { return e.err }
+func (e unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// unavailable marks err as ErrUnavailable unless it is a context's cancellation or expiry.
+func unavailable(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return unavailableError{err}
+}
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Key     string

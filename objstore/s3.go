@@ -337,7 +337,7 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo,
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", prefix, err)
+			return nil, fmt.Errorf("list %s: %w", prefix, unavailable(err))
 		}
 		for _, o := range page.Contents {
 			key, ok := strings.CutPrefix(aws.ToString(o.Key), s.root)
@@ -363,7 +363,7 @@ func (s *S3) ListPrefixes(ctx context.Context, prefix string) ([]string, error) 
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list prefixes %s: %w", prefix, err)
+			return nil, fmt.Errorf("list prefixes %s: %w", prefix, unavailable(err))
 		}
 		for _, cp := range page.CommonPrefixes {
 			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), full), "/")
@@ -386,7 +386,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 		if isNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("delete %s: %w", key, err)
+		return fmt.Errorf("delete %s: %w", key, unavailable(err))
 	}
 	return nil
 }
@@ -412,7 +412,7 @@ func (s *S3) DeletePrefix(ctx context.Context, prefix string) error {
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 		})
 		if err != nil {
-			return fmt.Errorf("delete prefix %s: %w", prefix, err)
+			return fmt.Errorf("delete prefix %s: %w", prefix, unavailable(err))
 		}
 		for _, e := range out.Errors {
 			if aws.ToString(e.Code) == "NoSuchKey" {
@@ -425,12 +425,13 @@ func (s *S3) DeletePrefix(ctx context.Context, prefix string) error {
 	return nil
 }
 
-// wrap adds the operation and key to err, and ErrNotFound when S3 says the key does not exist.
+// wrap adds the operation and key to err: ErrNotFound when S3 says the key does not exist,
+// ErrUnavailable for any other failure.
 func (s *S3) wrap(op, key string, err error) error {
 	if isNotFound(err) {
 		return fmt.Errorf("%s %s: %w", op, key, ErrNotFound)
 	}
-	return fmt.Errorf("%s %s: %w", op, key, err)
+	return fmt.Errorf("%s %s: %w", op, key, unavailable(err))
 }
 
 func isNotFound(err error) bool {

@@ -38,11 +38,16 @@ func (s *Sink) icebergSteps(t *engine.Table) []engine.MaintenanceStep {
 		},
 		Due: func(_ context.Context, m *engine.Manifest) (bool, error) { return iceberg.Enabled(m), nil },
 		Run: func(ctx context.Context, _ map[string]string) error {
-			_, err := p.Publish(ctx)
+			start := time.Now()
+			rep, err := p.Publish(ctx)
 			if errors.Is(err, iceberg.ErrDisabled) {
 				return nil
 			}
-			return err
+			if err == nil && rep.To > rep.From {
+				s.opts.Logger.Info("iceberg published", "table", t.Name(), "from_version", rep.From, "to_version", rep.To,
+					"snapshots", rep.Snapshots, "duration", time.Since(start).Round(time.Millisecond))
+			}
+			return err // a failure is logged by the maintenance run (WARN) and counted
 		},
 	}}
 }

@@ -384,6 +384,7 @@ func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, 
 		abortIfFailed(ctx, w, err)
 		return Ack{}, err
 	}
+	recordCommit(ctx, table, rows)
 	if err := s.maintain(ctx, t, m); err != nil {
 		return Ack{}, err
 	}

@@ -2,6 +2,7 @@ package streaming
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -16,20 +17,33 @@ var (
 	epochsTotal metric.Int64Counter
 	rowsIn      metric.Int64Counter
 	bytesIn     metric.Int64Counter
+	lastCommit  metric.Float64Gauge
 )
 
 func init() {
-	epochsTotal, _ = meter.Int64Counter("flight_sink.epochs", metric.WithDescription("Epoch writes acknowledged, by status (committed, duplicate, empty, staged) and mode."))
-	rowsIn, _ = meter.Int64Counter("flight_sink.rows", metric.WithDescription("Rows committed by epoch writes."))
+	epochsTotal, _ = meter.Int64Counter("flight_sink.epochs", metric.WithDescription("Epoch writes acknowledged, by table, status (committed, duplicate, empty, staged) and mode."))
+	rowsIn, _ = meter.Int64Counter("flight_sink.rows", metric.WithDescription("Rows committed by epoch writes and plain appends, by table."))
+	lastCommit, _ = meter.Float64Gauge("flight_sink.table.last_commit.timestamp", metric.WithUnit("s"),
+		metric.WithDescription("Unix time at which this process last acknowledged a committed epoch or append of the table (base table or MemWAL)."))
 	bytesIn, _ = meter.Int64Counter("flight_sink.data_bytes", metric.WithUnit("By"),
 		metric.WithDescription("Bytes of data files (Parquet) written for epochs and plain appends, committed or not."))
 }
 
+// recordAck counts an acknowledged write. Its labels are bounded: a table, a status and a mode,
+// never a query id.
 func recordAck(ctx context.Context, a Ack, mode Mode) {
-	epochsTotal.Add(ctx, 1, metric.WithAttributes(attribute.String("status", string(a.Status)), attribute.String("mode", string(mode))))
-	if a.Status == StatusCommitted && a.Rows > 0 {
-		rowsIn.Add(ctx, a.Rows)
+	table := attribute.String("table", a.Table)
+	epochsTotal.Add(ctx, 1, metric.WithAttributes(table, attribute.String("status", string(a.Status)), attribute.String("mode", string(mode))))
+	if a.Status == StatusCommitted {
+		recordCommit(ctx, a.Table, a.Rows)
 	}
+}
+
+// recordCommit counts rows committed to table by an epoch or a plain append, and the time.
+func recordCommit(ctx context.Context, table string, rows int64) {
+	attr := metric.WithAttributes(attribute.String("table", table))
+	rowsIn.Add(ctx, rows, attr)
+	lastCommit.Record(ctx, float64(time.Now().UnixNano())/1e9, attr)
 }
 
 // startSpan starts a span for one epoch operation.

@@ -71,6 +71,12 @@ func main() {
 
 // run parses args, runs the selected subcommand and returns the process exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	// --version before any command is `flight-sink version` (a command's own --version, such as
+	// inspect's, is that command's flag).
+	if len(args) == 1 && args[0] == "--version" {
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	}
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("flight-sink"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -26,6 +27,8 @@ type ServeCmd struct {
 	Maintenance       string        `name:"maintenance" enum:"background,inline,off" default:"background" env:"FLIGHT_SINK_MAINTENANCE" help:"Maintenance after commits (optimize indices, compact, clean up) for tables that configure none: background, inline or off."`
 	DedupeLookback    int           `name:"dedupe-lookback" default:"100" env:"FLIGHT_SINK_DEDUPE_LOOKBACK" help:"Default dedupe look-back in versions (1..10000) when a command does not set one."`
 	ShutdownGrace     time.Duration `name:"shutdown-grace" default:"30s" env:"FLIGHT_SINK_SHUTDOWN_GRACE" help:"On SIGTERM, how long in-flight calls may finish before they are cancelled."`
+	ShutdownDelay     time.Duration `name:"shutdown-delay" default:"0s" env:"FLIGHT_SINK_SHUTDOWN_DELAY" help:"On SIGTERM, how long to keep serving after /readyz turned 503, before draining: the time a load balancer needs to stop sending new calls."`
+	StoreUnreachable  string        `name:"store-unreachable" enum:"fail,not-ready" default:"fail" env:"FLIGHT_SINK_STORE_UNREACHABLE" help:"When the root's store does not answer at start: fail (exit with the error) or not-ready (serve, /readyz 503 with the reason until it answers)."`
 	EndpointBytes     int64         `name:"endpoint-bytes" default:"134217728" env:"FLIGHT_SINK_ENDPOINT_BYTES" help:"GetFlightInfo describes a table as one endpoint per group of fragments of about this many data bytes (plus one for its MemWAL rows), for parallel readers."`
 	ReadSnapshotTTL   time.Duration `name:"read-snapshot-ttl" default:"10m" env:"FLIGHT_SINK_READ_SNAPSHOT_TTL" help:"How long the MemWAL rows a GetFlightInfo captured stay readable through its endpoints' tickets."`
 	StageTTL          time.Duration `name:"stage-ttl" default:"24h" env:"FLIGHT_SINK_STAGE_TTL" help:"How long an uncommitted multi-writer stage is kept before cleanup may remove it."`
@@ -57,6 +60,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	} else {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, hopts))
 	}
+	logger.Info("flight-sink starting", "version", buildVersion(), slog.Group("config", c.configAttrs(g)...))
 	if c.DedupeLookback < 1 || c.DedupeLookback > 10000 {
 		return fmt.Errorf("--dedupe-lookback must be 1..10000, got %d", c.DedupeLookback)
 	}
@@ -79,6 +83,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		AuthTokens: c.AuthToken, TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSClientCA: c.TLSClientCA,
 		AllowUnauthenticatedRemote: c.AllowRemote, MaxDecodedMessageBytes: c.MaxDecodedMsg, PutIdleTimeout: idle,
 	}
+	cfg.ShutdownDelay, cfg.StartUnready, cfg.Version = c.ShutdownDelay, c.StoreUnreachable == "not-ready", buildVersion()
 	cfg.Sink.StageTTL = c.StageTTL
 	cfg.EndpointBytes, cfg.Sink.ReadSnapshotTTL = c.EndpointBytes, c.ReadSnapshotTTL
 	cfg.Sink.DefaultMaintenance = &engine.MaintenanceConfig{Mode: engine.MaintenanceMode(c.Maintenance)}
@@ -109,4 +114,32 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	return srv.Serve(ctx)
+}
+
+// configAttrs returns the effective value of every serve flag and the S3 flags, as log
+// attributes named like the flags; auth tokens are counted, never logged.
+func (c *ServeCmd) configAttrs(g *Globals) []any {
+	var attrs []any
+	add := func(v reflect.Value) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := f.Tag.Get("name")
+			if name == "" {
+				name = strings.ToLower(f.Name) // kong's name of a one-word field
+			}
+			val := v.Field(i).Interface()
+			if name == "auth-token" {
+				val = len(c.AuthToken)
+				name = "auth-tokens"
+			}
+			attrs = append(attrs, slog.Any(name, val))
+		}
+	}
+	add(reflect.ValueOf(c).Elem())
+	add(reflect.ValueOf(g).Elem())
+	return attrs
 }

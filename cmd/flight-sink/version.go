@@ -52,7 +52,12 @@ type VersionCmd struct{}
 
 // Run prints the version, the Go toolchain and the manifest format this build writes.
 func (c *VersionCmd) Run(kctx *kong.Context) error {
-	_, err := fmt.Fprintf(kctx.Stdout, "flight-sink %s (%s %s/%s, manifest format %d)\n",
-		buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, engine.FormatVersion)
+	_, err := fmt.Fprintln(kctx.Stdout, versionLine())
 	return err
+}
+
+// versionLine is what `flight-sink version` and `flight-sink --version` print.
+func versionLine() string {
+	return fmt.Sprintf("flight-sink %s (%s %s/%s, manifest format %d)",
+		buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, engine.FormatVersion)
 }

@@ -105,13 +105,13 @@ func TestMetricsCountEpochsAndCommitLatency(t *testing.T) {
 	added := func(name string, labels ...string) float64 {
 		return metricValue(t, body, name, labels...) - metricValue(t, before, name, labels...)
 	}
-	if v := added("flight_sink_epochs_total", `status="committed"`); v != 4 {
+	if v := added("flight_sink_epochs_total", `status="committed"`, `table="metrics"`); v != 4 {
 		t.Errorf("committed epochs = %v, want 4\n%s", v, body)
 	}
-	if v := added("flight_sink_epochs_total", `status="duplicate"`); v != 1 {
+	if v := added("flight_sink_epochs_total", `status="duplicate"`, `table="metrics"`); v != 1 {
 		t.Errorf("duplicate epochs = %v, want 1", v)
 	}
-	if v := added("flight_sink_rows_total"); v != 40 {
+	if v := added("flight_sink_rows_total", `table="metrics"`); v != 40 {
 		t.Errorf("rows = %v, want 40", v)
 	}
 	// Four Append commits (Create does not go through the commit loop): four observations.

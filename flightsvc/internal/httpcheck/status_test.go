@@ -22,6 +22,13 @@ import (
 // putWith sends one epoch of ids with an arbitrary command and returns the ack status.
 func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64) string {
 	t.Helper()
+	stream, w := openPut(t, c, command, ids...)
+	return closePut(t, stream, w)
+}
+
+// openPut starts a DoPut with command and sends one batch of ids, leaving the stream open.
+func openPut(t *testing.T, c flight.Client, command map[string]any, ids ...int64) (flight.FlightService_DoPutClient, *flight.Writer) {
+	t.Helper()
 	b := array.NewInt64Builder(memory.DefaultAllocator)
 	b.AppendValues(ids, nil)
 	col := b.NewArray()
@@ -37,6 +44,12 @@ func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64
 	if err := w.Write(rec); err != nil {
 		t.Fatal(err)
 	}
+	return stream, w
+}
+
+// closePut ends a DoPut openPut started and returns the ack status.
+func closePut(t *testing.T, stream flight.FlightService_DoPutClient, w *flight.Writer) string {
+	t.Helper()
 	w.Close()
 	_ = stream.CloseSend()
 	res, err := stream.Recv()
@@ -48,11 +61,13 @@ func putWith(t *testing.T, c flight.Client, command map[string]any, ids ...int64
 	return ack.Status
 }
 
-// The status page shows MemWAL backlog per shard and the table's recent maintenance runs.
+// The status page shows MemWAL backlog per shard and the table's recent maintenance runs; a
+// maintenance run that did something is one INFO line with its steps.
 func TestStatusShowsMemWALAndMaintenance(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
+	logs := &logBuffer{}
 	srv, err := flightsvc.NewServer(ctx, flightsvc.Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Root: t.TempDir(),
-		Sink: streaming.Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceInline}}})
+		Logger: logs.logger(), Sink: streaming.Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceInline}}})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -74,5 +89,27 @@ func TestStatusShowsMemWALAndMaintenance(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("/status lacks %q:\n%s", want, page)
 		}
+	}
+	compactions := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec struct {
+			Level, Msg, Table string
+			Ran               []string
+			Compaction        *struct {
+				FragmentsRemoved int `json:"fragments_removed"`
+			}
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "table maintenance run" || rec.Level != "INFO" {
+			continue
+		}
+		if rec.Table == "" || len(rec.Ran) == 0 {
+			t.Errorf("an INFO maintenance line without its table or steps: %s", line)
+		}
+		if rec.Compaction != nil && rec.Compaction.FragmentsRemoved > 0 {
+			compactions++
+		}
+	}
+	if compactions == 0 {
+		t.Errorf("no INFO \"table maintenance run\" line reports the compaction:\n%s", logs)
 	}
 }
