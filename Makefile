@@ -13,7 +13,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python bench lint tools browser bench-peers bench-reads bench-servers torture fuzz
+.PHONY: build run test test-python pydeps spark41 test-browser bench lint tools browser bench-peers bench-reads bench-servers torture fuzz
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -22,16 +22,54 @@ build:
 run: build
 	bin/flight-sink serve
 
-# The Go tests start and stop their own S3 server (objstore/storetest, from TestMain);
-# FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not found" into a failure instead of a skip.
-test: tools
-	$(GO) vet $(PKGS)
-	FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
-	clients/pyspark/run_tests.sh
+# The project virtualenv: every Python package a test needs (clients/pyspark/requirements-test.txt
+# and the flight_sink package, editable), never the system Python. `make pydeps` (re)creates it
+# when the requirements change; VENV=path puts it elsewhere.
+VENV ?= $(CURDIR)/.venv
+VENV_PYTHON := $(VENV)/bin/python
+PY_TEST_REQS := clients/pyspark/requirements-test.txt
+SYSTEM_PYTHON ?= python3
 
-# The Python client's tests alone (real PySpark and pyarrow against a server built from here).
-test-python:
-	clients/pyspark/run_tests.sh
+$(VENV)/.installed: $(PY_TEST_REQS) clients/pyspark/pyproject.toml
+	@echo "=== Python test environment $(VENV) ($(PY_TEST_REQS))"
+	@test -x $(VENV_PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV) || { \
+		echo "cannot create a virtualenv with $(SYSTEM_PYTHON) -m venv; on Debian: apt-get install -y python3-venv"; exit 1; }
+	$(VENV_PYTHON) -m pip install --quiet --disable-pip-version-check -r $(PY_TEST_REQS)
+	$(VENV_PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e clients/pyspark
+	@touch $@
+
+pydeps: $(VENV)/.installed
+
+# PySpark 4.1.x beside 4.3.0, with the Iceberg Spark runtime jar (Maven): the data source's Spark
+# version matrix (tests/test_datasource.py) and the Iceberg read test (tests/test_iceberg.py).
+# The script is idempotent; its last line is the environment's python, kept in $(VENV)/spark41.
+spark41: pydeps
+	@echo "=== PySpark 4.1 environment (clients/pyspark/tools/spark41_env.sh)"
+	@out="$$(clients/pyspark/tools/spark41_env.sh)" && echo "$$out" | tail -n 1 > $(VENV)/spark41
+
+# The status page browser test needs chromium: installed here where apt-get exists and we are
+# root; otherwise the test skips and says how to install it (`make browser` as root).
+test-browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "=== chromium (the status page browser test drives it headless)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "=== chromium not installed and not installable here (needs apt-get as root): the status page browser test will skip"; fi
+
+# `make test` installs everything the tests need first (versitygw, the virtualenv, the PySpark 4.1
+# environment, chromium), then runs every test: a newcomer's run is CI's run. The Go tests that
+# run Python find the virtualenv through FLIGHT_SINK_PYTHON; the Go tests start and stop their own
+# S3 server (objstore/storetest, from TestMain); FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not
+# found" into a failure instead of a skip.
+test: tools pydeps spark41 test-browser
+	$(GO) vet $(PKGS)
+	FLIGHT_SINK_PYTHON=$(VENV_PYTHON) FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
+	PYTHON=$(VENV_PYTHON) FLIGHT_SINK_SPARK41_PYTHON="$$(cat $(VENV)/spark41)" clients/pyspark/run_tests.sh
+
+# The Python client's tests alone (real PySpark and pyarrow against a server built from here), in
+# the project virtualenv.
+test-python: pydeps spark41
+	PYTHON=$(VENV_PYTHON) FLIGHT_SINK_SPARK41_PYTHON="$$(cat $(VENV)/spark41)" clients/pyspark/run_tests.sh
 
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
 bench: tools build

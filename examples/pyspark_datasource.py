@@ -26,6 +26,23 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
+    """Run the steps; a failure is one line on stderr and exit status 1."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        return 130
+    except ModuleNotFoundError as exc:
+        print(f"pyspark_datasource: {exc.name} is not installed: pip install './clients/pyspark[spark]'",
+              file=sys.stderr)
+        return 1
+    except Exception as exc:  # one line for the user, whatever failed
+        from flight_sink.spark import failure_line
+
+        print(f"pyspark_datasource: {failure_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def run() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--uri", default="grpc://127.0.0.1:8815")
     ap.add_argument("--prefix", default="ds_example", help="table name prefix")
@@ -51,7 +68,8 @@ def main() -> int:
         .config("spark.sql.shuffle.partitions", "2").config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    # A failure is reported in one line (main); Spark's error log would repeat it as stack traces.
+    spark.sparkContext.setLogLevel("OFF")
     register(spark)
     client = Client(args.uri)
     t = lambda name: f"{args.prefix}_{name}"  # noqa: E731
