@@ -1,7 +1,13 @@
 """A thin Python client for the flight-sink Arrow Flight server.
 
 It speaks the wire protocol in ``docs/protocol.md`` (protocol version 1) through
-``pyarrow.flight`` and nothing else::
+``pyarrow.flight`` and nothing else. One-off writes and filtered reads::
+
+    c = Client("grpc://127.0.0.1:8815")
+    c.write("orders", pandas_or_polars_df)              # creates the table, appends
+    c.read("orders", filter="amount > 50 and country = 'NL'")
+
+A streaming job's epochs, exactly once across its restarts::
 
     import pyarrow as pa
     from flight_sink import Client
