@@ -27,6 +27,7 @@ Spark's stack traces, and exits with status 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -80,6 +81,9 @@ def run() -> int:
                     help="build and start a flight-sink server in a temporary directory")
     args = ap.parse_args()
 
+    # Spark's Python workers run this interpreter (and so this environment's flight_sink), not
+    # whichever python3 is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession, functions as F
 
     from flight_sink import Client

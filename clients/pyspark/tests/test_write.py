@@ -3,6 +3,7 @@ server restart: against the real server, with real pandas and Polars."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Iterator
@@ -218,3 +219,20 @@ def test_concurrent_put_limit_is_retried(server_factory) -> None:
     assert c.write("busy", orders().iloc[2:3]).status == "committed"
     holder.join(30)
     assert ids(c.read("busy")) == [1, 2, 3]
+
+
+def test_retries_warn_once_then_every_10s_and_stop_at_the_bound(caplog) -> None:
+    policy = fs.RetryPolicy(initial_backoff=0.001, max_backoff=0.002, max_elapsed=0.5)
+    calls = [0]
+
+    def down() -> None:
+        calls[0] += 1
+        raise fs.ServerUnavailableError("down", code="unavailable")
+
+    with caplog.at_level(logging.DEBUG, logger="flight_sink"):
+        t0 = time.monotonic()
+        with pytest.raises(fs.ServerUnavailableError):
+            policy.call("DoPut t", down)
+    assert time.monotonic() - t0 >= 0.4  # retried until the bound, not given up after a count
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert calls[0] > 10 and len(warnings) == 1 and "DoPut t failed (unavailable)" in warnings[0].getMessage()

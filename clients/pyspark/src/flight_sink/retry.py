@@ -74,6 +74,7 @@ class RetryPolicy:
         """
         start = time.monotonic()
         attempt = 1
+        next_warning = 0.0
         while True:
             try:
                 return fn()
@@ -83,9 +84,15 @@ class RetryPolicy:
                 sleep = self.backoff(attempt)
                 if time.monotonic() - start + sleep > self.max_elapsed:
                     raise
-                log.warning(
-                    "%s failed (%s), retry %d in %.2fs (giving up %.0fs after the first attempt)",
-                    what, e.code, attempt, sleep, self.max_elapsed,
+                # A warning for the first retry and then one every 10 s; the others at debug level.
+                elapsed = time.monotonic() - start
+                level = logging.WARNING if attempt == 1 or elapsed >= next_warning else logging.DEBUG
+                if level == logging.WARNING:
+                    next_warning = elapsed + 10.0
+                log.log(
+                    level,
+                    "%s failed (%s), retry %d in %.2fs, %.0fs after the first attempt (giving up at %.0fs)",
+                    what, e.code, attempt, sleep, elapsed, self.max_elapsed,
                 )
                 time.sleep(sleep)
                 attempt += 1
