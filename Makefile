@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -23,38 +23,75 @@ build:
 run: build
 	bin/flight-sink serve
 
-# The Go tests start and stop their own S3 server (objstore/storetest, from TestMain);
-# FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not found" into a failure instead of a skip.
-test: tools deploy-tools
-	$(GO) vet $(PKGS)
-	FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
-	clients/pyspark/run_tests.sh
+# The project virtualenv: every Python package a test needs (clients/pyspark/requirements-test.txt
+# and the flight_sink package, editable), never the system Python. `make pydeps` (re)creates it
+# when the requirements change; VENV=path puts it elsewhere.
+VENV ?= $(CURDIR)/.venv
+VENV_PYTHON := $(VENV)/bin/python
+PY_TEST_REQS := clients/pyspark/requirements-test.txt
+SYSTEM_PYTHON ?= python3
 
-# The Python client's tests alone (real PySpark and pyarrow against a server built from here).
-test-python:
-	clients/pyspark/run_tests.sh
+$(VENV)/.installed: $(PY_TEST_REQS) clients/pyspark/pyproject.toml
+	@echo "=== Python test environment $(VENV) ($(PY_TEST_REQS))"
+	@test -x $(VENV_PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV) || { \
+		echo "cannot create a virtualenv with $(SYSTEM_PYTHON) -m venv; on Debian: apt-get install -y python3-venv"; exit 1; }
+	$(VENV_PYTHON) -m pip install --quiet --disable-pip-version-check -r $(PY_TEST_REQS)
+	$(VENV_PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e clients/pyspark
+	@touch $@
+
+pydeps: $(VENV)/.installed
+
+# PySpark 4.1.x beside 4.3.0, with the Iceberg Spark runtime jar (Maven): the data source's Spark
+# version matrix (tests/test_datasource.py) and the Iceberg read test (tests/test_iceberg.py).
+# The script is idempotent; its last line is the environment's python, kept in $(VENV)/spark41.
+spark41: pydeps
+	@echo "=== PySpark 4.1 environment (clients/pyspark/tools/spark41_env.sh)"
+	@out="$$(clients/pyspark/tools/spark41_env.sh)" && echo "$$out" | tail -n 1 > $(VENV)/spark41
+
+# The status page browser test needs chromium: installed here where apt-get exists and we are
+# root; otherwise the test skips and says how to install it (`make browser` as root).
+test-browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "=== chromium (the status page browser test drives it headless)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "=== chromium not installed and not installable here (needs apt-get as root): the status page browser test will skip"; fi
+
+# `make test` installs everything the tests need first (versitygw, promtool and helm, the
+# virtualenv, the PySpark 4.1 environment, chromium), then runs every test (Go, the Python client,
+# the JVM Spark connector): a newcomer's run is CI's run. The Go tests that
+# run Python find the virtualenv through FLIGHT_SINK_PYTHON; the Go tests start and stop their own
+# S3 server (objstore/storetest, from TestMain); FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not
+# found" into a failure instead of a skip.
+test: tools deploy-tools pydeps spark41 test-browser
+	$(GO) vet $(PKGS)
+	FLIGHT_SINK_PYTHON=$(VENV_PYTHON) FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
+	PYTHON=$(VENV_PYTHON) FLIGHT_SINK_SPARK41_PYTHON="$$(cat $(VENV)/spark41)" clients/pyspark/run_tests.sh
+	$(MAKE) test-spark
+
+# The Python client's tests alone (real PySpark and pyarrow against a server built from here), in
+# the project virtualenv.
+test-python: pydeps spark41
+	PYTHON=$(VENV_PYTHON) FLIGHT_SINK_SPARK41_PYTHON="$$(cat $(VENV)/spark41)" clients/pyspark/run_tests.sh
 
 # The JVM Spark connector (clients/spark, Java 17 + Maven): `make spark-jar` builds the shaded jar
 # clients/spark/target/flight-sink-spark-<version>.jar (tests skipped); the first run downloads the
 # Maven dependencies into the local repository (~/.m2, or SPARK_MVN_REPO), later runs reuse it.
 # `make test-spark` runs the JUnit suite (local Spark 4.1 against a server built from here), then
-# the jar's PySpark tests (clients/spark/tests) with python3's PySpark and, when
-# FLIGHT_SINK_SPARK41_PYTHON names a PySpark 4.1 environment (clients/pyspark/tools/spark41_env.sh),
-# its driver-kill, side-by-side and jar-content tests (not the example) with that one too.
+# the jar's PySpark tests (clients/spark/tests) with the virtualenv's PySpark (4.3) and its
+# driver-kill, side-by-side and jar-content tests (not the example) on the PySpark 4.1 environment.
 SPARK_MVN_REPO ?=
 SPARK_MVN := mvn -B -ntp $(if $(SPARK_MVN_REPO),-Dmaven.repo.local=$(SPARK_MVN_REPO))
 SPARK_TEST_BIN := clients/spark/target/test-bin/flight-sink
 spark-jar:
 	cd clients/spark && $(SPARK_MVN) -q package -DskipTests
 
-test-spark:
+test-spark: pydeps spark41
 	$(GO) build -o $(SPARK_TEST_BIN) ./cmd/flight-sink
 	cd clients/spark && FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(SPARK_MVN) package
-	FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) python3 -m pytest clients/spark/tests -p no:cacheprovider
-	@if [ -n "$$FLIGHT_SINK_SPARK41_PYTHON" ]; then \
-		echo "=== clients/spark/tests on PySpark 4.1 ($$FLIGHT_SINK_SPARK41_PYTHON)"; \
-		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$FLIGHT_SINK_SPARK41_PYTHON" -m pytest clients/spark/tests/test_jvm_datasource.py -p no:cacheprovider; \
-	fi
+	FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(VENV_PYTHON) -m pytest clients/spark/tests -p no:cacheprovider
+	@spark41="$$(cat $(VENV)/spark41)"; echo "=== clients/spark/tests on PySpark 4.1 ($$spark41)"; \
+		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$spark41" -m pytest clients/spark/tests/test_jvm_datasource.py -p no:cacheprovider
 
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
 bench: tools build
@@ -128,8 +165,9 @@ BENCH_PEERS_ARGS ?=
 bench-peers:
 	GO=$(GO) $(BENCH_PYTHON) bench/peers.py $(BENCH_PEERS_ARGS)
 
-# bench-reads: reading the large-batch table through GetFlightInfo's parallel endpoints against one
-# DoGet, pylance and pyarrow.parquet on the same rows (bench/read_bench.py --help for the knobs).
+# bench-reads: reading the large-batch table with flight_sink.Client.read (one DoGet, and
+# GetFlightInfo's endpoints in parallel) against pylance, PyIceberg and pyarrow.parquet on the same
+# rows, in interleaved rounds, wall and CPU seconds (client and server) (bench/read_bench.py --help).
 BENCH_READS_ARGS ?=
 bench-reads:
 	$(BENCH_PYTHON) bench/read_bench.py --go $(GO) $(BENCH_READS_ARGS)

@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""Reading the large-batch table: flight-sink's parallel endpoints against one DoGet, pylance and
-pyarrow.parquet on the same rows, in one run.
+"""Reading the large-batch table: flight-sink's client against pylance, PyIceberg and
+pyarrow.parquet on the same rows, in interleaved rounds, wall and CPU time.
 
 `make bench-reads` runs this. It uses a virtualenv (default ~/.cache/flight-sink/read-bench-venv,
-or $FLIGHT_SINK_READ_BENCH_VENV) made with the system's site packages plus pylance from
-bench/requirements.txt, builds the server with `go build`, starts it on a free loopback port over
-a temporary root with `--endpoint-bytes` small enough for one endpoint per fragment, writes
---epochs epochs of --batches x --batch-rows rows of bench/peers.py's 8-column schema (the
-large-batch workload: each epoch one fragment) and the same rows as a Lance dataset, then times,
-best of --repeat:
+or $FLIGHT_SINK_READ_BENCH_VENV) made with the system's site packages plus pylance
+(bench/requirements.txt), pyiceberg and polars (clients/pyspark/requirements-test.txt), builds
+the server with `go build`, starts it on a free loopback port over a temporary root with
+`--endpoint-bytes` small enough for one endpoint per fragment, writes --epochs epochs of
+--batches x --batch-rows rows of bench/peers.py's 8-column schema (the large-batch workload: each
+epoch one fragment) and the same rows as a Lance dataset, publishes the table's Iceberg metadata
+and then reads it with
 
-  (a) GetFlightInfo + its endpoints read by --parallel pyarrow threads (pyarrow.flight)
-  (b) one DoGet of the table
-  (c) lance.dataset(uri).to_table()
-  (d) pyarrow.parquet.read_table over the table's own data files (data/*.parquet)
+  Client.read            flight_sink.Client(...).read(table): one DoGet
+  Client.read parallel   Client.read(table, parallel=N): GetFlightInfo, N threads over endpoints
+  pylance                lance.dataset(uri).to_table()
+  pyiceberg              StaticTable.from_metadata(table dir).scan().to_arrow()
+  pyarrow.parquet        pyarrow.parquet.read_table(the data files of the version read)
 
-and prints rows, MB/s of Arrow data and the ratios (target: (a) >= 1.0x (c)).
+--rounds times, each round every reader once in a rotated order (so load that shifts during the
+run hits every reader alike). For each reader it prints the median wall seconds, the client's
+CPU seconds (this process's rusage: user + system, every thread) and the server's (its
+/proc/<pid>/stat utime + stime; only the flight-sink readers use the server), and the ratios
+against pylance, PyIceberg and pyarrow.parquet (higher is faster).
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,115 +39,151 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(REPO / "clients" / "pyspark" / "src"))
 import peers  # noqa: E402  (data, processes and the pins of bench/requirements.txt)
 
 VENV = Path(os.environ.get("FLIGHT_SINK_READ_BENCH_VENV", Path.home() / ".cache/flight-sink/read-bench-venv"))
+TEST_REQUIREMENTS = REPO / "clients" / "pyspark" / "requirements-test.txt"
+
+
+def test_pin(name: str) -> str:
+    """The requirement line of ``name`` in clients/pyspark/requirements-test.txt."""
+    for line in TEST_REQUIREMENTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith(name):
+            return line
+    return name
 
 
 def bootstrap() -> None:
-    """Re-exec inside VENV (system site packages + the pinned pylance) unless lance imports."""
+    """Re-exec inside VENV (system site packages + pylance, pyiceberg) unless they import."""
     try:
         import lance  # noqa: F401
         import numpy  # noqa: F401
+        import pyiceberg  # noqa: F401
+        import google.rpc  # noqa: F401
         return
     except ImportError:
         pass
     if Path(sys.prefix).resolve() == VENV.resolve():
-        raise SystemExit(f"{VENV} lacks lance or numpy even after installing them")
+        raise SystemExit(f"{VENV} lacks lance, numpy or pyiceberg even after installing them")
     py = VENV / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(VENV)], check=True)
     pin = peers.pinned()["pylance"]
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"pylance=={pin}", "numpy"], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"pylance=={pin}", "numpy",
+                    test_pin("pyiceberg"), test_pin("googleapis-common-protos"), test_pin("protobuf")], check=True)
     os.execv(str(py), [str(py), str(Path(__file__).resolve())] + sys.argv[1:])
 
 
-def best(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+def client_cpu() -> float:
+    """CPU seconds this process has used (user + system, all threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (user + system), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # After the command: state is field 3, utime field 14, stime field 15 (1-based).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--epochs", type=int, default=4, help="epochs (one fragment each)")
-    ap.add_argument("--batches", type=int, default=16)
+    ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--batch-rows", type=int, default=65536)
     ap.add_argument("--parallel", type=int, default=4, help="threads reading the endpoints")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (every reader once each)")
     ap.add_argument("--go", default=shutil.which("go") or "go")
+    ap.add_argument("--server-bin", default=None, help="a built flight-sink to measure (default: go build this checkout)")
     args = ap.parse_args()
     bootstrap()
 
     import lance
     import pyarrow as pa
-    import pyarrow.flight as fl
     import pyarrow.parquet as pq
-    from concurrent.futures import ThreadPoolExecutor
+    from pyiceberg.table import StaticTable
+
+    import flight_sink
 
     work = Path(tempfile.mkdtemp(prefix="flight-sink-read-bench-"))
     server = None
     try:
-        binary = work / "flight-sink"
-        peers.go_build(args.go, binary, "./cmd/flight-sink")
+        binary = Path(args.server_bin) if args.server_bin else work / "flight-sink"
+        if not args.server_bin:
+            peers.go_build(args.go, binary, "./cmd/flight-sink")
         addr = f"127.0.0.1:{peers.free_port()}"
+        root = work / "root"
         server = peers.Proc("flight-sink", [str(binary), "serve", "--listen", addr, "--http-listen", "off",
-                                            "--root", str(work / "root"), "--maintenance", "off",
+                                            "--root", str(root), "--maintenance", "off",
                                             "--endpoint-bytes", "1"], work / "server.log")
         peers.wait_flight(addr, server)
-        sink = peers.FlightPeer(addr)
+        client = flight_sink.Client(f"grpc://{addr}")
         lance_uri = str(work / "lance.lance")
         nbytes = 0
         for e in range(args.epochs):
             first = e * args.batches * args.batch_rows
             batches = [peers.make_batch(first + i * args.batch_rows, args.batch_rows, 1) for i in range(args.batches)]
             nbytes += peers.arrow_bytes(batches)
-            ack = sink.put({"table": "large", "query_id": "read-bench", "epoch_id": e, "create": True}, batches)
-            assert ack.get("status") == "committed", ack
+            ack = client.put_epoch("large", batches, query_id="read-bench", epoch_id=e, create=True)
+            assert ack.status == "committed", ack
             lance.write_dataset(pa.RecordBatchReader.from_batches(batches[0].schema, batches), lance_uri,
                                 mode="append" if e else "create")
         rows = args.epochs * args.batches * args.batch_rows
-        client = fl.connect(f"grpc://{addr}")
+        version = client.table_stats("large")["version"]
+        client.action("publish_iceberg", {"table": "large"})
+        iceberg = StaticTable.from_metadata(str(root / "large"))
+        # The data files of the version read: the Iceberg snapshot that mirrors it (no file that
+        # an earlier version replaced).
+        files = [task.file.file_path.removeprefix("file://") for task in iceberg.scan().plan_files()]
+        snapshot = iceberg.metadata.current_snapshot()
+        assert snapshot is not None and snapshot.summary.additional_properties["flight-sink.version"] == str(version)
 
-        def parallel():
-            info = client.get_flight_info(fl.FlightDescriptor.for_path("large"))
-            with ThreadPoolExecutor(args.parallel) as pool:
-                parts = list(pool.map(lambda ep: client.do_get(ep.ticket).read_all(), info.endpoints))
-            return pa.concat_tables(parts), len(info.endpoints)
+        readers = {
+            "Client.read": lambda: client.read("large"),
+            "Client.read parallel": lambda: client.read("large", parallel=args.parallel),
+            "pylance": lambda: lance.dataset(lance_uri).to_table(),
+            "pyiceberg": lambda: StaticTable.from_metadata(str(root / "large")).scan().to_arrow(),
+            "pyarrow.parquet": lambda: pq.read_table(files),
+        }
+        names = list(readers)
+        wall: dict[str, list[float]] = {n: [] for n in names}
+        ccpu: dict[str, list[float]] = {n: [] for n in names}
+        scpu: dict[str, list[float]] = {n: [] for n in names}
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[: r % len(names)]
+            for name in order:
+                s0, c0, t0 = process_cpu(server.p.pid), client_cpu(), time.perf_counter()
+                out = readers[name]()
+                t1, c1, s1 = time.perf_counter(), client_cpu(), process_cpu(server.p.pid)
+                assert out.num_rows == rows, (name, out.num_rows, rows)
+                del out
+                wall[name].append(t1 - t0)
+                ccpu[name].append(c1 - c0)
+                scpu[name].append(s1 - s0)
 
-        def doget():
-            return client.do_get(fl.Ticket(json.dumps({"table": "large"}).encode())).read_all()
-
-        def pylance():
-            return lance.dataset(lance_uri).to_table()
-
-        data_dir = work / "root" / "large" / "data"
-        files = sorted(str(p) for p in data_dir.glob("*.parquet"))
-
-        def parquet():
-            return pq.read_table(files)
-
-        results = {}
-        for name, fn in [("parallel endpoints", parallel), ("one DoGet", doget), ("pylance", pylance), ("pyarrow.parquet", parquet)]:
-            secs, out = best(fn, args.repeat)
-            extra = ""
-            if name == "parallel endpoints":
-                out, n = out
-                extra = f" ({n} endpoints, {args.parallel} threads)"
-            assert out.num_rows == rows, (name, out.num_rows, rows)
-            results[name] = secs
-            print(f"{name:20s} {secs * 1000:9.1f} ms  {nbytes / 1e6 / secs:8.1f} MB/s  {rows / secs / 1e6:6.2f} M rows/s{extra}", flush=True)
-        print(f"\n{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {len(files)} data files; best of {args.repeat}, "
-              f"{os.cpu_count()} CPUs (shared: figures are noisy)")
-        base = results["pylance"]
-        for name, secs in results.items():
-            print(f"  {name:20s} {base / secs:5.2f}x pylance")
-        ok = results["parallel endpoints"] <= base
-        print(f"target parallel endpoints >= 1.0x pylance: {'met' if ok else 'missed'}")
+        med = {n: (statistics.median(wall[n]), statistics.median(ccpu[n]), statistics.median(scpu[n])) for n in names}
+        print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {len(files)} data files, {args.rounds} interleaved rounds, "
+              f"medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machines: noisy)")
+        print(f"{'reader':22s} {'wall ms':>9s} {'client CPU ms':>14s} {'server CPU ms':>14s} {'total CPU ms':>13s} {'MB/s':>8s}")
+        for n in names:
+            w, c, s = med[n]
+            print(f"{n:22s} {w * 1000:9.1f} {c * 1000:14.1f} {s * 1000:14.1f} {(c + s) * 1000:13.1f} {nbytes / 1e6 / w:8.1f}")
+        print("\nratios (other / this: above 1.0 is faster), wall | total CPU")
+        for n in names[:2]:
+            w, c, s = med[n]
+            parts = []
+            for ref in ("pylance", "pyiceberg", "pyarrow.parquet"):
+                rw, rc, rs = med[ref]
+                parts.append(f"{ref} {rw / w:4.2f}x | {(rc + rs) / (c + s):4.2f}x")
+            print(f"  {n:22s} " + ";  ".join(parts))
+        print(json.dumps({"rows": rows, "arrow_bytes": nbytes, "files": len(files),
+                          "median": {n: {"wall_s": med[n][0], "client_cpu_s": med[n][1], "server_cpu_s": med[n][2]}
+                                     for n in names}}))
         return 0
     finally:
         if server is not None:

@@ -17,6 +17,7 @@ Each step prints what landed. PySpark 4.0+ (filter pushdown: 4.1+).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -25,13 +26,44 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def wait_for_batch(query, batch_id: int) -> None:
+    """Wait until ``query`` has finished micro-batch ``batch_id``; raise the query's error if it
+    fails first."""
+    while (query.lastProgress or {}).get("batchId", -1) < batch_id:
+        if query.exception() is not None:
+            raise query.exception()
+        if not query.isActive:
+            raise RuntimeError(f"query {query.id} stopped before micro-batch {batch_id}")
+        time.sleep(0.2)
+
+
 def main() -> int:
+    """Run the steps; a failure is one line on stderr and exit status 1."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        return 130
+    except ModuleNotFoundError as exc:
+        print(f"pyspark_datasource: {exc.name} is not installed: pip install './clients/pyspark[spark]'",
+              file=sys.stderr)
+        return 1
+    except Exception as exc:  # one line for the user, whatever failed
+        from flight_sink.spark import failure_line
+
+        print(f"pyspark_datasource: {failure_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def run() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--uri", default="grpc://127.0.0.1:8815")
     ap.add_argument("--prefix", default="ds_example", help="table name prefix")
     ap.add_argument("--start-server", action="store_true")
     args = ap.parse_args()
 
+    # Spark's Python workers run this interpreter (and so this environment's flight_sink), not
+    # whichever python3 is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession, functions as F
 
     from flight_sink import Client
@@ -51,7 +83,8 @@ def main() -> int:
         .config("spark.sql.shuffle.partitions", "2").config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    # A failure is reported in one line (main); Spark's error log would repeat it as stack traces.
+    spark.sparkContext.setLogLevel("OFF")
     register(spark)
     client = Client(args.uri)
     t = lambda name: f"{args.prefix}_{name}"  # noqa: E731
@@ -64,8 +97,7 @@ def main() -> int:
         q = (events.writeStream.format("flight-sink").options(**opts("events"))
              .option("checkpointLocation", str(ckpt / "events"))
              .trigger(processingTime="1 second").start())
-        while (q.lastProgress or {}).get("batchId", -1) < 3:
-            time.sleep(0.2)
+        wait_for_batch(q, 3)
         q.stop()
         print("1. streaming write:", client.table_stats(t("events"))["rows"], "rows,",
               [h["operation"] for h in client.history(t("events"), 3)])
@@ -99,8 +131,7 @@ def main() -> int:
         # 6. The foreach writer into a MemWAL table.
         q = (events.writeStream.foreach(FlightSinkForeachWriter(args.uri, t("rtm")))
              .option("checkpointLocation", str(ckpt / "rtm")).trigger(processingTime="1 second").start())
-        while (q.lastProgress or {}).get("batchId", -1) < 2:
-            time.sleep(0.2)
+        wait_for_batch(q, 2)
         q.stop()
         print("6. foreach writer:", client.read(t("rtm")).num_rows, "rows in MemWAL table", t("rtm"))
         return 0

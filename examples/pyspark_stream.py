@@ -27,7 +27,7 @@ Spark's stack traces, and exits with status 1.
 from __future__ import annotations
 
 import argparse
-import re
+import os
 import sys
 import tempfile
 import time
@@ -36,21 +36,18 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def one_line(exc: BaseException) -> str:
-    """The cause of a failed run in one line.
+def stop_between_batches(query, timeout: float = 5.0) -> None:
+    """Stop the query, preferably while no micro-batch runs (waiting at most ``timeout`` s).
 
-    A failure inside ``foreachBatch`` reaches the driver wrapped in Spark's
-    ``StreamingQueryException`` with the Python and JVM stack traces in its message; the
-    flight-sink client's own error (``flight_sink.errors.SchemaMismatchError: ...``) is one line
-    of it, and the one worth showing.
+    ``query.stop()`` interrupts a running batch; inside ``foreachBatch`` Spark's stream thread
+    then matches a regular expression over the interrupted Python call's trace, which overflows
+    the default thread stack (the session gets a larger one, ``-Xss``) and would print a
+    thousand-line StackOverflowError.
     """
-    text = str(exc)
-    for line in text.splitlines():
-        m = re.search(r"flight_sink\.errors\.(\w+Error): (.*)", line)
-        if m:
-            return f"{m.group(1)}: {m.group(2).strip()}"
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    deadline = time.monotonic() + timeout
+    while query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
 
 
 def main() -> int:
@@ -58,8 +55,14 @@ def main() -> int:
         return run()
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        print(f"pyspark_stream: {exc.name} is not installed: pip install './clients/pyspark[spark]'",
+              file=sys.stderr)
+        return 1
     except Exception as exc:  # one line for the user, whatever failed
-        print(f"pyspark_stream: {one_line(exc)}", file=sys.stderr)
+        from flight_sink.spark import failure_line
+
+        print(f"pyspark_stream: {failure_line(exc)}", file=sys.stderr)
         return 1
 
 
@@ -68,7 +71,9 @@ def run() -> int:
     ap.add_argument("--uri", default="grpc://127.0.0.1:8815", help="flight-sink server")
     ap.add_argument("--token", default=None, help="bearer token (servers with --auth-token)")
     ap.add_argument("--table", default="spark_events")
-    ap.add_argument("--checkpoint", default="./checkpoints/pyspark_stream")
+    ap.add_argument("--checkpoint", default=None,
+                    help="Spark checkpoint (default ./checkpoints/pyspark_stream; with "
+                    "--start-server a new temporary directory, as the server's tables are new)")
     ap.add_argument("--rows-per-batch", type=int, default=10_000)
     ap.add_argument("--batches", type=int, default=5, help="stop after this many new batches")
     ap.add_argument("--trigger-seconds", type=float, default=1.0)
@@ -76,6 +81,9 @@ def run() -> int:
                     help="build and start a flight-sink server in a temporary directory")
     args = ap.parse_args()
 
+    # Spark's Python workers run this interpreter (and so this environment's flight_sink), not
+    # whichever python3 is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession, functions as F
 
     from flight_sink import Client
@@ -89,12 +97,19 @@ def run() -> int:
         server = LocalServer.start(build_server(REPO_ROOT, work), work / "tables")
         args.uri = server.uri
         print(f"started flight-sink at {args.uri} (tables in {server.root})")
+        if args.checkpoint is None:
+            args.checkpoint = str(work / "checkpoint")
+    if args.checkpoint is None:
+        args.checkpoint = "./checkpoints/pyspark_stream"
 
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("flight-sink-example")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.showConsoleProgress", "false")
+        # Room for the regular expression Spark runs over an interrupted foreachBatch's trace
+        # (stop_between_batches).
+        .config("spark.driver.extraJavaOptions", "-Xss64m")
         .getOrCreate()
     )
     # The job reports a failure itself, in one line; Spark's own error log would repeat it as
@@ -131,7 +146,7 @@ def run() -> int:
             if query.exception() is not None:
                 raise query.exception()
             time.sleep(0.2)
-        query.stop()
+        stop_between_batches(query)
 
         client = Client(args.uri, token=args.token)
         stats = client.table_stats(args.table)

@@ -5,14 +5,19 @@
 #   clients/pyspark/run_tests.sh               # every test
 #   clients/pyspark/run_tests.sh -k client -x  # extra arguments go to pytest
 #
-# Environment: PYTHON (default python3); PYSPARK_SPEC (default pyspark==4.3.0) for the PySpark
-# installed when none is; FLIGHT_SINK_BIN to test an already built server instead of building.
+# Environment: PYTHON (default: the project virtualenv .venv/bin/python, created with
+# `make pydeps` when missing); FLIGHT_SINK_BIN to test an already built server instead of
+# building; FLIGHT_SINK_SPARK41_PYTHON for the PySpark 4.1 tests (`make test-python` sets it).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-PYTHON="${PYTHON:-python3}"
-PYSPARK_SPEC="${PYSPARK_SPEC:-pyspark==4.3.0}"
+if [ -z "${PYTHON:-}" ]; then
+	PYTHON="$repo/.venv/bin/python"
+	if [ ! -f "$repo/.venv/.installed" ]; then
+		make -C "$repo" pydeps
+	fi
+fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -24,18 +29,15 @@ if [ -z "${FLIGHT_SINK_BIN:-}" ]; then
 fi
 
 if ! "$PYTHON" -c "import pyspark, pyarrow, pandas, pytest, google.rpc.error_details_pb2, pyiceberg, polars" >/dev/null 2>&1; then
-	echo "=== installing test dependencies: $PYSPARK_SPEC pyarrow protobuf googleapis-common-protos pandas pytest pyiceberg polars"
-	"$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-		"$PYSPARK_SPEC" "pyarrow>=14" "protobuf>=4.21" "googleapis-common-protos>=1.56" "pandas>=2,<3" "pytest>=7" \
-		"pyiceberg==0.12.0" "polars==2.1.0"
+	echo "=== installing test dependencies into $PYTHON: $here/requirements-test.txt"
+	"$PYTHON" -m pip install --quiet --disable-pip-version-check -r "$here/requirements-test.txt"
 fi
 
 # (Re)install the package in editable mode unless this checkout's copy is already the one imported.
 installed="$("$PYTHON" -c 'import flight_sink, os; print(os.path.realpath(flight_sink.__file__))' 2>/dev/null || true)"
 if [ "$installed" != "$(realpath "$here/src/flight_sink/__init__.py")" ]; then
 	echo "=== pip install -e clients/pyspark"
-	"$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-		--no-deps -e "$here"
+	"$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps -e "$here"
 fi
 
 echo "=== pytest clients/pyspark/tests ($("$PYTHON" -c 'import pyspark, pyarrow; print("pyspark", pyspark.__version__, "pyarrow", pyarrow.__version__)'))"

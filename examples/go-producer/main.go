@@ -20,7 +20,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 func main() {
@@ -31,9 +33,17 @@ func main() {
 	rows := flag.Int("rows", 1000, "rows per epoch")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *addr, *table, *query, *epochs, *rows); err != nil {
-		fmt.Fprintf(os.Stderr, "go-producer: %v\n", err) // one line: the server's status message names the cause
+		fmt.Fprintf(os.Stderr, "go-producer: %v%s\n", err, hint(err, *addr)) // one line: the server's status message names the cause
 		os.Exit(1)
 	}
+}
+
+// hint is what to do about an error that says the server cannot be reached, else "".
+func hint(err error, addr string) string {
+	if status.Code(err) == codes.Unavailable {
+		return fmt.Sprintf(" (is a flight-sink server listening on %s? start one with `make run`, or pass -addr)", addr)
+	}
+	return ""
 }
 
 var schema = arrow.NewSchema([]arrow.Field{

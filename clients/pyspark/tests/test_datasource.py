@@ -329,7 +329,7 @@ def test_spark41_matrix(server_bin):
     if not py:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{_SPARK41_ENV} is not set (CI runs clients/pyspark/tools/spark41_env.sh)")
-        pytest.skip(f"{_SPARK41_ENV} is not set")
+        pytest.skip(f"{_SPARK41_ENV} is not set: `make test-python` sets it (clients/pyspark/tools/spark41_env.sh)")
     version = subprocess.run([py, "-c", "import pyspark; print(pyspark.__version__)"],
                              capture_output=True, text=True, check=True).stdout.strip()
     assert version.startswith("4.1."), f"{_SPARK41_ENV} has PySpark {version}"

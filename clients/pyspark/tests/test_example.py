@@ -26,6 +26,8 @@ def test_example_stream_runs_and_resumes(server, tmp_path, table_name):
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, f"run {run}:\n{out.stdout}\n{out.stderr[-3000:]}"
         assert "exactly once" in out.stdout
+        # The query stops quietly: no stream thread dying with a JVM stack trace.
+        assert "Exception in thread" not in out.stderr and "\tat " not in out.stderr, out.stderr[-3000:]
     stats = fs.Client(server.uri).table_stats(table_name)
     assert stats["rows"] >= 4 * 500 and len(stats["streams"]) == 1
 

@@ -245,7 +245,7 @@ def test_spark41_reads_table_by_path(client: fs.Client, server, table_name: str)
     if not py:
         if os.environ.get("CI") == "true":
             pytest.fail("FLIGHT_SINK_SPARK41_PYTHON is unset (clients/pyspark/tools/spark41_env.sh)")
-        pytest.skip("FLIGHT_SINK_SPARK41_PYTHON is unset (clients/pyspark/tools/spark41_env.sh)")
+        pytest.skip("FLIGHT_SINK_SPARK41_PYTHON is unset: `make test-python` sets it (clients/pyspark/tools/spark41_env.sh)")
     assert SPARK41_JAR.is_file(), SPARK41_JAR
     client.put_epoch(table_name, rows(0, 6), query_id="s", epoch_id=0, create={"primary_key": ["id"]})
     client.delete(table_name, {"op": "=", "column": "id", "value": 4})

@@ -20,6 +20,7 @@
 from .client import MODES, Ack, Client, EpochStatus
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403 (the exception types, listed in errors.__all__)
+from .filters import FilterSyntaxError
 from .retry import RetryPolicy
 
 __version__ = "0.1.0"
@@ -33,5 +34,6 @@ __all__ = [
     "EpochStatus",
     "MODES",
     "RetryPolicy",
+    "FilterSyntaxError",
     "PROTOCOL_VERSION",
 ] + [name for name in _errors.__all__ if name != "from_arrow_error"]

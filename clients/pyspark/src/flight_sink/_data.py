@@ -2,12 +2,73 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Optional, Union
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 import pyarrow as pa
 
-#: What the write methods accept as data.
-ArrowData = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, Iterable[pa.RecordBatch]]
+#: What the write methods accept as data: Arrow data, or a pandas or Polars DataFrame (or any
+#: object exporting an Arrow stream, ``__arrow_c_stream__``), converted by :func:`to_arrow`.
+ArrowData = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, Iterable[pa.RecordBatch], Any]
+
+_ACCEPTED = (
+    "a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of RecordBatch, or a pandas "
+    "or Polars DataFrame"
+)
+
+
+def _is_view(t: pa.DataType, check: str) -> bool:
+    """pyarrow's view-type check, False on a pyarrow without view types."""
+    fn = getattr(pa.types, check, None)
+    return bool(fn(t)) if fn is not None else False
+
+
+def _regular_type(t: pa.DataType) -> pa.DataType:
+    """The 32-bit-offset type of a large or view string/binary type (others unchanged)."""
+    if pa.types.is_large_string(t) or _is_view(t, "is_string_view"):
+        return pa.string()
+    if pa.types.is_large_binary(t) or _is_view(t, "is_binary_view"):
+        return pa.binary()
+    return t
+
+
+def _from_polars(table: pa.Table) -> pa.Table:
+    """A Polars export with the string and binary types pandas and Spark write.
+
+    Polars has one string type, exported as ``large_string`` or ``string_view``; the same
+    column from pandas or Spark is ``string``. Writing the regular type keeps a table that
+    several writers share in one schema.
+    """
+    schema = pa.schema(
+        [f.with_type(_regular_type(f.type)) for f in table.schema], metadata=table.schema.metadata
+    )
+    return table if schema.equals(table.schema) else table.cast(schema)
+
+
+def to_arrow(data: Any) -> Any:
+    """``data`` as Arrow: a pandas DataFrame becomes a Table (without its index unless it is
+    named), a Polars DataFrame its ``to_arrow()`` with ``string``/``binary`` columns (not the
+    large or view types Polars exports), a Polars LazyFrame is collected first, an object
+    exporting ``__arrow_c_stream__`` a RecordBatchReader; Arrow data is returned unchanged.
+
+    Raises:
+        TypeError: a string, bytes or mapping, which iterate as something other than batches.
+    """
+    if isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        return data
+    module = type(data).__module__.split(".")[0]
+    name = type(data).__name__
+    if module == "pandas" and name == "DataFrame":
+        index_named = any(n is not None for n in data.index.names)
+        return pa.Table.from_pandas(data, preserve_index=True if index_named else False)
+    if module == "polars" and name == "DataFrame":
+        return _from_polars(data.to_arrow())
+    if module == "polars" and name == "LazyFrame":
+        return _from_polars(data.collect().to_arrow())
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    if isinstance(data, (str, bytes, Mapping)) or (module == "pandas" and name == "Series"):
+        raise TypeError(f"data must be {_ACCEPTED}, got {module}.{name}")
+    return data
 
 
 def _utc_type(t: pa.DataType) -> Optional[pa.DataType]:
@@ -84,6 +145,7 @@ class BatchSource:
         self._exhausted = False
         self.replayable = True
         self.rows_sent = 0
+        data = to_arrow(data)
         if isinstance(data, pa.Table):
             src_schema = data.schema
             self._materialized = data.to_batches()
@@ -97,7 +159,10 @@ class BatchSource:
             batches = list(data)
             for b in batches:
                 if not isinstance(b, pa.RecordBatch):
-                    raise TypeError(f"expected pyarrow.RecordBatch items, got {type(b).__name__}")
+                    raise TypeError(
+                        f"data must be {_ACCEPTED}; a list or tuple must hold RecordBatch items, "
+                        f"got a {type(b).__name__} item"
+                    )
             if schema is None and not batches:
                 raise ValueError("an empty list of batches needs schema=")
             src_schema = schema if schema is not None else batches[0].schema
@@ -110,7 +175,8 @@ class BatchSource:
                     raise ValueError("an empty iterator of batches needs schema=")
                 if not isinstance(first, pa.RecordBatch):
                     raise TypeError(
-                        f"expected pyarrow.RecordBatch items, got {type(first).__name__}"
+                        f"data must be {_ACCEPTED}; an iterable must yield RecordBatch items, "
+                        f"got a {type(first).__name__} item"
                     )
                 src_schema = first.schema
                 self._recorded.append(first)
@@ -119,10 +185,7 @@ class BatchSource:
                 src_schema = schema
             self._stream = it
         else:
-            raise TypeError(
-                "data must be a pyarrow Table, RecordBatch, RecordBatchReader or an iterable of "
-                f"RecordBatch, got {type(data).__name__}"
-            )
+            raise TypeError(f"data must be {_ACCEPTED}, got {type(data).__name__}")
         if schema is not None and not schema.equals(src_schema):
             raise ValueError(f"schema= does not match the data's schema:\n{schema}\nvs\n{src_schema}")
         self.schema = normalize_schema(src_schema)
@@ -159,7 +222,10 @@ class BatchSource:
         assert self._stream is not None
         for b in self._stream:
             if not isinstance(b, pa.RecordBatch):
-                raise TypeError(f"expected pyarrow.RecordBatch items, got {type(b).__name__}")
+                raise TypeError(
+                    f"data must be {_ACCEPTED}; an iterable must yield RecordBatch items, "
+                    f"got a {type(b).__name__} item"
+                )
             if self.replayable:
                 self._recorded_bytes += b.nbytes
                 if self._recorded_bytes > self._max:

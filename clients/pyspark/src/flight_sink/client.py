@@ -1,7 +1,13 @@
 """A thin Python client for the flight-sink Arrow Flight server.
 
 It speaks the wire protocol in ``docs/protocol.md`` (protocol version 1) through
-``pyarrow.flight`` and nothing else::
+``pyarrow.flight`` and nothing else. One-off writes and filtered reads::
+
+    c = Client("grpc://127.0.0.1:8815")
+    c.write("orders", pandas_or_polars_df)              # creates the table, appends
+    c.read("orders", filter="amount > 50 and country = 'NL'")
+
+A streaming job's epochs, exactly once across its restarts::
 
     import pyarrow as pa
     from flight_sink import Client
@@ -20,6 +26,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -27,6 +35,7 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 from ._data import ArrowData, BatchSource, arrow_type_name, normalize_schema
+from .filters import FilterSpec, to_predicate
 from .errors import FlightSinkError, ProtocolError, from_arrow_error
 from .retry import RetryPolicy
 
@@ -113,6 +122,32 @@ def _shard_id(shard: Any) -> str:
     return shard
 
 
+#: The URI schemes a Client connects with (Arrow Flight over gRPC).
+URI_SCHEMES = ("grpc", "grpc+tcp", "grpc+tls", "grpc+unix")
+
+
+def _check_uri(uri: object) -> None:
+    """Raise ValueError unless ``uri`` is a Flight URI this client can connect to."""
+    example = "grpc://127.0.0.1:8815 (or grpc+tls://host:port)"
+    if not isinstance(uri, str):
+        raise TypeError(f"uri must be a string such as {example}, got {type(uri).__name__}")
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise ValueError(f"uri {uri!r} has no scheme: write it as {example}")
+    if scheme.lower() not in URI_SCHEMES:
+        raise ValueError(
+            f"uri {uri!r}: scheme {scheme!r} is not one of {', '.join(URI_SCHEMES)}; flight-sink "
+            f"speaks Arrow Flight over gRPC on its --listen address, e.g. {example}"
+        )
+    if scheme.lower() == "grpc+unix":
+        if not rest:
+            raise ValueError(f"uri {uri!r} names no socket path: grpc+unix:///path/to.sock")
+        return
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in rest.rstrip("/"):
+        raise ValueError(f"uri {uri!r} must name a host and a port (1..65535): {example}")
+
+
 def _partition_json(partition: Union[Tuple[int, int], Mapping[str, int]]) -> Dict[str, int]:
     if isinstance(partition, Mapping):
         return {"id": int(partition["id"]), "attempt": int(partition.get("attempt", 0))}
@@ -129,7 +164,7 @@ class Client:
             every call (servers started with ``--auth-token`` require it).
         timeout: a deadline in seconds for every call (default: none).
         retry: how idempotent calls are retried on transient unavailability
-            (:class:`~flight_sink.RetryPolicy`; default: 6 attempts over at most 60 s).
+            (:class:`~flight_sink.RetryPolicy`; default: for up to 60 s, jittered backoff up to 2 s).
             ``RetryPolicy.none()`` disables retries.
         tls_root_certs: PEM root certificates for ``grpc+tls://`` servers with a private CA.
         max_retry_buffer_bytes: how much of a *streamed* epoch (an iterator or
@@ -151,8 +186,7 @@ class Client:
         tls_root_certs: Optional[Union[str, bytes]] = None,
         max_retry_buffer_bytes: int = 256 << 20,
     ) -> None:
-        if not isinstance(uri, str) or "://" not in uri:
-            raise ValueError(f"uri must look like grpc://host:port, got {uri!r}")
+        _check_uri(uri)
         self._uri = uri
         self._token = token
         self._timeout = timeout
@@ -161,6 +195,9 @@ class Client:
         self._max_buffer = max_retry_buffer_bytes
         self._conn: Optional[fl.FlightClient] = None
         self._lock = threading.Lock()
+        # The epoch identity of write(): one query id per Client, epochs increasing.
+        self._write_query_id = f"flight_sink.write.{uuid.uuid4()}"
+        self._write_epoch = 0
 
     def __repr__(self) -> str:
         return f"Client({self._uri!r}{', token=***' if self._token else ''})"
@@ -264,6 +301,61 @@ class Client:
         return Ack.from_json(json.loads(buf.to_pybytes()))
 
     # -- writes -----------------------------------------------------------------------------
+
+    #: The modes of :meth:`write`.
+    WRITE_MODES = ("append", "overwrite")
+
+    def write(
+        self,
+        table: str,
+        data: ArrowData,
+        mode: str = "append",
+        *,
+        create: CreateSpec = True,
+        schema: Optional[pa.Schema] = None,
+        merge_schema: bool = False,
+    ) -> Ack:
+        """Write ``data`` to ``table`` in one call: append it, or replace the table's rows with it.
+
+        ``data`` is a pyarrow Table, RecordBatch, RecordBatchReader or iterable of
+        RecordBatch, or a pandas or Polars DataFrame. The write is one transaction, and it is
+        retried as :attr:`retry` allows (e.g. across a server restart) without ever landing
+        twice: each call is one epoch of this Client's own query id
+        (``flight_sink.write.<uuid>``, listed in :meth:`table_stats` ``streams``). For a
+        stream whose epochs must land exactly once across restarts of *your* program, use
+        :meth:`put_epoch` with your query's stable id.
+
+        Args:
+            table: the table name.
+            data: the rows.
+            mode: ``"append"`` adds the rows; ``"overwrite"`` replaces every row of the table
+                with them (one Overwrite transaction; earlier versions stay readable).
+            create: create the table from the data's schema if it does not exist (default);
+                ``{"primary_key": [...]}`` creates it keyed; ``False`` raises
+                :class:`~flight_sink.TableNotFoundError` for an unknown table.
+            schema: the schema, needed only for an iterator that may yield no batch.
+            merge_schema: let the data add columns or widen types (see :meth:`put_epoch`).
+
+        Returns:
+            The acknowledgement (``committed``, or ``empty`` for an append without rows).
+        """
+        if mode not in self.WRITE_MODES:
+            raise ValueError(f"mode must be one of {self.WRITE_MODES}, got {mode!r}")
+        with self._lock:
+            # Increasing within this Client; the wall clock keeps them increasing across
+            # Clients that a program creates one after another for the same query id.
+            self._write_epoch = max(self._write_epoch + 1, time.time_ns() // 1000)
+            epoch = self._write_epoch
+        return self.put_epoch(
+            table,
+            data,
+            query_id=self._write_query_id,
+            epoch_id=epoch,
+            mode="complete" if mode == "overwrite" else "append",
+            create=create,
+            schema=schema,
+            merge_schema=merge_schema,
+        )
 
     def put_epoch(
         self,
@@ -408,6 +500,9 @@ class Client:
     def put(self, table: str, data: ArrowData, *, schema: Optional[pa.Schema] = None) -> Ack:
         """Append ``data`` to an existing table, without epoch identity (no dedupe).
 
+        ``data`` is what :meth:`write` takes. :meth:`write` is the one-call write that also
+        creates the table and is retried safely; ``put`` is the protocol's plain append.
+
         A plain append is not idempotent, so it is never retried: after an error that may
         have happened after the server committed, check :meth:`history` before sending again.
         A stream (iterator, reader) is read completely before the call starts, so a source
@@ -429,7 +524,7 @@ class Client:
         *,
         version: Optional[int] = None,
         columns: Optional[Sequence[str]] = None,
-        filter: Optional[Union[Mapping[str, Any], str]] = None,
+        filter: Optional[FilterSpec] = None,
         parallel: int = 1,
     ) -> pa.Table:
         """Read one consistent snapshot of a table (default: the latest version).
@@ -439,9 +534,13 @@ class Client:
             version: the version to read (a given version is the base table as it was, without
                 the rows still in MemWAL shards).
             columns: the columns to read, in this order (default: all, in table order).
-            filter: a predicate, the JSON of ``delete``'s ``where`` (a dict or a JSON string),
-                applied on the server: only matching rows are returned, and row groups whose
-                Parquet statistics exclude a match are never read.
+            filter: only the rows for which it is true: a text such as
+                ``"amount > 50 and country = 'NL'"`` (:mod:`flight_sink.filters` gives the
+                grammar), a ``pyarrow.compute.Expression`` (``pc.field("amount") > 50``) or the
+                predicate JSON of ``delete``'s ``where`` (a dict). It is parsed here (a mistake
+                raises :class:`~flight_sink.filters.FilterSyntaxError` naming its position) and
+                applied on the server, which skips row groups whose Parquet statistics exclude a
+                match.
             parallel: with ``parallel > 1`` the table is described with GetFlightInfo and its
                 endpoints (groups of fragments, and the MemWAL rows) are read by ``parallel``
                 threads; the result is the same rows as one DoGet at the moment of the
@@ -457,7 +556,7 @@ class Client:
         table: str,
         version: Optional[int],
         columns: Optional[Sequence[str]],
-        filter: Optional[Union[Mapping[str, Any], str]],
+        filter: Optional[FilterSpec],
     ) -> Dict[str, Any]:
         cmd: Dict[str, Any] = {"table": table}
         if version is not None:
@@ -465,7 +564,7 @@ class Client:
         if columns is not None:
             cmd["columns"] = list(columns)
         if filter is not None:
-            cmd["filter"] = json.loads(filter) if isinstance(filter, str) else dict(filter)
+            cmd["filter"] = to_predicate(filter)
         return cmd
 
     def flight_info(
@@ -474,7 +573,7 @@ class Client:
         *,
         version: Optional[int] = None,
         columns: Optional[Sequence[str]] = None,
-        filter: Optional[Union[Mapping[str, Any], str]] = None,
+        filter: Optional[FilterSpec] = None,
     ) -> fl.FlightInfo:
         """Describe a table for a parallel read: GetFlightInfo with a descriptor command.
 
@@ -510,7 +609,7 @@ class Client:
         table: str,
         version: Optional[int],
         columns: Optional[Sequence[str]],
-        filter: Optional[Union[Mapping[str, Any], str]],
+        filter: Optional[FilterSpec],
         parallel: int,
     ) -> pa.Table:
         from concurrent.futures import ThreadPoolExecutor
@@ -699,14 +798,15 @@ class Client:
             body["keep_last"] = int(keep_last)
         return dict(self._action("cleanup", body) or {})
 
-    def delete(self, table: str, where: Mapping[str, Any]) -> Dict[str, Any]:
+    def delete(self, table: str, where: FilterSpec) -> Dict[str, Any]:
         """Delete the rows matching a predicate (the ``delete`` action; not retried).
 
-        ``where`` is the protocol's JSON predicate, e.g. ``{"op": "=", "column": "id",
-        "value": 3}``, ``{"op": "in", "column": "k", "values": [1, 2]}``, ``{"op": "and",
-        "args": [...]}``. Returns ``{"version", "committed", "rows_deleted"}``.
+        ``where`` is what :meth:`read`'s ``filter`` takes: a text (``"id in (1, 2)"``), a
+        pyarrow expression or the protocol's JSON predicate, e.g. ``{"op": "=", "column":
+        "id", "value": 3}``. Returns ``{"version", "committed", "rows_deleted"}``.
         """
-        return dict(self._action("delete", {"table": table, "where": dict(where)}, retry=False) or {})
+        body = {"table": table, "where": to_predicate(where)}
+        return dict(self._action("delete", body, retry=False) or {})
 
     def flush_memwal(self, table: str, shard: Optional[str] = None) -> Dict[str, Any]:
         """Flush a MemWAL table's memtables into generations.

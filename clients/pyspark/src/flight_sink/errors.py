@@ -89,8 +89,19 @@ class FlightSinkError(Exception):
 
     @property
     def retryable(self) -> bool:
-        """True for transient conditions that a retry with backoff may get past."""
-        return self.code in _RETRYABLE_CODES
+        """True for transient conditions that a retry with backoff may get past.
+
+        ``Unavailable`` (the server is down, restarting or unreachable), ``Aborted`` (a commit
+        lost the race for a version too often) and the two ``ResourceExhausted`` that pass:
+        ``BACKPRESSURE`` (a MemWAL shard's backlog) and ``LIMIT_EXCEEDED`` for more DoPut
+        streams than the server's ``--max-concurrent-puts``. A ``LIMIT_EXCEEDED`` for a
+        stream or message over a size limit is not retryable: the same data fails again.
+        """
+        if self.code in _RETRYABLE_CODES:
+            return True
+        if self.code == "resource_exhausted":
+            return self.reason == "BACKPRESSURE" or "max-concurrent-puts" in self.server_message
+        return False
 
 
 class InvalidRequestError(FlightSinkError, ValueError):
@@ -146,7 +157,9 @@ class AbortedError(FlightSinkError):
 
 
 class ResourceExhaustedError(FlightSinkError):
-    """``ResourceExhausted``: e.g. a message larger than the server's ``--max-message-bytes``."""
+    """``ResourceExhausted``: a size limit (``--max-put-bytes``, ``--max-message-bytes``: not
+    retryable), or a transient one (``--max-concurrent-puts``, MemWAL ``BACKPRESSURE``:
+    retryable, see :attr:`FlightSinkError.retryable`)."""
 
     code = "resource_exhausted"
 

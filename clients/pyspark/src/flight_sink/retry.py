@@ -20,25 +20,31 @@ log = logging.getLogger("flight_sink")
 class RetryPolicy:
     """How idempotent calls are retried when the server is transiently unavailable.
 
-    A call is retried only when it failed with a retryable status (``Unavailable``: the server
-    is down, restarting or unreachable; ``Aborted``: a commit lost the race for a version too
-    often) and only if the call is safe to repeat: epoch writes, ``commit_epoch`` and the
-    read-only calls. Plain appends (:meth:`flight_sink.Client.put`) and ``create_table`` are
-    never retried. Sleeps grow ``initial_backoff * multiplier**n`` up to ``max_backoff`` with
-    full jitter, for at most ``max_attempts`` attempts and ``max_elapsed`` seconds in total;
-    then the last error is raised.
+    A call is retried only when it failed with a retryable status
+    (:attr:`flight_sink.FlightSinkError.retryable`: ``Unavailable``, the server is down,
+    restarting or unreachable; ``Aborted``, a commit lost the race for a version too often;
+    ``ResourceExhausted`` for ``--max-concurrent-puts`` or MemWAL ``BACKPRESSURE``) and only if
+    the call is safe to repeat: :meth:`~flight_sink.Client.write`, epoch writes,
+    ``commit_epoch`` and the read-only calls. Plain appends (:meth:`flight_sink.Client.put`) and
+    ``create_table`` are never retried.
+
+    Sleeps grow ``initial_backoff * multiplier**n`` up to ``max_backoff``, each drawn uniformly
+    from its upper half (jitter, so clients that failed together do not return together). The
+    call gives up once the next attempt would start more than ``max_elapsed`` seconds after the
+    first, or after ``max_attempts`` attempts, and raises the last error. The default rides out
+    a server restart of up to a minute: attempts every 1-2 s after the first few, for 60 s.
 
     Attributes:
         max_attempts: attempts in total, including the first (1 disables retries).
         initial_backoff: the first sleep, in seconds.
         max_backoff: the largest sleep, in seconds.
         multiplier: growth of the sleep per attempt.
-        max_elapsed: give up once this many seconds have passed since the first attempt.
+        max_elapsed: no attempt starts later than this many seconds after the first.
     """
 
-    max_attempts: int = 6
-    initial_backoff: float = 0.2
-    max_backoff: float = 5.0
+    max_attempts: int = 1000
+    initial_backoff: float = 0.1
+    max_backoff: float = 2.0
     multiplier: float = 2.0
     max_elapsed: float = 60.0
 
@@ -68,6 +74,7 @@ class RetryPolicy:
         """
         start = time.monotonic()
         attempt = 1
+        next_warning = 0.0
         while True:
             try:
                 return fn()
@@ -77,9 +84,15 @@ class RetryPolicy:
                 sleep = self.backoff(attempt)
                 if time.monotonic() - start + sleep > self.max_elapsed:
                     raise
-                log.warning(
-                    "%s failed (%s), retry %d/%d in %.2fs",
-                    what, e.code, attempt, self.max_attempts - 1, sleep,
+                # A warning for the first retry and then one every 10 s; the others at debug level.
+                elapsed = time.monotonic() - start
+                level = logging.WARNING if attempt == 1 or elapsed >= next_warning else logging.DEBUG
+                if level == logging.WARNING:
+                    next_warning = elapsed + 10.0
+                log.log(
+                    level,
+                    "%s failed (%s), retry %d in %.2fs, %.0fs after the first attempt (giving up at %.0fs)",
+                    what, e.code, attempt, sleep, elapsed, self.max_elapsed,
                 )
                 time.sleep(sleep)
                 attempt += 1

@@ -45,7 +45,9 @@ from .client import MODES, Ack, Client, CreateSpec
 from .errors import EpochNotCommittedError, TableNotFoundError
 from .retry import RetryPolicy
 
-__all__ = ["FlightSink", "SinkMetrics", "register", "spark_query_id", "spark_output_mode"]
+__all__ = [
+    "FlightSink", "SinkMetrics", "register", "spark_query_id", "spark_output_mode", "failure_line",
+]
 
 log = logging.getLogger("flight_sink")
 T = TypeVar("T")
@@ -96,6 +98,26 @@ def register(spark: Any) -> None:
 
 
 # -- Spark introspection ------------------------------------------------------------------------
+
+
+def failure_line(exc: BaseException) -> str:
+    """The cause of a failed Spark job in one line, for a program that reports it to a user.
+
+    A failure inside ``foreachBatch`` or a data source task reaches the driver wrapped in
+    Spark's ``StreamingQueryException`` (or a task failure) with the Python and JVM stack traces
+    in its message; the flight-sink client's own error (``flight_sink.errors.SchemaMismatchError:
+    ...``) is one line of it, and the one worth showing. Otherwise: the exception's type and the
+    first line of its message.
+    """
+    import re
+
+    text = str(exc)
+    for line in text.splitlines():
+        m = re.search(r"flight_sink\.errors\.(\w+Error): (.*)", line)
+        if m:
+            return f"{m.group(1)}: {m.group(2).strip()}"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def spark_query_id(df: Any) -> Optional[str]:
