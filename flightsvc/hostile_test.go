@@ -81,7 +81,9 @@ func hostileCases() []hostileCase {
 		}
 		return json.RawMessage(`{"op":"in","column":"id","values":[` + strings.Join(vals, ",") + `]}`)
 	}
-	cmdD := func(b string) *flight.FlightDescriptor { return &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(b)} }
+	cmdD := func(b string) *flight.FlightDescriptor {
+		return &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte(b)}
+	}
 	const bad, notFound = codes.InvalidArgument, codes.NotFound
 	return []hostileCase{
 		// Actions.
