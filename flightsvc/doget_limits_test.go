@@ -3,7 +3,13 @@ package flightsvc_test
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
@@ -60,4 +66,66 @@ func TestMaxConcurrentGets(t *testing.T) {
 		}
 		wantReason(t, err, codes.ResourceExhausted, "LIMIT_EXCEEDED")
 	}
+}
+
+// TestStalledDoGetsHeapBounded: four DoGets whose client stops reading after the schema, on a
+// table of 16 fragments of 1 MiB, hold what the design bounds: per stream the batch being sent,
+// the read-ahead (at most readAheadBytes, 8 MiB, here its two-batch depth), the batch being
+// decoded and the fragment's file reader: about 6 MiB of 1 MiB batches. The server's live heap
+// (runtime.MemStats.HeapAlloc after a GC) grows by less than 4 x 12 MiB while they stall,
+// however much of the table is unread, and a fifth DoGet is refused (--max-concurrent-gets 4).
+// Not parallel, so that the heap is this test's.
+func TestStalledDoGetsHeapBounded(t *testing.T) {
+	s := startServer(t, flightsvc.Config{MaxConcurrentGets: 4})
+	payload := strings.Repeat("x", 1000)
+	for e := int64(0); e < 16; e++ {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, rowSchema)
+		for i := int64(0); i < 1024; i++ {
+			b.Field(0).(*array.Int64Builder).Append(e*1024 + i)
+			b.Field(1).(*array.StringBuilder).Append(payload)
+		}
+		rec := b.NewRecordBatch()
+		b.Release()
+		_, err := s.put(testCtx(t), cmdDesc(t, epochCmd("wide", "q", e)), rowSchema, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk := []byte(`{"table": "wide"}`)
+	slow, err := flight.NewClientWithMiddleware(s.Addr, nil, nil,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	stalled, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	for range 4 {
+		stream, err := slow.DoGet(stalled, &flight.Ticket{Ticket: tk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Let the streams fill what they may buffer: a wait, not a timing assertion.
+	time.Sleep(300 * time.Millisecond)
+	grown := int64(heap()) - int64(before)
+	t.Logf("4 stalled DoGets of a 16 MiB table: heap grew %d bytes", grown)
+	const bound = 4 * 12 << 20
+	if grown > bound {
+		t.Fatalf("4 stalled DoGets grew the heap by %d bytes, want under %d", grown, bound)
+	}
+	_, err = s.get(testCtx(t), cmd{"table": "wide"})
+	wantReason(t, err, codes.ResourceExhausted, "LIMIT_EXCEEDED")
 }

@@ -203,9 +203,9 @@ func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schem
 	if err != nil {
 		return nil, invalidName(err)
 	}
-	// The table had no version: whatever this sink cached under its name (a handle, a shard set,
-	// read snapshots) was of a table since dropped or removed from the store.
-	s.forget(name)
+	// A handle cached under the name (of a table since removed from the store) is kept: its Latest
+	// finds this table's versions (engine.Table.Latest forgets a vanished one), and forgetting
+	// it here could close the shards of a concurrent create-on-put that opened this very table.
 	t = s.cache(t)
 	// The creation is a commit like any other: its maintenance publishes the table's first
 	// (empty) Iceberg snapshot, so readers find the table before its first rows. Best effort.
