@@ -33,14 +33,14 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	if r.ExpectRows != nil {
 		src = &countedSource{BatchSource: src, want: *r.ExpectRows}
 	}
-	// Every batch enters as stored types; a refused type fails here, before anything exists.
-	src, err := s.storeTypes(ctx, src)
-	if err != nil {
-		return Ack{}, fmt.Errorf("table %s: %w", r.Table, err)
-	}
 	e, err := s.planEpoch(ctx, &r, src.Schema())
 	if err != nil {
 		return Ack{}, err
+	}
+	// Every batch enters as the stored types the plan chose for the stream (e.input); a refused
+	// type failed in the plan, before anything exists.
+	if src, err = s.storeTypes(ctx, src, e.input); err != nil {
+		return Ack{}, fmt.Errorf("table %s: %w", r.Table, err)
 	}
 	if e.base == nil {
 		return s.createWithEpoch(ctx, e, src)
@@ -58,6 +58,8 @@ type epoch struct {
 	table  *engine.Table    // the table; for a create-on-put (base nil) a handle until it exists
 	base   *engine.Manifest // the version the epoch was decided on; nil: the epoch creates the table
 	shards *memwal.ShardSet // the table's MemWAL shards; nil when it has none
+	// input is the stream's schema in stored types (arrowschema.StoredSchemaFor its table).
+	input *arrow.Schema
 	// stored is the table schema the rows are written in: the base version's, the merged schema
 	// when the epoch changes it (merged is then set too), or the schema the create makes.
 	stored *arrow.Schema
@@ -69,7 +71,7 @@ type epoch struct {
 	arrived time.Time
 }
 
-// planEpoch decides epoch r (normalised) of stream schema in (stored types).
+// planEpoch decides epoch r (normalised) of stream schema in (as the client sent it).
 func (s *Sink) planEpoch(ctx context.Context, r *EpochRequest, in *arrow.Schema) (*epoch, error) {
 	e := &epoch{EpochRequest: *r}
 	t, err := s.table(ctx, r.Table) // Normalize checked the name
@@ -87,6 +89,11 @@ func (s *Sink) planEpoch(ctx context.Context, r *EpochRequest, in *arrow.Schema)
 	if errors.Is(err, engine.ErrTableNotFound) && r.Create != nil {
 		return e, s.planCreate(e, in)
 	}
+	if in != nil {
+		if _, serr := arrowschema.StoredSchema(in); serr != nil {
+			return nil, fmt.Errorf("table %s: %w", r.Table, serr) // a refused type is the first mistake
+		}
+	}
 	return nil, notFoundHint(err)
 }
 
@@ -95,6 +102,13 @@ func (s *Sink) planEpoch(ctx context.Context, r *EpochRequest, in *arrow.Schema)
 // create spec fails here, before anything is read.
 func (s *Sink) planCreate(e *epoch, in *arrow.Schema) error {
 	spec := *e.Create
+	if in != nil {
+		var err error
+		if in, err = arrowschema.StoredSchema(in); err != nil {
+			return fmt.Errorf("table %s: %w", e.Table, err)
+		}
+	}
+	e.input = in
 	stored, err := engine.CheckCreate(e.Table, in, createOptions(spec))
 	if err != nil {
 		return invalidName(err)
@@ -137,6 +151,12 @@ func (s *Sink) planOn(ctx context.Context, e *epoch, t *engine.Table, in *arrow.
 	// Schema evolution is decided from the stream's schema, before any data is read
 	// (arrowschema.MergeSchema): a refused change, or a change without merge_schema, commits
 	// nothing, and a change takes the direct route.
+	if in != nil {
+		if in, err = arrowschema.StoredSchemaFor(m.ArrowSchema(), in); err != nil {
+			return fmt.Errorf("table %s: %w", t.Name(), err)
+		}
+	}
+	e.input = in
 	e.stored, e.merged, err = schemaForEpoch(t, m, &e.EpochRequest, in)
 	if err != nil {
 		return err

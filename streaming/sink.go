@@ -269,18 +269,21 @@ type storedSource struct {
 	err    error
 }
 
-// storeTypes returns src with its batches converted to stored types, or src itself when its
-// schema holds stored types only. A refused type is an error wrapping arrowschema.ErrUnsupportedType
-// (InvalidArgument) naming the column, before anything of the stream is read.
-func (s *Sink) storeTypes(ctx context.Context, src BatchSource) (BatchSource, error) {
+// storeTypes returns src with its batches converted to stored types (to schema stored when it is
+// given, else arrowschema.StoredSchema's), or src itself when its schema holds those types
+// already. A refused type is an error wrapping arrowschema.ErrUnsupportedType (InvalidArgument)
+// naming the column, before anything of the stream is read.
+func (s *Sink) storeTypes(ctx context.Context, src BatchSource, stored *arrow.Schema) (BatchSource, error) {
 	if src.Schema() == nil {
 		return src, nil
 	}
-	stored, err := arrowschema.StoredSchema(src.Schema())
-	if err != nil {
-		return nil, err
+	if stored == nil {
+		var err error
+		if stored, err = arrowschema.StoredSchema(src.Schema()); err != nil {
+			return nil, err
+		}
 	}
-	if stored == src.Schema() {
+	if stored == src.Schema() || stored.Equal(src.Schema()) {
 		return src, nil
 	}
 	return &storedSource{src: src, ctx: ctx, mem: s.opts.Engine.Allocator, schema: stored, limit: s.opts.MaxStoredBatchBytes}, nil
@@ -364,7 +367,7 @@ func drain(src BatchSource) error {
 // Append lands src as one plain Append with no epoch identity (Flight PATH descriptors).
 // An empty stream commits nothing.
 func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, error) {
-	src, err := s.storeTypes(ctx, src)
+	src, err := s.storeTypes(ctx, src, nil)
 	if err != nil {
 		return Ack{}, fmt.Errorf("table %s: %w", table, err)
 	}

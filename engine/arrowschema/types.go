@@ -337,10 +337,21 @@ func storedField(path string, f arrow.Field) (arrow.Field, error) {
 
 // StoredSchema returns sc with every column type stored (StoredType), sc itself when nothing
 // changes, or the first refusal: an error wrapping ErrUnsupportedType that names the column.
-func StoredSchema(sc *arrow.Schema) (*arrow.Schema, error) {
+func StoredSchema(sc *arrow.Schema) (*arrow.Schema, error) { return StoredSchemaFor(nil, sc) }
+
+// StoredSchemaFor is StoredSchema for a write into a table of schema table (nil: a new table): a
+// column whose type the table already holds exactly as it arrives keeps that type. A table
+// created while its type was stored as it is (timestamp[ns], uint32, ...) thus keeps taking writes
+// of that type; its Iceberg publish names the column instead (iceberg.ErrUnpublishable).
+func StoredSchemaFor(table, sc *arrow.Schema) (*arrow.Schema, error) {
 	fields := sc.Fields()
 	same := true
 	for i, f := range fields {
+		if table != nil {
+			if j := table.FieldIndices(f.Name); len(j) == 1 && SameType(table.Field(j[0]).Type, f.Type) {
+				continue
+			}
+		}
 		st, err := StoredType(f.Name, f.Type)
 		if err != nil {
 			return nil, err

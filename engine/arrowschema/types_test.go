@@ -102,3 +102,34 @@ func TestProtocolDocListsTypePolicy(t *testing.T) {
 		t.Logf("the table, as the policy has it:\n| Arrow type | decision | note |\n|---|---|---|\n%s", table.String())
 	}
 }
+
+// TestStoredSchemaForKeepsTableTypes: a write into a table keeps a column of a type the table
+// already holds as it arrives (a table created while that type was stored unconverted keeps
+// taking writes of it); every other column gets its stored type, and a new table gets them all.
+func TestStoredSchemaForKeepsTableTypes(t *testing.T) {
+	ns := &arrow.TimestampType{Unit: arrow.Nanosecond}
+	us := &arrow.TimestampType{Unit: arrow.Microsecond}
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "ts", Type: ns},
+		{Name: "u", Type: arrow.PrimitiveTypes.Uint32},
+	}, nil)
+	legacy := arrow.NewSchema([]arrow.Field{{Name: "ts", Type: ns}, {Name: "u", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	got, err := StoredSchemaFor(legacy, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !arrow.TypeEqual(got.Field(0).Type, ns) || !arrow.TypeEqual(got.Field(1).Type, arrow.PrimitiveTypes.Int64) {
+		t.Fatalf("StoredSchemaFor(legacy table) = %s; want ts kept as timestamp[ns], u stored as int64", got)
+	}
+	fresh, err := StoredSchemaFor(nil, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !arrow.TypeEqual(fresh.Field(0).Type, us) {
+		t.Fatalf("StoredSchemaFor(new table) = %s; want ts stored as timestamp[us]", fresh)
+	}
+	current := arrow.NewSchema([]arrow.Field{{Name: "ts", Type: us}}, nil)
+	if got, err := StoredSchemaFor(current, in); err != nil || !arrow.TypeEqual(got.Field(0).Type, us) {
+		t.Fatalf("StoredSchemaFor(table of timestamp[us]) = %v, %v; want ts converted to timestamp[us]", got, err)
+	}
+}
