@@ -67,7 +67,11 @@ func findChromium(t *testing.T) string {
 func startServer(t *testing.T) (grpcAddr, httpAddr string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := flightsvc.NewServer(ctx, flightsvc.Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Root: t.TempDir()})
+	cfg := flightsvc.Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Root: t.TempDir()}
+	// The MemWAL table's rows stay in its memtable for the page to show: no flush or fold by age
+	// (the freshness bound), however slow the machine.
+	cfg.Sink.MemWALFreshness = -1
+	srv, err := flightsvc.NewServer(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
