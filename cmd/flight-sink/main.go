@@ -1,4 +1,4 @@
-// Command flight-sink is the flight-sink server and its admin tool.
+// Command flight-sink is the flight-sink server and its admin tool. Bare, it prints its help.
 //
 // Admin subcommands (history, inspect, compact, cleanup) work on a table URI directly, without a
 // running server: a table root URI with the table name as its last path element, e.g.
@@ -6,12 +6,11 @@
 // Arrow Flight server.
 //
 // Every flag has a matching FLIGHT_SINK_* environment variable. Errors are printed as one line
-// on stderr and the process exits with status 1.
+// on stderr and the process exits with status 1 (130 when interrupted by Ctrl-C or SIGTERM).
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,7 +53,8 @@ type CLI struct {
 	Serve   ServeCmd   `cmd:"" help:"Serve tables over Arrow Flight."`
 	Action  ActionCmd  `cmd:"" help:"Run a Flight action (table_stats, history, compact, cleanup, flush_memwal, ...) against a running server and print its JSON result."`
 	Bench   BenchCmd   `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
-	Version VersionCmd `cmd:"" help:"Print the version of flight-sink."`
+	Version VersionCmd `cmd:"" help:"Print the version of flight-sink (also --version)."`
+	Help    HelpCmd    `cmd:"" help:"Print the help of flight-sink, or of a command (help CMD)."`
 }
 
 const description = `flight-sink lands streaming micro-batches (Arrow record batches stamped with a query id and an
@@ -69,18 +69,35 @@ func main() {
 }
 
 // run parses args, runs the selected subcommand and returns the process exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	// kong ends --help and usage errors with its Exit hook; it returns from run instead.
+	defer func() {
+		if r := recover(); r != nil {
+			c, ok := r.(kongExit)
+			if !ok {
+				panic(r)
+			}
+			code = int(c)
+		}
+	}()
 	// --version before any command is `flight-sink version` (a command's own --version, such as
 	// inspect's, is that command's flag).
 	if len(args) == 1 && args[0] == "--version" {
 		fmt.Fprintln(stdout, versionLine())
 		return 0
 	}
+	// Bare flight-sink prints the help; help CMD is CMD --help.
+	if len(args) == 0 {
+		args = []string{"--help"}
+	} else if args[0] == "help" {
+		args = append(append([]string{}, args[1:]...), "--help")
+	}
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("flight-sink"),
 		kong.Description(description),
 		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(kongExit(code)) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.ExplicitGroups([]kong.Group{{
 			Key:   "s3",
@@ -104,15 +121,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	kctx.Bind(&cli.Globals)
 	if err := kctx.Run(); err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		if ctx.Err() != nil { // a signal cancelled it, whatever error that made
 			fmt.Fprintln(stderr, "flight-sink: interrupted")
-			return 1
+			return exitInterrupted
 		}
 		fmt.Fprintf(stderr, "flight-sink: %s\n", oneLine(err))
 		return 1
 	}
 	return 0
 }
+
+// kongExit carries kong's exit status out of its Exit hook to run.
+type kongExit int
+
+// exitInterrupted is the exit status of a command stopped by SIGINT (Ctrl-C) or SIGTERM: 128 +
+// SIGINT, as shells report it.
+const exitInterrupted = 130
 
 // oneLine renders err on a single line: wrapped errors from servers may carry newlines.
 func oneLine(err error) string {
