@@ -122,7 +122,7 @@ func TestInterruptExits130(t *testing.T) {
 	case c := <-accepted: // the command is waiting for the server now
 		defer c.Close()
 	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		t.Fatal("the command never connected")
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
