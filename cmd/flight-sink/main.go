@@ -45,6 +45,7 @@ func (g *Globals) S3Options() *objstore.S3Options {
 type CLI struct {
 	Globals
 
+	Tables  TablesCmd  `cmd:"" help:"List the tables under a root with their latest version, rows, fragments, data bytes and last commit."`
 	History HistoryCmd `cmd:"" help:"List a table's versions, newest first, with their operations and properties."`
 	Inspect InspectCmd `cmd:"" help:"Describe one version of a table: schema, rows, fragments and files, streaming watermarks, config."`
 	Compact CompactCmd `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
