@@ -100,7 +100,7 @@ func (h *httpServer) serve() error {
 	return nil
 }
 
-func (h *httpServer) shutdown(ctx context.Context) { h.srv.Shutdown(ctx) }
+func (h *httpServer) shutdown(ctx context.Context) { _ = h.srv.Shutdown(ctx) }
 
 // statusQuery is one streaming query's row on the status page.
 type statusQuery struct {
