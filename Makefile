@@ -7,13 +7,14 @@ GOBIN_DIR := $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO)
 export PATH := $(GOBIN_DIR):$(PATH)
 
 VERSITYGW_VERSION := v1.8.0
+GOLANGCI_LINT_VERSION := v2.15.0
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
 # Benchmark duration per benchmark: `make bench BENCHTIME=10s` for steadier numbers.
 BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python bench lint tools browser bench-peers bench-reads bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -33,15 +34,42 @@ test: tools deploy-tools
 test-python:
 	clients/pyspark/run_tests.sh
 
+# The JVM Spark connector (clients/spark, Java 17 + Maven): `make spark-jar` builds the shaded jar
+# clients/spark/target/flight-sink-spark-<version>.jar (tests skipped); the first run downloads the
+# Maven dependencies into the local repository (~/.m2, or SPARK_MVN_REPO), later runs reuse it.
+# `make test-spark` runs the JUnit suite (local Spark 4.1 against a server built from here), then
+# the jar's PySpark tests (clients/spark/tests) with python3's PySpark and, when
+# FLIGHT_SINK_SPARK41_PYTHON names a PySpark 4.1 environment (clients/pyspark/tools/spark41_env.sh),
+# its driver-kill, side-by-side and jar-content tests (not the example) with that one too.
+SPARK_MVN_REPO ?=
+SPARK_MVN := mvn -B -ntp $(if $(SPARK_MVN_REPO),-Dmaven.repo.local=$(SPARK_MVN_REPO))
+SPARK_TEST_BIN := clients/spark/target/test-bin/flight-sink
+spark-jar:
+	cd clients/spark && $(SPARK_MVN) -q package -DskipTests
+
+test-spark:
+	$(GO) build -o $(SPARK_TEST_BIN) ./cmd/flight-sink
+	cd clients/spark && FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(SPARK_MVN) package
+	FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) python3 -m pytest clients/spark/tests -p no:cacheprovider
+	@if [ -n "$$FLIGHT_SINK_SPARK41_PYTHON" ]; then \
+		echo "=== clients/spark/tests on PySpark 4.1 ($$FLIGHT_SINK_SPARK41_PYTHON)"; \
+		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$FLIGHT_SINK_SPARK41_PYTHON" -m pytest clients/spark/tests/test_jvm_datasource.py -p no:cacheprovider; \
+	fi
+
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
 bench: tools build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) $(PKGS)
 	bin/flight-sink bench
 
-lint:
-	@unformatted="$$(gofmt -l .)"; \
-	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet $(PKGS)
+# golangci-lint (errcheck, govet, ineffassign, staticcheck, unused, gofmt; .golangci.yml), installed
+# into GOBIN at the pinned version when missing.
+lint: lint-tools
+	golangci-lint run ./...
+
+lint-tools:
+	@command -v golangci-lint >/dev/null 2>&1 && golangci-lint version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION:v%=%)" || \
+		{ echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into $(GOBIN_DIR)"; \
+		  $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); }
 
 # versitygw is the real S3 server the tests run against (objstore/storetest starts one per test
 # binary): S3 behaviour is tested against a server, never a mock. Without it the S3 cases skip,

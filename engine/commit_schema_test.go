@@ -431,7 +431,7 @@ func TestHelperProcessSchemaCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	if point == "after-manifest" {
-		kill(0) // what follows the commit (the ack, maintenance) never runs
+		_ = kill(0) // what follows the commit (the ack, maintenance) never runs
 	}
 	t.Fatal("not killed")
 }

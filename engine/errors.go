@@ -67,7 +67,9 @@ func (e *ConflictError) Unwrap() error { return ErrCommitConflict }
 // watermark to what. For a MemWAL shard (Shard is set) the shard already holds the epoch, at
 // Location; WatermarkEpoch and Version are zero.
 type EpochCommittedError struct {
+	// QueryID is the streaming query whose epoch the write carried.
 	QueryID string
+	// EpochID is the epoch the write carried.
 	EpochID int64
 
 	// WatermarkEpoch is the base table's watermark epoch for the query. It is set only when Shard

@@ -31,11 +31,11 @@ func hSessions(t *testing.T, fn func(t *testing.T, store objstore.Store, shared 
 	}
 }
 
-// TestUpsertRebasesOverCompaction is seed 004's test: an upsert is prepared (uncommitted), a
-// compaction commits and moves every row, and then the upsert commits: it maps the rows it
-// replaces through the compaction's change-of-address mapping instead of failing. Expected
-// updates happen and no extra rows appear. Run with the upsert and the compaction on one shared
-// handle and on separate handles.
+// TestUpsertRebasesOverCompaction follows Lance's automatic resolution of a compaction then an
+// update or delete: an upsert is prepared (uncommitted), a compaction commits and moves every row,
+// and then the upsert commits: it maps the rows it replaces through the compaction's change-of-
+// address mapping instead of failing. Expected updates happen and no extra rows appear. Run with
+// the upsert and the compaction on one shared handle and on separate handles.
 func TestUpsertRebasesOverCompaction(t *testing.T) {
 	hSessions(t, func(t *testing.T, store objstore.Store, shared bool) {
 		ctx := t.Context()

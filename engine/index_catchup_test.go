@@ -10,7 +10,8 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// Seed 001's twelve unit cases of index catch-up, one test each, named after them. Most judge
+// The twelve unit cases of Lance's MemWAL index catch-up (derived from the version a commit read),
+// one test each, named after them. Most judge
 // deriveIndexCatchup on hand-built manifests (read version R, the version the commit lands on,
 // and the manifest it publishes); the ones about recording run real commits on every store.
 

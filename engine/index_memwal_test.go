@@ -16,7 +16,7 @@ import (
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
 
-// TestIndexCatchupGatesMemWALRetirement runs seed 001 end to end with the real MemWAL: on a table
+// TestIndexCatchupGatesMemWALRetirement runs Lance's MemWAL index catch-up end to end with the real MemWAL: on a table
 // with an index, a folded generation's files stay until an index optimize proves the index holds
 // its rows; on a table without one they go at once.
 func TestIndexCatchupGatesMemWALRetirement(t *testing.T) {

@@ -521,7 +521,7 @@ func (t *Table) copyFragment(ctx context.Context, m *Manifest, f Fragment, w *Wr
 // fragment was.
 func applyRewrite(frags []Fragment, coa *ChangeOfAddress, newFrags []Fragment) ([]Fragment, error) {
 	if coa == nil {
-		return nil, fmt.Errorf("Rewrite transaction without a change-of-address mapping")
+		return nil, fmt.Errorf("a Rewrite transaction without a change-of-address mapping")
 	}
 	groupOf := make(map[uint64]int)
 	groupNew := make([][]Fragment, len(coa.Groups))

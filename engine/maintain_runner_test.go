@@ -13,7 +13,7 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// Seed 002: the TableMaintainer's order, failure policies, recursion guard, and that maintenance
+// Inline table maintenance: the TableMaintainer's order, failure policies, recursion guard, and that maintenance
 // never holds up the visibility of the user's commit.
 
 // mtConfig is a configuration under which every step is due on a table prepared by mtPrepare.
@@ -360,7 +360,7 @@ func TestMaintainerSkipsWhatIsNotWorthIt(t *testing.T) {
 		}
 		// Off means off, whatever there is to do.
 		for i := range 20 {
-			m = hAppend(t, tbl, hRange(100+int64(i), 1), "b")
+			hAppend(t, tbl, hRange(100+int64(i), 1), "b")
 		}
 		off := MaintenanceConfig{Mode: MaintenanceOff}
 		if _, err := tbl.UpdateConfig(t.Context(), map[string]string{ConfigMaintenance: off.String()}, nil, nil); err != nil {

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/flight-sink/flight-sink/internal/numbered"
 )
 
 // Directory names inside a table: the on-disk layout of docs/storage.md. Readers of existing
@@ -34,25 +36,11 @@ func ValidateTableName(name string) error {
 }
 
 // makeManifestKey returns the key of version v's manifest relative to the table.
-func makeManifestKey(v uint64) string {
-	return fmt.Sprintf("%s%020d%s", versionsDir, v, manifestSuffix)
-}
+func makeManifestKey(v uint64) string { return numbered.Key(versionsDir, v, manifestSuffix) }
 
 // parseManifestKey is the inverse of makeManifestKey; ok is false for any other key.
 func parseManifestKey(key string) (v uint64, ok bool) {
-	i := strings.LastIndex(key, versionsDir)
-	if i < 0 {
-		return 0, false
-	}
-	name := key[i+len(versionsDir):]
-	if len(name) != 20+len(manifestSuffix) || !strings.HasSuffix(name, manifestSuffix) {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(name[:20], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return v, true
+	return numbered.Parse(key, versionsDir, manifestSuffix)
 }
 
 // makeTransactionKey returns the key of a transaction file relative to the table.

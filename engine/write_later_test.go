@@ -88,15 +88,13 @@ func TestFinishLaterOverlapsTheCommit(t *testing.T) {
 	case <-waiting:
 	case <-manifestAttempt:
 		close(g.release)
-		<-done
-		t.Fatal("the commit reached its manifest write while its data file was not stored")
+		t.Fatalf("the commit reached its manifest write while its data file was not stored (commit: %v)", <-done)
 	}
 	select {
 	case <-g.txnPut: // the transaction file was written while the data file was held
 	default:
 		close(g.release)
-		<-done
-		t.Fatal("the commit waited for its data file before writing its transaction file: no overlap")
+		t.Fatalf("the commit waited for its data file before writing its transaction file: no overlap (commit: %v)", <-done)
 	}
 	close(g.release)
 	if err := <-done; err != nil {

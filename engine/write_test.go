@@ -407,7 +407,7 @@ func TestTypesRoundTrip(t *testing.T) {
 						t.Fatalf("got %d columns, want %d", r.NumCols(), len(want))
 					}
 					for c, name := range want {
-						orig := rec.Column(sc.FieldIndices(name)[0]).(arrow.Array)
+						orig := rec.Column(sc.FieldIndices(name)[0])
 						exp := array.NewSlice(orig, rows, rows+r.NumRows())
 						if r.Schema().Field(c).Name != name || !array.Equal(exp, r.Column(c)) {
 							t.Errorf("column %d (%s %s): got %s %v", c, name, orig.DataType(), r.Schema().Field(c).Type, r.Column(c))

@@ -46,7 +46,7 @@ func TestConcurrentPutLimit(t *testing.T) {
 	_, refused := s.putCmd(ctx, t, epochCmd("limited", "other", 0), []int64{100})
 	wantCode(t, refused, codes.ResourceExhausted, "max-concurrent-puts")
 	w.Close()
-	held.CloseSend()
+	_ = held.CloseSend()
 	a, err := recvAck(held)
 	if err != nil || a.Status != "committed" {
 		t.Fatalf("held stream: %+v %v", a, err)

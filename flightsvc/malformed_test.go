@@ -186,7 +186,7 @@ func TestMalformedRequests(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			stream.CloseSend()
+			_ = stream.CloseSend()
 			_, err = recvAck(stream)
 			return err
 		}, codes.InvalidArgument, "schema"},
@@ -195,14 +195,14 @@ func TestMalformedRequests(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			stream.Send(&flight.FlightData{FlightDescriptor: cmdDesc(t, with()), DataHeader: []byte("not a flatbuffer message"), DataBody: []byte("x")})
-			stream.CloseSend()
+			_ = stream.Send(&flight.FlightData{FlightDescriptor: cmdDesc(t, with()), DataHeader: []byte("not a flatbuffer message"), DataBody: []byte("x")})
+			_ = stream.CloseSend()
 			_, err = recvAck(stream)
 			return err
 		}, codes.InvalidArgument, ""},
 		{"garbage IPC after two good batches", func(ctx context.Context) error {
 			return putThenBreak(ctx, t, &s.flightConn, with(), func(stream flight.FlightService_DoPutClient) {
-				stream.Send(&flight.FlightData{DataHeader: []byte("\x10\x00\x00\x00garbage-header-bytes"), DataBody: []byte("body")})
+				_ = stream.Send(&flight.FlightData{DataHeader: []byte("\x10\x00\x00\x00garbage-header-bytes"), DataBody: []byte("body")})
 			})
 		}, codes.InvalidArgument, ""},
 		{"IPC schema message again mid-stream", func(ctx context.Context) error {
@@ -211,7 +211,7 @@ func TestMalformedRequests(t *testing.T) {
 				w := flight.NewRecordWriter(stream, ipc.WithSchema(rowSchema))
 				b := batch(900)
 				defer b.Release()
-				w.Write(b)
+				_ = w.Write(b)
 			})
 		}, codes.InvalidArgument, ""},
 		// Actions.
@@ -382,15 +382,15 @@ func putThenBreak(ctx context.Context, t testing.TB, c *flightConn, command cmd,
 	w.SetFlightDescriptor(cmdDesc(t, command))
 	for _, ids := range [][]int64{idRange(100, 3), idRange(103, 3)} {
 		b := batch(ids...)
-		w.Write(b)
+		_ = w.Write(b)
 		b.Release()
 	}
 	breakIt(stream)
 	b := batch(idRange(106, 3)...)
-	w.Write(b)
+	_ = w.Write(b)
 	b.Release()
 	w.Close()
-	stream.CloseSend()
+	_ = stream.CloseSend()
 	a, err := recvAck(stream)
 	if err == nil {
 		t.Logf("broken stream acknowledged: %+v", a)
@@ -432,7 +432,7 @@ func TestMetadataOnlyMessageMidEpoch(t *testing.T) {
 		}
 	}
 	w.Close()
-	stream.CloseSend()
+	_ = stream.CloseSend()
 	a, err := recvAck(stream)
 	if err != nil {
 		t.Fatal(err)
@@ -571,11 +571,11 @@ func TestCorruptBatchBody(t *testing.T) {
 			w.SetFlightDescriptor(cmdDesc(t, epochCmd("t", "q", 1)))
 			for _, ids := range [][]int64{idRange(100, 50), idRange(150, 50), idRange(200, 50)} {
 				b := batch(ids...)
-				w.Write(b)
+				_ = w.Write(b)
 				b.Release()
 			}
 			w.Close()
-			stream.CloseSend()
+			_ = stream.CloseSend()
 			_, err = recvAck(stream)
 			t.Log(err)
 			wantCode(t, err, codes.InvalidArgument)

@@ -98,7 +98,7 @@ func TestProtocolDocExamples(t *testing.T) {
 		var c struct {
 			Rows *int64 `json:"rows"`
 		}
-		json.Unmarshal(body, &c)
+		_ = json.Unmarshal(body, &c)
 		n := int64(3)
 		if c.Rows != nil {
 			n = *c.Rows
@@ -112,9 +112,9 @@ func TestProtocolDocExamples(t *testing.T) {
 		}
 		w := flight.NewRecordWriter(stream, ipc.WithSchema(rowSchema))
 		w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
-		w.Write(rec)
+		_ = w.Write(rec)
 		w.Close()
-		stream.CloseSend()
+		_ = stream.CloseSend()
 		res, err := stream.Recv()
 		if err != nil {
 			return nil, err
@@ -149,7 +149,7 @@ func TestProtocolDocExamples(t *testing.T) {
 		{"doput staged", func(body []byte) ([]byte, error) {
 			res, err := doPut(body)
 			var a struct{ Stage string }
-			json.Unmarshal(res, &a)
+			_ = json.Unmarshal(res, &a)
 			stage = a.Stage
 			return res, err
 		}},
@@ -303,8 +303,8 @@ func TestMissingFields(t *testing.T) {
 		{`{"o": {"x": 1}}`, `{"o": null}`, nil},
 	} {
 		var doc, srv any
-		json.Unmarshal([]byte(tc.doc), &doc)
-		json.Unmarshal([]byte(tc.srv), &srv)
+		_ = json.Unmarshal([]byte(tc.doc), &doc)
+		_ = json.Unmarshal([]byte(tc.srv), &srv)
 		if got := missingFields("r", doc, srv); !slices.Equal(got, tc.want) {
 			t.Errorf("missingFields(%s, %s) = %q, want %q", tc.doc, tc.srv, got, tc.want)
 		}

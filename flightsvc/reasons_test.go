@@ -105,7 +105,7 @@ func TestErrorReasonsOverFlight(t *testing.T) {
 			DataHeader: []byte("not a flatbuffer at all")}); err != nil {
 			t.Fatal(err)
 		}
-		stream.CloseSend()
+		_ = stream.CloseSend()
 		_, err = recvAck(stream)
 		wantReason(t, err, codes.InvalidArgument, "MALFORMED_IPC")
 	})

@@ -36,7 +36,7 @@ func newRequestID(ctx context.Context) string {
 func requestIDUnary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		id := newRequestID(ctx)
-		grpc.SetHeader(ctx, metadata.Pairs("x-request-id", id))
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-request-id", id))
 		return h(context.WithValue(ctx, requestIDKey{}, id), req)
 	}
 }
@@ -52,7 +52,7 @@ func (s *idStream) Context() context.Context { return s.ctx }
 func requestIDStream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		id := newRequestID(ss.Context())
-		ss.SetHeader(metadata.Pairs("x-request-id", id))
+		_ = ss.SetHeader(metadata.Pairs("x-request-id", id))
 		return h(srv, &idStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), requestIDKey{}, id)})
 	}
 }

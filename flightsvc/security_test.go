@@ -100,7 +100,7 @@ func startSecure(t *testing.T, cfg Config) string {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
+	go func() { _ = srv.Serve(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return srv.Addr().String()
 }

@@ -89,7 +89,7 @@ func TestShutdownDrainsInFlightEpoch(t *testing.T) {
 		b.Release()
 	}
 	w.Close()
-	stream.CloseSend()
+	_ = stream.CloseSend()
 	a, err := recvAck(stream)
 	if err != nil {
 		t.Fatalf("in-flight epoch during graceful shutdown: %v", err)

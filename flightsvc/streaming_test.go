@@ -1,6 +1,6 @@
 package flightsvc_test
 
-// Seed 003's streaming-sink suite, run against the Flight surface: DoPut with CMD descriptors
+// The Spark Structured Streaming sink's suite, run against the Flight surface: DoPut with CMD descriptors
 // carrying {"table","query_id","epoch_id","mode",...}, acks read from PutResult app_metadata.
 
 import (
@@ -175,7 +175,7 @@ func TestReplayOfNonEmptyEpochIsDuplicate(t *testing.T) {
 	}
 }
 
-// TestLookbackWindowAndWatermark covers seed 003's look-back expiry on a server that goes
+// TestLookbackWindowAndWatermark covers the streaming sink's look-back expiry on a server that goes
 // beyond the bounded window.
 //
 // What the per-query watermark guarantees: every manifest carries each streaming query's latest

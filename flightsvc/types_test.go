@@ -276,11 +276,11 @@ func TestCreateOnPutThatFailsCreatesNothing(t *testing.T) {
 				w.SetFlightDescriptor(cmdDesc(t, createCmd(table)))
 				for _, ids := range [][]int64{idRange(0, 50), idRange(50, 50)} {
 					b := batch(ids...)
-					w.Write(b)
+					_ = w.Write(b)
 					b.Release()
 				}
 				w.Close()
-				stream.CloseSend()
+				_ = stream.CloseSend()
 				_, err = recvAck(stream)
 				if err == nil {
 					t.Fatal("create-on-put with a corrupt batch acknowledged")

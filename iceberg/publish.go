@@ -246,7 +246,7 @@ func currentFiles(fio *storeIO, tbl *table.Table) (liveFiles, error) {
 		return lf, fmt.Errorf("read manifest list %s: %w", snap.ManifestList, err)
 	}
 	for _, m := range mans {
-		entries, err := m.FetchEntries(fio, true)
+		entries, err := m.FetchEntries(fio, true) //nolint:staticcheck // SA1019: Entries streams; the publisher needs every entry of a manifest at once
 		if err != nil {
 			return lf, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
 		}

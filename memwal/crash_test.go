@@ -108,7 +108,7 @@ func TestKillDuringStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			child.drainAcks(acked) // acks printed before the kill still count
-			child.cmd.Wait()
+			_ = child.cmd.Wait()
 			if v.grow {
 				dir := filepath.Join(store.(*objstore.Local).Root(), "events", "_mem_wal", testShardID, "wal")
 				ents, err := os.ReadDir(dir)

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -296,7 +297,7 @@ func (c *Folder) prepareAppend(ctx context.Context, paths shardPaths, base *engi
 func (c *Folder) prepareUpsert(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
 	schema := base.ArrowSchema()
 	var batches []arrow.RecordBatch
-	defer func() { releaseAll(batches) }()
+	defer func() { arrowschema.ReleaseBatches(batches) }()
 	var rows int64
 	for _, g := range gens {
 		err := readGeneration(ctx, c.table.Store(), paths, g, schema, c.opts.Shard.Allocator, true, func(b arrow.RecordBatch) error {

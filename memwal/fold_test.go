@@ -10,7 +10,7 @@ import (
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// Seed 000, acceptance criteria, one test each.
+// The acceptance criteria of Lance's MemWAL shard compaction (a fold here), one test each.
 
 // A generation flushed between the folder's read and its drain is retained, not dropped.
 func TestFoldGenerationFlushedBetweenReadAndDrainSurvives(t *testing.T) {

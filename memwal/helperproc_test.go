@@ -57,7 +57,7 @@ func startHelper(t *testing.T, run, uri string, env []string, limit time.Duratio
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	timeout := time.AfterFunc(limit, func() { p.cmd.Process.Kill() })
+	timeout := time.AfterFunc(limit, func() { _ = p.cmd.Process.Kill() })
 	t.Cleanup(func() { timeout.Stop() })
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -92,7 +92,7 @@ func (p *helperProcess) awaitAcks(t *testing.T, n int) map[int64]bool {
 			}
 		}
 	}
-	p.cmd.Wait()
+	_ = p.cmd.Wait()
 	t.Fatalf("child stopped after %d acks: %s", len(acked), p.stderr.String())
 	return nil
 }

@@ -444,7 +444,7 @@ func (ss *ShardSet) renewLeases(ctx context.Context) {
 		}
 		_, err := w.ms.CommitUpdate(ctx, w.epoch, func(*ShardManifest) error { return nil })
 		if errors.Is(err, ErrFenced) {
-			w.fail(err)
+			_ = w.fail(err)
 			ss.unroute(i)
 		} else if err != nil {
 			ss.opts.Shard.Logger.Warn("memwal: lease renewal failed; will retry", "table", ss.table.Name(), "shard", ss.ids[i], "err", err)

@@ -74,9 +74,9 @@ func TestTakeoverAfterKill(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			child.cmd.Process.Kill()
+			_ = child.cmd.Process.Kill()
 			child.drainAcks(acked) // acks printed before the kill still count
-			child.cmd.Wait()
+			_ = child.cmd.Wait()
 
 			mine, _ := live.ss.routedShard("live")
 			id := ShardIDs(2)[1-mine]

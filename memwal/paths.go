@@ -1,10 +1,10 @@
 package memwal
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/flight-sink/flight-sink/internal/numbered"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
@@ -38,12 +38,12 @@ func (p shardPaths) genPrefix() string      { return p.root + genDir }
 
 // makeManifestKey returns the key of manifest version v.
 func (p shardPaths) makeManifestKey(v uint64) string {
-	return fmt.Sprintf("%s%020d%s", p.manifestPrefix(), v, manifestExt)
+	return numbered.Key(p.manifestPrefix(), v, manifestExt)
 }
 
 // parseManifestKey is the inverse of makeManifestKey; ok is false for any other key.
 func parseManifestKey(key string) (v uint64, ok bool) {
-	return parseNumberedName(key, manifestDir, manifestExt)
+	return numbered.Parse(key, manifestDir, manifestExt)
 }
 
 // makeWALKey returns the key of the WAL entry at position pos.
@@ -51,14 +51,9 @@ func (p shardPaths) makeWALKey(pos uint64) string {
 	return wal.EntryKey(p.walPrefix(), pos)
 }
 
-// parseWALKey is the inverse of makeWALKey; ok is false for any other key.
-func parseWALKey(key string) (pos uint64, ok bool) {
-	return wal.ParseEntryKey(key)
-}
-
 // makeGenDir returns the directory (a key prefix ending in "/") of generation g, relative to the
 // shard root. Manifests record it relative so a shard can be read wherever its table lives.
-func makeGenDir(g uint64) string { return fmt.Sprintf("%s%020d/", genDir, g) }
+func makeGenDir(g uint64) string { return numbered.Key(genDir, g, "/") }
 
 // parseGenDir is the inverse of makeGenDir for a directory name under gen/ ("000…42").
 func parseGenDir(name string) (g uint64, ok bool) {
@@ -68,18 +63,4 @@ func parseGenDir(name string) (g uint64, ok bool) {
 	}
 	g, err := strconv.ParseUint(name, 10, 64)
 	return g, err == nil
-}
-
-// parseNumberedName parses ".../<dir><20 digits><ext>".
-func parseNumberedName(key, dir, ext string) (uint64, bool) {
-	i := strings.LastIndex(key, "/"+dir)
-	if i < 0 {
-		return 0, false
-	}
-	name := key[i+1+len(dir):]
-	if len(name) != numberDigits+len(ext) || !strings.HasSuffix(name, ext) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(name[:numberDigits], 10, 64)
-	return n, err == nil
 }

@@ -46,7 +46,7 @@ func Pin(ctx context.Context, tbl *engine.Table, shards []ShardReader) (*PinnedR
 	p := &PinnedRead{table: tbl, manifest: m, mem: mem}
 	if len(m.PrimaryKey) > 0 {
 		if p.keep, p.keys, err = winners(mem, m.PrimaryKey); err != nil {
-			releaseAll(mem)
+			arrowschema.ReleaseBatches(mem)
 			return nil, err
 		}
 	}
@@ -105,13 +105,13 @@ func (p *PinnedRead) Scan(ctx context.Context, columns []string, filter *expr.Pr
 	}
 	r := &mergedReader{refs: 1, schema: out}
 	r.sources = []batchSource{memSource(ctx, p.mem, p.keep, filter, full, out)}
-	r.closers = []func(){func() { releaseAll(p.mem); releaseBools(p.keep) }}
+	r.closers = []func(){func() { arrowschema.ReleaseBatches(p.mem); releaseBools(p.keep) }}
 	return r, nil
 }
 
 // Release frees the captured rows (readers Scan returned keep theirs).
 func (p *PinnedRead) Release() {
-	releaseAll(p.mem)
+	arrowschema.ReleaseBatches(p.mem)
 	releaseBools(p.keep)
 	p.mem, p.keep = nil, nil
 }

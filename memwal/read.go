@@ -54,7 +54,7 @@ func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o 
 	}
 	r, err := newMergedReader(ctx, tbl, m, mem, o)
 	if err != nil {
-		releaseAll(mem)
+		arrowschema.ReleaseBatches(mem)
 		return nil, err
 	}
 	return r, nil
@@ -72,18 +72,18 @@ func readShards(ctx context.Context, m *engine.Manifest, shards []ShardReader) (
 			sn, err = w.storedView().Snapshot(ctx, watermark)
 		}
 		if err != nil {
-			releaseAll(out)
+			arrowschema.ReleaseBatches(out)
 			return nil, err
 		}
 		if sn.drained {
 			sn.Release()
-			releaseAll(out)
+			arrowschema.ReleaseBatches(out)
 			return nil, fmt.Errorf("memwal shard %s above merged generation %d: %w", sh.ShardID(), watermark, errMergedSince)
 		}
 		bs, err := sn.ReadAll(ctx)
 		sn.Release()
 		if err != nil {
-			releaseAll(out)
+			arrowschema.ReleaseBatches(out)
 			return nil, err
 		}
 		out = append(out, bs...)
@@ -145,7 +145,7 @@ func (s *Shard) storedIfFenced(ctx context.Context) (*StoredShard, error) {
 	case err == nil:
 		return nil, nil
 	case errors.Is(err, ErrFenced):
-		s.fail(err)
+		_ = s.fail(err)
 		return s.storedView(), nil
 	}
 	return nil, err
@@ -174,7 +174,7 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 		if err != nil {
 			return nil, err
 		}
-		r.closers = append(r.closers, sc.Release, func() { releaseAll(mem) })
+		r.closers = append(r.closers, sc.Release, func() { arrowschema.ReleaseBatches(mem) })
 		r.sources = []batchSource{scannerSource(ctx, sc, nil, out), memSource(ctx, mem, nil, o.Filter, full, out)}
 		return r, nil
 	}
@@ -214,7 +214,7 @@ func newMergedReader(ctx context.Context, tbl *engine.Table, m *engine.Manifest,
 			return bb.NewBooleanArray(), nil
 		}
 	}
-	r.closers = append(r.closers, sc.Release, func() { releaseAll(mem); releaseBools(keep) })
+	r.closers = append(r.closers, sc.Release, func() { arrowschema.ReleaseBatches(mem); releaseBools(keep) })
 	r.sources = []batchSource{scannerSource(ctx, sc, baseKeep, out), memSource(ctx, mem, keep, o.Filter, full, out)}
 	return r, nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -151,7 +152,7 @@ func TestMergedReadRacingDrainStartsOver(t *testing.T) {
 		for _, r := range []ShardReader{w, NewStoredShard(tbl, testShardID, nil)} {
 			mem, err := readShards(ctx, stale, []ShardReader{r})
 			if !errors.Is(err, errMergedSince) {
-				releaseAll(mem)
+				arrowschema.ReleaseBatches(mem)
 				t.Fatalf("%T: read against the base version before the fold: %v, want errMergedSince", r, err)
 			}
 			checkRows(t, "merged read", readMerged(t, tbl, r), expectRows(0, 30, "a"))

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
 )
 
@@ -126,7 +127,7 @@ func PartitionByKey(ctx context.Context, rec arrow.RecordBatch, pk []string, n i
 		part, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
 		mask.Release()
 		if err != nil {
-			releaseAll(out)
+			arrowschema.ReleaseBatches(out)
 			return nil, fmt.Errorf("memwal: partition by key: %w", err)
 		}
 		out[s] = part

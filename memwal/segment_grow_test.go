@@ -47,7 +47,7 @@ func TestSegmentGrowsWhileSpareIsPrepared(t *testing.T) {
 		<-release
 		return real(dir, size)
 	})
-	defer wal.SwapPreallocateSpareForTesting(real)
+	defer func() { wal.SwapPreallocateSpareForTesting(real) }()
 	local, err := objstore.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +101,24 @@ func TestSmallSegmentNotRecycled(t *testing.T) {
 	tbl := createTable(t, local, nil)
 	o := testOptions()
 	o.WALSegmentBytes = 2 << 20 // the first segment is firstSegmentBytes, half of it
+	// The spare is prepared in the background once the first segment is half full; on a loaded
+	// machine the small first segment could fill before it is ready and grow instead
+	// (TestSegmentGrowsWhileSpareIsPrepared). Here the puts wait for the spare, so the first
+	// segment stays small.
+	spareStarted, spareDone := make(chan struct{}, 1), make(chan struct{}, 1)
+	var prepare func(string, int64) (string, error)
+	prepare = wal.SwapPreallocateSpareForTesting(func(dir string, size int64) (string, error) {
+		signal := func(c chan struct{}) {
+			select {
+			case c <- struct{}{}:
+			default: // a later spare, after the loop below: nobody waits for it
+			}
+		}
+		signal(spareStarted)
+		defer signal(spareDone)
+		return prepare(dir, size)
+	})
+	defer func() { wal.SwapPreallocateSpareForTesting(prepare) }()
 	s := openShard(t, tbl, testShardID, o)
 	first := segmentFiles(t, local, s)
 	var e int64
@@ -109,6 +127,15 @@ func TestSmallSegmentNotRecycled(t *testing.T) {
 			t.Fatalf("no second segment after %d entries: %v", e, segmentFiles(t, local, s))
 		}
 		put(t, s, "q", e, e*2000, 2000, "r")
+		select {
+		case <-spareStarted:
+			select {
+			case <-spareDone:
+			case <-time.After(time.Minute):
+				t.Fatal("the spare segment was not ready a minute after it was started")
+			}
+		default:
+		}
 	}
 	var small string
 	for name, size := range segmentFiles(t, local, s) {

@@ -480,7 +480,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 	if len(in) > 0 {
 		err = panics.Recover(s.opts.Logger, "memwal write wal entry", func() error { return s.writeEntry(pos, in) })
 		if errors.Is(err, panics.ErrPanic) {
-			s.fail(err) // the entry's outcome is unknown: stop acknowledging
+			_ = s.fail(err) // the entry's outcome is unknown: stop acknowledging
 		}
 	}
 	s.mu.Lock()
@@ -731,9 +731,9 @@ func (s *Shard) runFlusher() {
 				// the WAL; the writer opened next replays them.
 				switch {
 				case errors.Is(err, ErrFenced):
-					s.fail(err)
+					_ = s.fail(err)
 				case errors.Is(err, panics.ErrPanic) || failures >= maxFlushFailures:
-					s.fail(fmt.Errorf("memwal shard %s: flush failed %d times, the writer stops: %w", s.id, failures, err))
+					_ = s.fail(fmt.Errorf("memwal shard %s: flush failed %d times, the writer stops: %w", s.id, failures, err))
 				}
 				if s.Err() != nil {
 					s.signalProgress()

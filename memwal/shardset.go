@@ -618,7 +618,7 @@ func (ss *ShardSet) Close() {
 	ss.stopOwnerLoop()
 	ss.hooks.Wait()
 	if ss.gauge != nil {
-		ss.gauge.Unregister()
+		_ = ss.gauge.Unregister()
 	}
 	ctx, cancel := context.WithTimeout(ss.opts.Maintainer.BackgroundContext, 5*time.Second)
 	defer cancel()

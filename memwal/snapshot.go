@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/backoff"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -49,7 +49,7 @@ type Snapshot struct {
 func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot, error) {
 	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
 		if errors.Is(err, ErrFenced) {
-			s.fail(err)
+			_ = s.fail(err)
 		}
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (sn *Snapshot) ReadAll(ctx context.Context) ([]arrow.RecordBatch, error) {
 		return nil
 	})
 	if err != nil {
-		releaseAll(out)
+		arrowschema.ReleaseBatches(out)
 		return nil, err
 	}
 	return out, nil
@@ -119,7 +119,7 @@ func (sn *Snapshot) ReadAll(ctx context.Context) ([]arrow.RecordBatch, error) {
 
 // Release drops the snapshot's memtable references.
 func (sn *Snapshot) Release() {
-	releaseAll(sn.mem)
+	arrowschema.ReleaseBatches(sn.mem)
 	sn.mem = nil
 }
 
@@ -360,16 +360,4 @@ func (v *storedView) release() {
 		e.Release()
 	}
 	v.entries = nil
-}
-
-func releaseAll(bs []arrow.RecordBatch) {
-	for _, b := range bs {
-		if b != nil {
-			b.Release()
-		}
-	}
-}
-
-func newRecordBatch(schema *arrow.Schema, cols []arrow.Array, rows int64) arrow.RecordBatch {
-	return array.NewRecordBatch(schema, cols, rows)
 }

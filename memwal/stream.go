@@ -348,7 +348,7 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("memwal: commit of an ended stream")
 	}
 	st.ended = true
-	defer releaseBatches(st.batches)
+	defer arrowschema.ReleaseBatches(st.batches)
 	if st.ps == nil {
 		return st.ss.PutUnkeyed(ctx, st.since, st.m, st.id, st.batches, st.decide, st.held)
 	}
@@ -380,11 +380,5 @@ func (st *ShardStream) Abort() {
 	if st.ps != nil {
 		st.ps.Abort()
 	}
-	releaseBatches(st.batches)
-}
-
-func releaseBatches(bs []arrow.RecordBatch) {
-	for _, b := range bs {
-		b.Release()
-	}
+	arrowschema.ReleaseBatches(st.batches)
 }

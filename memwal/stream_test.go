@@ -331,13 +331,13 @@ func TestKillBetweenStreamAndCommit(t *testing.T) {
 		}
 	}
 	if len(lines) == 0 || lines[len(lines)-1] != "STREAMED" {
-		child.cmd.Wait()
+		_ = child.cmd.Wait()
 		t.Fatalf("child stopped before streaming (%q): %s", lines, child.stderr.String())
 	}
 	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	child.cmd.Wait()
+	_ = child.cmd.Wait()
 	if d := diskRecords(t, dir); d.streams != 2 || d.commits != 1 {
 		t.Fatalf("on disk after the kill: %+v, want the records of 2 streams and 1 commit", d)
 	}
@@ -380,7 +380,9 @@ func TestStreamCommitWaitsForLeftSegments(t *testing.T) {
 	wal.SwapSyncLeftSegmentForTesting(func(*os.File) error { return failed })
 	_, err := ps.Commit()
 	wal.SwapSyncLeftSegmentForTesting(func(f *os.File) error { synced++; return unix.Fdatasync(int(f.Fd())) })
-	defer wal.SwapSyncLeftSegmentForTesting(func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) })
+	defer func() {
+		wal.SwapSyncLeftSegmentForTesting(func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) })
+	}()
 	if !errors.Is(err, failed) {
 		t.Fatalf("commit with the left segments' sync failing: %v, want the sync's error", err)
 	}

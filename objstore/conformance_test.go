@@ -234,7 +234,7 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	if int64(len(p)) > r.n {
 		p = p[:r.n]
 	}
-	r.rng.Read(p)
+	_, _ = r.rng.Read(p)
 	r.n -= int64(len(p))
 	return len(p), nil
 }
@@ -244,7 +244,7 @@ func TestPutLarge(t *testing.T) {
 	storetest.ForEach(t, true, func(t *testing.T, s objstore.Store) {
 		seed := [32]byte{1, 2, 3}
 		want := make([]byte, size)
-		io.ReadFull(&streamReader{rng: rand.NewChaCha8(seed), n: size}, want)
+		_, _ = io.ReadFull(&streamReader{rng: rand.NewChaCha8(seed), n: size}, want)
 		if err := s.Put(t.Context(), "big/obj", &streamReader{rng: rand.NewChaCha8(seed), n: size}); err != nil {
 			t.Fatal(err)
 		}
@@ -628,7 +628,7 @@ func (f *faultyTransport) Do(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
 	return nil, errors.New("read tcp: connection reset by peer (injected)")

@@ -188,7 +188,9 @@ func (w *writebackWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs directory dir, so that the entries created, renamed or removed in it are
+// durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -211,7 +213,7 @@ func (l *Local) Put(ctx context.Context, key string, body io.Reader) error {
 		os.Remove(tmp)
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("put %s: sync dir: %w", key, err)
 	}
 	return nil
@@ -235,7 +237,7 @@ func (l *Local) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 		}
 		return fmt.Errorf("put-if-absent %s: %w", key, err)
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("put-if-absent %s: sync dir: %w", key, err)
 	}
 	return nil

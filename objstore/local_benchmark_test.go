@@ -17,7 +17,7 @@ func BenchmarkLocalPut(b *testing.B) {
 	for _, size := range []int{32 << 10, 82 << 20} {
 		data := make([]byte, size)
 		rng := rand.NewChaCha8([32]byte{7})
-		rng.Read(data)
+		_, _ = rng.Read(data)
 		for _, wb := range []bool{true, false} {
 			b.Run(fmt.Sprintf("size=%dKiB/writeback=%v", size>>10, wb), func(b *testing.B) {
 				if !wb {

@@ -74,7 +74,7 @@ type S3Options struct {
 // current S3-compatible servers (versitygw, MinIO) enforce atomically.
 type S3 struct {
 	client   *s3.Client
-	uploader *manager.Uploader
+	uploader *manager.Uploader //nolint:staticcheck // SA1019: feature/s3/transfermanager is its successor; the multipart upload this store needs is the same
 	bucket   string
 	root     string // Prefix plus a trailing '/', or "" for the whole bucket
 }
@@ -135,7 +135,7 @@ func newS3(ctx context.Context, o S3Options, extra ...func(*s3.Options)) (*S3, e
 		client: client,
 		// The manager package is marked deprecated in favour of feature/s3/transfermanager, which
 		// is still v0; its Uploader is stable and does what Put needs.
-		uploader: manager.NewUploader(client, func(u *manager.Uploader) {
+		uploader: manager.NewUploader(client, func(u *manager.Uploader) { //nolint:staticcheck // SA1019, as above
 			u.PartSize = s3PartSize
 			u.Concurrency = s3UploadConcurrency
 		}),
@@ -252,7 +252,7 @@ func (s *S3) Put(ctx context.Context, key string, body io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.uploader.Upload(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: body}); err != nil {
+	if _, err := s.uploader.Upload(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &k, Body: body}); err != nil { //nolint:staticcheck // SA1019, as above
 		return s.wrap("put", key, err)
 	}
 	return nil

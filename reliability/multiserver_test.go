@@ -133,13 +133,13 @@ func TestThreeServersOneTable(t *testing.T) {
 			actx, acancel := context.WithTimeout(pctx, 30*time.Second)
 			switch mrng.IntN(4) {
 			case 0:
-				servertest.Action(actx, c, "flush_memwal", map[string]any{"table": "shared_wal"})
+				_, _ = servertest.Action(actx, c, "flush_memwal", map[string]any{"table": "shared_wal"})
 			case 1:
-				servertest.Action(actx, c, "fold_memwal_shard", map[string]any{"table": "shared_wal"})
+				_, _ = servertest.Action(actx, c, "fold_memwal_shard", map[string]any{"table": "shared_wal"})
 			case 2:
-				servertest.Action(actx, c, "compact", map[string]any{"table": "shared"})
+				_, _ = servertest.Action(actx, c, "compact", map[string]any{"table": "shared"})
 			case 3:
-				servertest.Action(actx, c, "compact", map[string]any{"table": "shared_wal"})
+				_, _ = servertest.Action(actx, c, "compact", map[string]any{"table": "shared_wal"})
 			}
 			acancel()
 		}

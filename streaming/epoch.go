@@ -165,7 +165,7 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 		if err != nil {
 			return Ack{}, err
 		}
-		defer releaseBatches(recs)
+		defer arrowschema.ReleaseBatches(recs)
 		t, err := s.createOrOpen(ctx, e.Table, e.stored, spec)
 		if err != nil {
 			return Ack{}, err
@@ -263,7 +263,7 @@ func (s *Sink) upsertEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack,
 	if err != nil {
 		return Ack{}, err
 	}
-	defer releaseBatches(recs)
+	defer arrowschema.ReleaseBatches(recs)
 	rows := batchRows(recs)
 	if rows == 0 {
 		return s.ackEmpty(e), nil

@@ -145,7 +145,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) 
 	if rest != nil { // a large epoch: streamed into its shard as it arrives (memwal_stream.go)
 		return s.streamMemWALEpoch(ctx, e, recs, rest)
 	}
-	defer releaseBatches(recs)
+	defer arrowschema.ReleaseBatches(recs)
 	for _, rec := range recs {
 		if err := arrowschema.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
 			return Ack{}, fmt.Errorf("table %s: %w", t.Name(), err)

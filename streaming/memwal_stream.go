@@ -39,11 +39,11 @@ func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src Batc
 	}
 	if bytes < limit { // the source ended first
 		if err := src.Err(); err != nil {
-			releaseBatches(head)
+			arrowschema.ReleaseBatches(head)
 			return nil, nil, fmt.Errorf("read stream: %w", err)
 		}
 		if err := ctx.Err(); err != nil {
-			releaseBatches(head)
+			arrowschema.ReleaseBatches(head)
 			return nil, nil, err
 		}
 		return head, nil, nil
@@ -55,7 +55,7 @@ func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src Batc
 // arrive: head are the batches read so far (released here), src the rest of the epoch. A replay
 // of an epoch the shard holds is drained and acknowledged as a duplicate without a write.
 func (s *Sink) streamMemWALEpoch(ctx context.Context, e *epoch, head []arrow.RecordBatch, src BatchSource) (Ack, error) {
-	defer releaseBatches(head)
+	defer arrowschema.ReleaseBatches(head)
 	t, m, ss := e.table, e.base, e.shards
 	id := engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}
 	// The shard is the one the buffered path picks (memwal.ShardSet.Route, through StreamPut),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
@@ -47,7 +48,7 @@ func TestMemWALLargeEpochsStream(t *testing.T) {
 		for e := int64(0); e < 3; e++ {
 			recs := kvEpoch(e, 4, "x")
 			a, err := write(s, e, kvSource(t, recs...))
-			releaseBatches(recs)
+			arrowschema.ReleaseBatches(recs)
 			if err != nil || a.Status != StatusCommitted || a.Rows != 12 || a.Route != RouteMemWAL {
 				t.Fatalf("epoch %d: %+v %v", e, a, err)
 			}
@@ -56,14 +57,14 @@ func TestMemWALLargeEpochsStream(t *testing.T) {
 		if a, err := write(s, 1, kvSource(t, recs...)); err != nil || a.Status != StatusDuplicate {
 			t.Fatalf("replay of a streamed epoch: %+v %v", a, err)
 		}
-		releaseBatches(recs)
+		arrowschema.ReleaseBatches(recs)
 		// A stream that fails after 3 of its batches: an error, nothing lands.
 		recs = kvEpoch(3, 3, "broken")
 		broken := errors.New("client went away")
 		if _, err := write(s, 3, &failingSource{BatchSource: kvSource(t, recs...), err: broken}); !errors.Is(err, broken) {
 			t.Fatalf("an epoch whose stream fails: %v, want %v", err, broken)
 		}
-		releaseBatches(recs)
+		arrowschema.ReleaseBatches(recs)
 		check := func(s *Sink, what string) {
 			t.Helper()
 			got := readKV(t, s, "m")
@@ -85,19 +86,19 @@ func TestMemWALLargeEpochsStream(t *testing.T) {
 		if a, err := write(s, 2, kvSource(t, recs...)); err != nil || a.Status != StatusDuplicate {
 			t.Fatalf("replay after a restart: %+v %v", a, err)
 		}
-		releaseBatches(recs)
+		arrowschema.ReleaseBatches(recs)
 		recs = kvEpoch(3, 4, "x")
 		if a, err := write(s, 3, kvSource(t, recs...)); err != nil || a.Status != StatusCommitted {
 			t.Fatalf("the failed epoch sent again: %+v %v", a, err)
 		}
-		releaseBatches(recs)
+		arrowschema.ReleaseBatches(recs)
 
 		// A keyed table: buffered, newest row wins as ever.
 		keyed := memwalSpec(2, "id")
 		for e := int64(0); e < 2; e++ {
 			recs := kvEpoch(0, 3, []string{"old", "new"}[e])
 			a, err := s.WriteEpoch(ctx, EpochRequest{Table: "k", QueryID: "q", EpochID: e, Mode: ModeUpdate, Create: keyed}, kvSource(t, recs...))
-			releaseBatches(recs)
+			arrowschema.ReleaseBatches(recs)
 			if err != nil || a.Status != StatusCommitted {
 				t.Fatalf("keyed epoch %d: %+v %v", e, a, err)
 			}

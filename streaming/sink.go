@@ -311,7 +311,7 @@ func (b *batchesSource) Err() error                     { return nil }
 // A stream that fails, or a ctx that ends, fails the whole read.
 func readBatches(ctx context.Context, src BatchSource) ([]arrow.RecordBatch, error) {
 	var recs []arrow.RecordBatch
-	release := func() { releaseBatches(recs) }
+	release := func() { arrowschema.ReleaseBatches(recs) }
 	for src.Next() {
 		rec := src.RecordBatch()
 		rec.Retain()
@@ -326,13 +326,6 @@ func readBatches(ctx context.Context, src BatchSource) ([]arrow.RecordBatch, err
 		return nil, err
 	}
 	return recs, nil
-}
-
-// releaseBatches releases every batch of recs.
-func releaseBatches(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		r.Release()
-	}
 }
 
 // batchRows is the number of rows of recs.

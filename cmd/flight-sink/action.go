@@ -105,7 +105,7 @@ func (c *ActionCmd) Run(ctx context.Context, kctx *kong.Context) error {
 			out.Write(res.Body)
 		}
 		out.WriteByte('\n')
-		kctx.Stdout.Write(out.Bytes())
+		_, _ = kctx.Stdout.Write(out.Bytes())
 	}
 }
 

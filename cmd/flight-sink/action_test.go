@@ -26,7 +26,7 @@ func TestActionAgainstRunningServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
+	go func() { _ = srv.Serve(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -28,7 +27,7 @@ func buildCLI(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command is needed to build the binary: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "flight-sink")
 	cmd := exec.Command(goBin, "build", "-o", bin, ".")

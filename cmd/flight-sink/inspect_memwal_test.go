@@ -15,7 +15,7 @@ import (
 
 // testInspectCountsMemWALRows (a subtest of TestCLI, which builds bin): inspect counts a MemWAL
 // table's acknowledged rows that are only in a memtable, and shows its query's last epoch from
-// shard state (issue 19, item 6).
+// shard state.
 func testInspectCountsMemWALRows(t *testing.T, bin string) {
 	ctx := t.Context()
 	root := t.TempDir()

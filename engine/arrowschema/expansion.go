@@ -76,15 +76,9 @@ func (e *expansion) element(arr arrow.Array, i int) {
 		e.element(a.Values(), a.GetPhysicalIndex(i))
 	case interface{ ValueLen(int) int }: // binary and string kinds, views included
 		e.total += int64(a.ValueLen(i)) + 8 // the value and its offset
-	case array.VarLenListLike: // list, large list, list view, map
+	case array.VarLenListLike: // list, large list, list view, map, fixed-size list (8 bytes each, as an offset)
 		start, end := a.ValueOffsets(i)
 		e.total += 8
-		child := a.ListValues()
-		for k := start; k < end && !e.over(); k++ {
-			e.element(child, int(k))
-		}
-	case *array.FixedSizeList:
-		start, end := a.ValueOffsets(i)
 		child := a.ListValues()
 		for k := start; k < end && !e.over(); k++ {
 			e.element(child, int(k))

@@ -133,7 +133,7 @@ func TestIPCStreamGuardLimits(t *testing.T) {
 	defer b.Release()
 	big := strings.Repeat("x", 1000)
 	for i := 0; i < 100; i++ { // 100 distinct 1000-byte values, 100 rows: 400 bytes of indices
-		b.AppendString(big + string(rune('A'+i%26)) + string(rune('a'+i/26)))
+		_ = b.AppendString(big + string(rune('A'+i%26)) + string(rune('a'+i/26)))
 	}
 	col := b.NewArray()
 	defer col.Release()

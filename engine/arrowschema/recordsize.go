@@ -34,3 +34,12 @@ func arrayDataBytes(d arrow.ArrayData) int64 {
 	}
 	return n
 }
+
+// ReleaseBatches releases every batch of recs (nil entries are skipped).
+func ReleaseBatches(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+}

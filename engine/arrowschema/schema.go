@@ -83,16 +83,6 @@ func FieldList(sc *arrow.Schema) string {
 	return b.String()
 }
 
-// conformRecord returns rec re-shaped to the table schema using the column mapping from
-// CheckAppendSchema. The result must be released by the caller.
-func conformRecord(table *arrow.Schema, idx []int, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, len(idx))
-	for i, j := range idx {
-		cols[i] = rec.Column(j)
-	}
-	return ConformColumns(table, cols, rec.NumRows())
-}
-
 // ProjectSchema returns the schema of columns of full, in that order, with full's metadata
 // (full itself when columns is empty); an unknown column is ErrSchemaMismatch naming it.
 func ProjectSchema(full *arrow.Schema, columns []string) (*arrow.Schema, error) {

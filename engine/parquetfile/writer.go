@@ -120,13 +120,17 @@ func newParallelWriter(schema *arrow.Schema, out io.Writer, props *parquet.Write
 	// schema under ARROW:schema, so readers restore the exact Arrow types (time zones, etc.).
 	meta := make(metadata.KeyValueMetadata, 0, schema.Metadata().Len()+1)
 	for i, k := range schema.Metadata().Keys() {
-		meta.Append(k, schema.Metadata().Values()[i])
+		if err := meta.Append(k, schema.Metadata().Values()[i]); err != nil {
+			return nil, err
+		}
 	}
 	ser, err := ArrowSchemaValue(schema, props.Allocator())
 	if err != nil {
 		return nil, err
 	}
-	meta.Append(ArrowSchemaKey, ser)
+	if err := meta.Append(ArrowSchemaKey, ser); err != nil {
+		return nil, err
+	}
 	fw, err := file.NewParquetWriterWithError(out, pqSchema.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
 	if err != nil {
 		return nil, err
@@ -318,7 +322,7 @@ func Abort(w Writer) bool {
 
 func (p *parallelWriter) abort() {
 	p.closed = true
-	p.wait()
+	_ = p.wait()
 	p.release()
 }
 

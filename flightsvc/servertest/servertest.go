@@ -86,7 +86,7 @@ func Start(t testing.TB, args, env []string, timeout time.Duration) (*Process, e
 		return nil, err
 	}
 	p := &Process{cmd: c, out: w, exited: make(chan struct{})}
-	go func() { c.Wait(); close(p.exited) }()
+	go func() { _ = c.Wait(); close(p.exited) }()
 	select {
 	case <-w.ready:
 	case <-p.exited:
@@ -106,7 +106,7 @@ func (p *Process) Stop() {
 	if !p.Alive() {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
@@ -116,7 +116,7 @@ func (p *Process) Stop() {
 
 // Kill9 kills the process with SIGKILL (no shutdown code runs) and waits for it to be gone.
 func (p *Process) Kill9() {
-	p.cmd.Process.Kill()
+	_ = p.cmd.Process.Kill()
 	<-p.exited
 }
 

@@ -16,6 +16,9 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
+
+	"github.com/flight-sink/flight-sink/internal/numbered"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // WAL segments: the WAL of a shard on a local disk.
@@ -413,7 +416,7 @@ func (w *segmentWriter) nextSegmentLocked(stream bool) error {
 		w.cur = nil
 	}
 	n := segmentLogNumber(w.epoch, w.seq+1)
-	path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", n, SegmentExt))
+	path := filepath.Join(w.dir, numbered.Key("", n, SegmentExt))
 	var from string
 	switch {
 	case len(w.free) > 0:
@@ -531,7 +534,7 @@ func (w *segmentWriter) syncPendingLocked() error {
 		w.unsynced = w.unsynced[1:]
 	}
 	if w.dirUnsynced {
-		if err := syncDir(w.dir); err != nil {
+		if err := objstore.SyncDir(w.dir); err != nil {
 			return fmt.Errorf("sync wal dir: %w", err)
 		}
 		w.dirUnsynced = false
@@ -600,8 +603,13 @@ func (w *segmentWriter) release(replayAfter uint64) {
 	if len(w.old) > 0 {
 		return // the writer's own segments (fences among them) wait for the older ones
 	}
+	// The deletions are durable before a fence segment is recycled: a crash must not bring back
+	// an older writer's segment whose fences are gone. Until a directory sync succeeds, the
+	// writer's own segments wait.
 	if deleted {
-		syncDir(w.dir) // the deletions are durable before a fence segment is recycled
+		if err := objstore.SyncDir(w.dir); err != nil {
+			return
+		}
 	}
 	// Then the writer's own, oldest first, every one but the current whose entries are all
 	// flushed and that no open stream needs: a segment holding only records of ended streams (it
@@ -644,13 +652,4 @@ func (w *segmentWriter) close() {
 		os.Remove(p)
 	default:
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

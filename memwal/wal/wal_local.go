@@ -168,7 +168,7 @@ func (w *Log) placeSegmentFence(dir string, epoch, replayAfter uint64, positions
 			return 0, fmt.Errorf("memwal shard %s: wal directory: %w", w.shard, err)
 		}
 		// The directory's own entry must survive a crash with the segments in it.
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := objstore.SyncDir(filepath.Dir(dir)); err != nil {
 			return 0, fmt.Errorf("memwal shard %s: wal directory: %w", w.shard, err)
 		}
 	}

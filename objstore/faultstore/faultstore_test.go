@@ -195,9 +195,9 @@ func TestSeededScheduleReplays(t *testing.T) {
 		s := faultstore.New(inner, faultstore.Uniform(seed, 0.2, time.Microsecond))
 		ctx := context.Background()
 		for i := 0; i < 200; i++ {
-			s.Stat(ctx, "x/missing")
-			s.PutIfAbsent(ctx, "x/k", []byte("v"))
-			s.Delete(ctx, "x/k")
+			_, _ = s.Stat(ctx, "x/missing")
+			_ = s.PutIfAbsent(ctx, "x/k", []byte("v"))
+			_ = s.Delete(ctx, "x/k")
 		}
 		ev := s.Events()
 		for i := range ev {

@@ -146,11 +146,11 @@ func (g *gateway) start(bin string, args []string) error {
 		return err
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); close(exited) }()
 	g.cmd, g.exited, g.endpoint = cmd, exited, "http://"+addr
 
 	if err := waitReady(g.endpoint, exited); err != nil {
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-exited
 		return err
 	}
@@ -221,7 +221,7 @@ func sweepStale() {
 // stop kills the server and removes its directory.
 func (g *gateway) stop() {
 	if g.cmd != nil {
-		g.cmd.Process.Kill()
+		_ = g.cmd.Process.Kill()
 		<-g.exited
 	}
 	os.RemoveAll(g.dir)

@@ -12,7 +12,7 @@ func userXattrs(dir string) bool {
 	if err := syscall.Setxattr(dir, name, []byte("1"), 0); err != nil {
 		return false
 	}
-	syscall.Removexattr(dir, name)
+	_ = syscall.Removexattr(dir, name)
 	// Probe a regular file too: some file systems allow xattrs on directories only.
 	f := filepath.Join(dir, ".xattr-probe")
 	if err := os.WriteFile(f, nil, 0o644); err != nil {

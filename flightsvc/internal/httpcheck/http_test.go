@@ -28,7 +28,7 @@ func start(t *testing.T) (grpcAddr, httpAddr string) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
+	go func() { _ = srv.Serve(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return srv.Addr().String(), srv.HTTPAddr().String()
 }

@@ -51,13 +51,13 @@ func openPut(t *testing.T, c flight.Client, command map[string]any, ids ...int64
 func closePut(t *testing.T, stream flight.FlightService_DoPutClient, w *flight.Writer) string {
 	t.Helper()
 	w.Close()
-	stream.CloseSend()
+	_ = stream.CloseSend()
 	res, err := stream.Recv()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ack struct{ Status string }
-	json.Unmarshal(res.AppMetadata, &ack)
+	_ = json.Unmarshal(res.AppMetadata, &ack)
 	return ack.Status
 }
 

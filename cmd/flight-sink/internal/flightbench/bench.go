@@ -126,7 +126,7 @@ func startDiscard() (string, func(), error) {
 	}
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
 	flight.RegisterFlightServiceServer(gs, &discardService{})
-	go gs.Serve(lis)
+	go func() { _ = gs.Serve(lis) }()
 	return lis.Addr().String(), gs.Stop, nil
 }
 
@@ -142,7 +142,7 @@ func startSink(ctx context.Context, cfg Config) (string, func(), error) {
 		return "", nil, err
 	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
+	go func() { _ = srv.Serve(ctx); close(done) }()
 	return srv.Addr().String(), func() { cancel(); <-done }, nil
 }
 

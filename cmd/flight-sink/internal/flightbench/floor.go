@@ -211,8 +211,12 @@ func mean(d []time.Duration) time.Duration {
 func ipcBytes(rec arrow.RecordBatch) []byte {
 	var buf bytes.Buffer
 	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
-	w.Write(rec)
-	w.Close()
+	if err := w.Write(rec); err != nil {
+		panic(err) // an in-memory write of a valid batch
+	}
+	if err := w.Close(); err != nil {
+		panic(err)
+	}
 	return buf.Bytes()
 }
 

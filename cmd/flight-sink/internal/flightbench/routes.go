@@ -156,7 +156,7 @@ func runRoutesWith(ctx context.Context, c flight.Client, cfg Config, streams int
 							return fmt.Errorf("%s query %d epoch %d: %w", tb.name, q, e, err)
 						}
 						var a struct{ Status string }
-						json.Unmarshal(ack, &a)
+						_ = json.Unmarshal(ack, &a)
 						if a.Status != "committed" {
 							return fmt.Errorf("%s query %d epoch %d: ack %s", tb.name, q, e, ack)
 						}

@@ -193,7 +193,7 @@ func startServers(ctx context.Context, cfg Config, uri string) ([]*benchServer, 
 			return nil, nil, fmt.Errorf("server %d: %w", i, err)
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); srv.Serve(ctx) }()
+		go func() { defer wg.Done(); _ = srv.Serve(ctx) }()
 		c, err := dial(srv.Addr().String())
 		if err != nil {
 			stop()
@@ -487,7 +487,7 @@ func readClaims(ctx context.Context, r *sdkmetric.ManualReader) (int64, map[stri
 			for _, dp := range sum.DataPoints {
 				total += dp.Value
 				reason, _ := dp.Attributes.Value("reason")
-				byReason[reason.Emit()] += dp.Value
+				byReason[reason.AsString()] += dp.Value
 			}
 		}
 	}

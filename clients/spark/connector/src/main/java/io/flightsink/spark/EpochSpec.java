@@ -1,0 +1,29 @@
+package io.flightsink.spark;
+
+import java.io.Serializable;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * What the tasks of one write need to know, decided on the driver: the options, the data schema,
+ * the query id (null: streaming epochs take the epoch id Spark hands each writer), the protocol
+ * mode, and whether the partitions are staged or collected for one driver-side DoPut.
+ */
+final class EpochSpec implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  final FlightSinkOptions opts;
+  final StructType schema;
+  final String queryId;
+  /** {@code append}, {@code complete} or {@code update}. */
+  final String mode;
+  /** True: tasks ship their rows to the driver, which upserts the epoch in one DoPut. */
+  final boolean collect;
+
+  EpochSpec(FlightSinkOptions opts, StructType schema, String queryId, String mode, boolean collect) {
+    this.opts = opts;
+    this.schema = schema;
+    this.queryId = queryId;
+    this.mode = mode;
+    this.collect = collect;
+  }
+}

@@ -1,0 +1,57 @@
+package io.flightsink.spark;
+
+import java.util.Map;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * The {@code flight-sink} Spark data source (DataSource V2), registered by short name through
+ * {@code META-INF/services/org.apache.spark.sql.sources.DataSourceRegister}:
+ *
+ * <pre>
+ * df.writeStream.format("flight-sink").option("uri", u).option("table", t)
+ *     .option("checkpointLocation", c).start();                  // streaming writes
+ * df.write.format("flight-sink").option("uri", u).option("table", t).mode("append").save();
+ * spark.read.format("flight-sink").option("uri", u).option("table", t).load();
+ * </pre>
+ *
+ * Options: {@link FlightSinkOptions}; how each mode maps onto the protocol: clients/spark/README.md.
+ */
+public final class FlightSinkDataSource implements TableProvider, DataSourceRegister {
+  public static final String SHORT_NAME = "flight-sink";
+
+  @Override
+  public String shortName() {
+    return SHORT_NAME;
+  }
+
+  /** The table's schema (at {@code version} when given); empty for a table that does not exist
+   * yet (a write creates it from its data). */
+  @Override
+  public StructType inferSchema(CaseInsensitiveStringMap options) {
+    FlightSinkOptions opts = FlightSinkOptions.parse(options.asCaseSensitiveMap());
+    try {
+      return ArrowConversions.sparkSchema(opts.client().schema(FlightSinkScan.tableCmd(opts)));
+    } catch (FlightSinkException e) {
+      if (e.isTableNotFound()) {
+        return new StructType();
+      }
+      throw e;
+    }
+  }
+
+  @Override
+  public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+    return new FlightSinkTable(FlightSinkOptions.parse(properties), schema);
+  }
+
+  /** Writes pass their data's schema (no GetSchema round trip); reads may name columns. */
+  @Override
+  public boolean supportsExternalMetadata() {
+    return true;
+  }
+}

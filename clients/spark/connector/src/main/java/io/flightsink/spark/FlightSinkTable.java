@@ -1,0 +1,59 @@
+package io.flightsink.spark;
+
+import java.util.EnumSet;
+import java.util.Set;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/** One flight-sink table on one server. */
+final class FlightSinkTable implements SupportsRead, SupportsWrite {
+  private final FlightSinkOptions opts;
+  private final StructType schema;
+
+  FlightSinkTable(FlightSinkOptions opts, StructType schema) {
+    this.opts = opts;
+    this.schema = schema;
+  }
+
+  @Override
+  public String name() {
+    return "flight-sink:" + opts.table;
+  }
+
+  @Override
+  public StructType schema() {
+    return schema;
+  }
+
+  @Override
+  public Set<TableCapability> capabilities() {
+    // ACCEPT_ANY_SCHEMA: the server checks a write's schema against the table's (by name, with
+    // its promotions and schema evolution), and creates tables that do not exist yet.
+    return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_WRITE,
+        TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE, TableCapability.ACCEPT_ANY_SCHEMA);
+  }
+
+  @Override
+  public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    FlightSinkOptions o = options.isEmpty() ? opts : FlightSinkOptions.parse(merged(options));
+    return new FlightSinkScan.Builder(o, schema);
+  }
+
+  @Override
+  public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    FlightSinkOptions o = info.options().isEmpty() ? opts : FlightSinkOptions.parse(merged(info.options()));
+    return new FlightSinkWriteBuilder(o, info);
+  }
+
+  private java.util.Map<String, String> merged(CaseInsensitiveStringMap extra) {
+    java.util.Map<String, String> m = new java.util.HashMap<>(opts.raw());
+    m.putAll(extra.asCaseSensitiveMap());
+    return m;
+  }
+}

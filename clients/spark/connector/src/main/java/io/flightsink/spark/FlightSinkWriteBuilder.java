@@ -1,0 +1,169 @@
+package io.flightsink.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.Map;
+import java.util.UUID;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Writes. {@link SupportsTruncate} gives Spark's complete output mode and {@code
+ * mode("overwrite")} (protocol mode {@code complete}: one Overwrite per epoch, an empty epoch
+ * truncates); {@link SupportsStreamingUpdateAsAppend} lets update-mode queries run.
+ *
+ * <p>Spark builds append and update output modes the same way (its {@code build()} is not told
+ * which one runs), so the mode of a non-complete streaming epoch is decided by the table: on a
+ * table with a primary key (or one about to be created with {@code primaryKey}) every such epoch
+ * lands as one Upsert (protocol mode {@code update}), which for an append-only stream of new keys
+ * is the same as an append; on a table without one, update is append. Staged partitions cannot
+ * upsert ({@code UNSUPPORTED}), so a keyed epoch's tasks ship their rows (Arrow IPC) to the driver
+ * in their commit messages and the driver lands them in one DoPut: exactly once, one transaction,
+ * bounded by the driver's memory ({@code spark.driver.maxResultSize}).
+ */
+final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
+  private static final Logger LOG = LoggerFactory.getLogger(FlightSinkWriteBuilder.class);
+
+  private final FlightSinkOptions opts;
+  private final LogicalWriteInfo info;
+  private boolean truncate;
+
+  FlightSinkWriteBuilder(FlightSinkOptions opts, LogicalWriteInfo info) {
+    this.opts = opts;
+    this.info = info;
+  }
+
+  @Override
+  public WriteBuilder truncate() {
+    truncate = true;
+    return this;
+  }
+
+  @Override
+  public Write build() {
+    final boolean complete = truncate;
+    return new Write() {
+      @Override
+      public String description() {
+        return "flight-sink " + opts.table + " at " + opts.uri + (complete ? " (complete)" : "");
+      }
+
+      @Override
+      public BatchWrite toBatch() {
+        String qid = opts.queryId != null ? opts.queryId : "spark-write-" + UUID.randomUUID();
+        return new Batch(new EpochSpec(opts, info.schema(), qid, complete ? "complete" : "append", false));
+      }
+
+      @Override
+      public StreamingWrite toStreaming() {
+        // LogicalWriteInfo.queryId() is the streaming query's id (StreamingQuery.id, stable across
+        // restarts from the checkpoint), not its per-run runId: see the restart test.
+        String qid = opts.queryId != null ? opts.queryId : info.queryId();
+        if (complete) {
+          return new Streaming(new EpochSpec(opts, info.schema(), qid, "complete", false));
+        }
+        boolean keyed = keyed(opts);
+        return new Streaming(new EpochSpec(opts, info.schema(), qid, keyed ? "update" : "append", keyed));
+      }
+    };
+  }
+
+  /** Whether the table has a primary key (or will be created with one). */
+  static boolean keyed(FlightSinkOptions opts) {
+    try {
+      JsonNode stats = opts.client().action("table_stats", Map.of("table", opts.table));
+      JsonNode pk = stats == null ? null : stats.get("primary_key");
+      return pk != null && pk.isArray() && pk.size() > 0;
+    } catch (FlightSinkException e) {
+      if (e.isTableNotFound()) {
+        return opts.create && !opts.primaryKey.isEmpty();
+      }
+      throw e;
+    }
+  }
+
+  static int attempt() {
+    TaskContext ctx = TaskContext.get();
+    return ctx == null ? 0 : ctx.attemptNumber();
+  }
+
+  /** {@code df.write}: every task stages, the driver commits once (epoch 0 of a fresh query id). */
+  static final class Batch implements BatchWrite, DataWriterFactory {
+    private static final long serialVersionUID = 1L;
+    private final EpochSpec spec;
+
+    Batch(EpochSpec spec) {
+      this.spec = spec;
+    }
+
+    @Override
+    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+      return this;
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+      return new FlightSinkDataWriter(spec, spec.queryId, 0, partitionId, attempt());
+    }
+
+    @Override
+    public void commit(WriterCommitMessage[] messages) {
+      EpochCommitter.commit(spec, spec.queryId, 0, messages);
+    }
+
+    @Override
+    public void abort(WriterCommitMessage[] messages) {
+      LOG.warn("flight-sink: write {} to {} aborted; nothing was committed (its stages expire)",
+          spec.queryId, spec.opts.table);
+    }
+  }
+
+  /** Streaming: stage per task, one {@code commit_epoch} per micro-batch on the driver. */
+  static final class Streaming implements StreamingWrite, StreamingDataWriterFactory {
+    private static final long serialVersionUID = 1L;
+    private final EpochSpec spec;
+
+    Streaming(EpochSpec spec) {
+      this.spec = spec;
+    }
+
+    @Override
+    public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+      return this;
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
+      return new FlightSinkDataWriter(spec, spec.queryId, epochId, partitionId, attempt());
+    }
+
+    @Override
+    public boolean useCommitCoordinator() {
+      return true;
+    }
+
+    @Override
+    public void commit(long epochId, WriterCommitMessage[] messages) {
+      EpochCommitter.commit(spec, spec.queryId, epochId, messages);
+    }
+
+    @Override
+    public void abort(long epochId, WriterCommitMessage[] messages) {
+      LOG.warn("flight-sink: epoch {} of {} aborted; nothing was committed (its stages expire)",
+          epochId, spec.queryId);
+    }
+  }
+}

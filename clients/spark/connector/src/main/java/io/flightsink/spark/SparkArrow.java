@@ -1,0 +1,63 @@
+package io.flightsink.spark;
+
+import java.lang.reflect.Method;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+
+/**
+ * Spark's Arrow schema conversions across Spark versions. {@code ArrowUtils.toArrowSchema} and
+ * {@code toArrowField} gain parameters from one Spark release to the next (4.1: 4 and 5; 4.3: 5
+ * and 7, the new ones with Scala defaults), so they are called by reflection: the leading
+ * arguments this connector knows, the rest from the method's {@code name$default$N}.
+ */
+final class SparkArrow {
+  private SparkArrow() {}
+
+  private static final Method TO_SCHEMA = find("toArrowSchema", 4);
+  private static final Method TO_FIELD = find("toArrowField", 5);
+
+  private static Method find(String name, int known) {
+    Method best = null;
+    for (Method m : ArrowUtils.class.getMethods()) {
+      if (m.getName().equals(name) && m.getParameterCount() >= known
+          && (best == null || m.getParameterCount() > best.getParameterCount())) {
+        best = m;
+      }
+    }
+    if (best == null) {
+      throw new IllegalStateException("this Spark's ArrowUtils has no " + name);
+    }
+    return best;
+  }
+
+  private static Object call(Method m, Object... leading) {
+    try {
+      Object[] args = new Object[m.getParameterCount()];
+      System.arraycopy(leading, 0, args, 0, leading.length);
+      for (int i = leading.length; i < args.length; i++) {
+        args[i] = ArrowUtils.class.getMethod(m.getName() + "$default$" + (i + 1)).invoke(null);
+      }
+      return m.invoke(null, args);
+    } catch (java.lang.reflect.InvocationTargetException e) {
+      Throwable c = e.getCause();
+      throw c instanceof RuntimeException ? (RuntimeException) c : new IllegalStateException(c);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("calling ArrowUtils." + m.getName(), e);
+    }
+  }
+
+  /** The Arrow schema Spark's ArrowWriter writes for {@code schema} (UTC timestamps). */
+  static Schema toArrowSchema(StructType schema) {
+    // (schema, timeZoneId, errorOnDuplicatedFieldNames, largeVarTypes, ...)
+    return (Schema) call(TO_SCHEMA, schema, "UTC", true, false);
+  }
+
+  /** The Arrow field Spark reads zero-copy as {@code type}. */
+  static Field toArrowField(String name, DataType type, boolean nullable) {
+    // (name, dataType, nullable, timeZoneId, largeVarTypes, ...)
+    return (Field) call(TO_FIELD, name, type, nullable, "UTC", false);
+  }
+}

@@ -1,0 +1,136 @@
+"""The JVM connector (the shaded jar on spark.jars) driven from PySpark, against a real server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+import flight_sink as fs
+
+from conftest import TESTS_DIR
+from jvm_util import epoch_commits, table_ids
+
+
+def test_streaming_write_survives_driver_sigkill(jar, server, tmp_path):
+    """The driver (Python and JVM) is SIGKILLed twice mid-stream and restarted from its
+    checkpoint: every row lands exactly once, every epoch whole or not at all, all under the
+    query id that survives the restarts."""
+    table = "jvm_driver_kill"
+    rows_per_batch = 50
+    ckpt = tmp_path / "ckpt"
+    client = fs.Client(server.uri)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    kills = 0
+
+    def run(until: int, kill: bool) -> None:
+        nonlocal kills
+        proc = subprocess.Popen(
+            [sys.executable, str(TESTS_DIR / "jvm_driver.py"), jar, server.uri, table, str(ckpt),
+             str(rows_per_batch), str(until)],
+            env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        if not kill:
+            out, _ = proc.communicate(timeout=600)
+            assert proc.returncode == 0, out.decode(errors="replace")[-4000:]
+            return
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                if len(epoch_commits(client, table)) >= until:
+                    break
+            except fs.TableNotFoundError:
+                pass
+            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, "the driver committed too few epochs"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM, mid-stream
+        kills += 1
+        proc.wait(30)
+        proc.stdout.close()
+
+    run(until=2, kill=True)
+    first = len(epoch_commits(client, table))
+    run(until=first + 1, kill=True)
+    second = len(epoch_commits(client, table))
+    run(until=second + 2, kill=False)
+    assert kills == 2
+
+    ids = table_ids(client, table)
+    commits = epoch_commits(client, table)
+    assert len(commits) == len(set(commits)), f"an epoch committed twice: {commits}"
+    assert len({q for q, _ in commits}) == 1, f"one query id across restarts: {commits}"
+    assert sorted(e for _, e in commits) == list(range(len(commits))), "epochs in order, none lost"
+    assert len(ids) == len(set(ids)), "a row landed twice"
+    per_batch = Counter(i // rows_per_batch for i in ids)
+    assert set(per_batch) == set(range(len(commits))), "rows of uncommitted epochs are visible"
+    assert set(per_batch.values()) == {rows_per_batch}, "a partial epoch is visible"
+    assert sorted(ids) == list(range(len(commits) * rows_per_batch)), "every row exactly once"
+
+
+def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
+    """Which flight-sink Spark picks when the jar is on spark.jars: the jar's (its
+    DataSourceRegister); registering the Python data source under the same name is then refused
+    (DATA_SOURCE_ALREADY_EXISTS) and format("flight-sink") stays the JVM connector. The class
+    name io.flightsink.spark.FlightSinkDataSource always selects the JVM connector."""
+    script = tmp_path / "both.py"
+    script.write_text(
+        "import sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "from flight_sink.spark import register\n"
+        "jar, uri = sys.argv[1:3]\n"
+        "spark = (SparkSession.builder.master('local[2]').config('spark.jars', jar)\n"
+        "         .config('spark.ui.enabled', 'false').getOrCreate())\n"
+        "spark.sparkContext.setLogLevel('ERROR')\n"
+        "df = spark.range(0, 100, 1, 2).selectExpr('id', 'id % 7 AS k')\n"
+        "df.write.format('flight-sink').option('uri', uri).option('table', 'side_jvm').mode('append').save()\n"
+        "n = spark.read.format('flight-sink').option('uri', uri).option('table', 'side_jvm').load().where('k = 3').count()\n"
+        "print('jvm-only', n)\n"
+        "try:\n"
+        "    register(spark)\n"
+        "    print('register ok')\n"
+        "except Exception as e:\n"
+        "    print('register refused', str(e).splitlines()[0][:300])\n"
+        "n = spark.read.format('flight-sink').option('uri', uri).option('table', 'side_jvm').load().count()\n"
+        "print('short-name after register', n)\n"
+        "cls = 'io.flightsink.spark.FlightSinkDataSource'\n"
+        "n = spark.read.format(cls).option('uri', uri).option('table', 'side_jvm').load().count()\n"
+        "print('class-name', n)\n"
+        "spark.stop()\n"
+    )
+    out = subprocess.run([sys.executable, str(script), jar, server.uri], capture_output=True, timeout=600)
+    text = out.stdout.decode(errors="replace")
+    assert out.returncode == 0, text + out.stderr.decode(errors="replace")[-4000:]
+    print(text)
+    assert "jvm-only 14" in text  # ids 3, 10, ..., 94
+    assert "class-name 100" in text
+    assert "register refused" in text and "DATA_SOURCE_ALREADY_EXISTS" in text
+    assert "short-name after register 100" in text
+
+
+def test_jar_bundles_only_relocated_classes(jar):
+    """The jar's classes are the connector's, Arrow Flight's client (org.apache.arrow.flight) and
+    its transport relocated under io.flightsink.spark.shaded: nothing that could shadow Spark's own
+    Netty, gRPC, protobuf, Guava or Arrow."""
+    import zipfile
+
+    with zipfile.ZipFile(jar) as z:
+        classes = [n for n in z.namelist() if n.endswith(".class")]
+        services = [n for n in z.namelist() if n.startswith("META-INF/services/") and not n.endswith("/")]
+        registered = z.read("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister").decode()
+    stray = [c for c in classes if not c.startswith(("io/flightsink/spark/", "org/apache/arrow/flight/"))]
+    assert not stray, f"{len(stray)} classes outside the connector and the relocated packages: {stray[:10]}"
+    assert any(c.startswith("io/flightsink/spark/shaded/io/grpc/") for c in classes)
+    assert any(c.startswith("io/flightsink/spark/shaded/io/netty/") for c in classes)
+    assert not any(c.startswith("org/apache/arrow/vector/") for c in classes), "Spark provides Arrow"
+    assert registered.strip() == "io.flightsink.spark.FlightSinkDataSource"
+    assert all(s.startswith(("META-INF/services/io.flightsink.spark.shaded.",
+                             "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"))
+               for s in services), services
