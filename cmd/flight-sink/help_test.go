@@ -136,3 +136,22 @@ func TestInterruptExits130(t *testing.T) {
 		t.Errorf("stderr %q does not say interrupted", stderr.String())
 	}
 }
+
+// TestStoreErrorHint: an admin command on an S3 root that does not answer fails with one line
+// naming the table and what to check.
+func TestStoreErrorHint(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + lis.Addr().String()
+	lis.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	var out, errb bytes.Buffer
+	code := run([]string{"history", "--s3-endpoint", endpoint, "--s3-region", "us-east-1", "--s3-path-style", "s3://bucket/prefix/events"}, &out, &errb)
+	msg := errb.String()
+	if code != 1 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "events") || !strings.Contains(msg, "hint: the S3 store did not answer") {
+		t.Errorf("exit %d, stderr %q", code, msg)
+	}
+}

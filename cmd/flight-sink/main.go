@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -126,10 +127,21 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			fmt.Fprintln(stderr, "flight-sink: interrupted")
 			return exitInterrupted
 		}
-		fmt.Fprintf(stderr, "flight-sink: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "flight-sink: %s%s\n", oneLine(err), errorHint(err))
 		return 1
 	}
 	return 0
+}
+
+// errorHint returns what to check after an error, or "": for a store that did not answer, the
+// settings that reach it.
+func errorHint(err error) string {
+	if errors.Is(err, objstore.ErrUnavailable) {
+		return " (hint: the S3 store did not answer: check that the bucket exists, the credentials " +
+			"(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role), and --s3-endpoint, " +
+			"--s3-region and --s3-path-style)"
+	}
+	return ""
 }
 
 // kongExit carries kong's exit status out of its Exit hook to run.
