@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,5 +154,38 @@ func TestStoreErrorHint(t *testing.T) {
 	msg := errb.String()
 	if code != 1 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "events") || !strings.Contains(msg, "hint: the S3 store did not answer") {
 		t.Errorf("exit %d, stderr %q", code, msg)
+	}
+}
+
+// TestCompletion: completion bash|zsh|fish print scripts held in golden files; the bash one,
+// run by bash, completes commands, a group's commands and a command's flags.
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		out, errOut, code := runInProcess(t, "completion", shell)
+		if code != 0 || errOut != "" {
+			t.Fatalf("completion %s: exit %d, stderr %q", shell, code, errOut)
+		}
+		golden(t, "completion_"+shell+".golden", out)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	script, _, _ := runInProcess(t, "completion", "bash")
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"flight-sink", "hi"}, "history"},
+		{[]string{"flight-sink", "iceberg", "p"}, "publish"},
+		{[]string{"flight-sink", "serve", "--shutdown-d"}, "--shutdown-delay"},
+		{[]string{"flight-sink", "iceberg", "status", "--js"}, "--json"},
+	} {
+		prog := script + "\nCOMP_WORDS=(" + strings.Join(tc.words, " ") + ")\nCOMP_CWORD=" +
+			strconv.Itoa(len(tc.words)-1) + "\n_flight_sink\necho \"${COMPREPLY[*]}\"\n"
+		out, err := exec.Command(bash, "-c", prog).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != tc.want {
+			t.Errorf("completing %q: %q (%v), want %q", tc.words, out, err, tc.want)
+		}
 	}
 }

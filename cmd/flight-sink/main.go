@@ -46,17 +46,18 @@ func (g *Globals) S3Options() *objstore.S3Options {
 type CLI struct {
 	Globals
 
-	Tables  TablesCmd  `cmd:"" help:"List the tables under a root with their latest version, rows, fragments, data bytes and last commit."`
-	History HistoryCmd `cmd:"" help:"List a table's versions, newest first, with their operations and properties."`
-	Inspect InspectCmd `cmd:"" help:"Describe one version of a table: schema, rows, fragments and files, streaming watermarks, config."`
-	Compact CompactCmd `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
-	Cleanup CleanupCmd `cmd:"" help:"Remove a table's expired versions and the files no retained version references."`
-	Iceberg IcebergCmd `cmd:"" help:"Publish a table as an Apache Iceberg table, or show how far its Iceberg metadata lags (publish|status TABLE_URI)."`
-	Serve   ServeCmd   `cmd:"" help:"Serve tables over Arrow Flight."`
-	Action  ActionCmd  `cmd:"" help:"Run a Flight action (table_stats, history, compact, cleanup, flush_memwal, ...) against a running server and print its JSON result."`
-	Bench   BenchCmd   `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
-	Version VersionCmd `cmd:"" help:"Print the version of flight-sink (also --version)."`
-	Help    HelpCmd    `cmd:"" help:"Print the help of flight-sink, or of a command (help CMD)."`
+	Tables     TablesCmd     `cmd:"" help:"List the tables under a root with their latest version, rows, fragments, data bytes and last commit."`
+	History    HistoryCmd    `cmd:"" help:"List a table's versions, newest first, with their operations and properties."`
+	Inspect    InspectCmd    `cmd:"" help:"Describe one version of a table: schema, rows, fragments and files, streaming watermarks, config."`
+	Compact    CompactCmd    `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
+	Cleanup    CleanupCmd    `cmd:"" help:"Remove a table's expired versions and the files no retained version references."`
+	Iceberg    IcebergCmd    `cmd:"" help:"Publish a table as an Apache Iceberg table, or show how far its Iceberg metadata lags (publish|status TABLE_URI)."`
+	Serve      ServeCmd      `cmd:"" help:"Serve tables over Arrow Flight."`
+	Action     ActionCmd     `cmd:"" help:"Run a Flight action (table_stats, history, compact, cleanup, flush_memwal, ...) against a running server and print its JSON result."`
+	Bench      BenchCmd      `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
+	Version    VersionCmd    `cmd:"" help:"Print the version of flight-sink (also --version)."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
+	Help       HelpCmd       `cmd:"" help:"Print the help of flight-sink, or of a command (help CMD)."`
 }
 
 const description = `flight-sink lands streaming micro-batches (Arrow record batches stamped with a query id and an
