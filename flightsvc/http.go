@@ -2,12 +2,14 @@ package flightsvc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Metrics are process-wide: the OpenTelemetry meter provider is global, so it is installed once
@@ -85,6 +88,7 @@ func newHTTPServer(addr string, svc *Service, auth *tokenAuth, ready *readiness)
 	})
 	mux.HandleFunc("/status", h.status)
 	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth.tokens))
+	mux.HandleFunc("/status.json", h.status)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return h, nil
@@ -101,59 +105,165 @@ func (h *httpServer) shutdown(ctx context.Context) { _ = h.srv.Shutdown(ctx) }
 
 // statusQuery is one streaming query's row on the status page.
 type statusQuery struct {
-	QueryID string
-	Epoch   int64
-	Version uint64
-	When    string
+	QueryID string `json:"query_id"`
+	Epoch   int64  `json:"epoch"`
+	Version uint64 `json:"version"`
+	When    string `json:"committed"`
 }
 
+// statusTable is one table of the status page and of /status.json.
 type statusTable struct {
-	Name    string
-	Version uint64
+	Name string `json:"table"`
+	// Health is ok, lagging, stalled or failing (statusHealth); Why says what made it so.
+	Health string `json:"health"`
+	Why    string `json:"why"`
+	// LastData is when a streaming query last committed to the table (zero: none has); Age
+	// renders how long ago.
+	LastData time.Time `json:"last_data_commit,omitzero"`
+	Age      string    `json:"-"`
+	Version  uint64    `json:"version"`
 	// Rows is BaseRows + MemWALRows (memwal.TableState).
-	Rows, BaseRows, MemWALRows int64
-	Fragments                  int
-	Bytes                      int64
-	Committed                  string
-	Queries                    []statusQuery
-	Shards                     []statusShard
-	Runs                       []statusRun
-	Iceberg                    *IcebergStats
-	Err                        string
+	Rows       int64         `json:"rows"`
+	BaseRows   int64         `json:"base_rows"`
+	MemWALRows int64         `json:"memwal_rows"`
+	Fragments  int           `json:"fragments"`
+	Bytes      int64         `json:"data_bytes"`
+	Committed  string        `json:"last_commit"`
+	Queries    []statusQuery `json:"queries"`
+	Shards     []statusShard `json:"memwal_shards"`
+	Runs       []statusRun   `json:"maintenance"`
+	Iceberg    *IcebergStats `json:"iceberg,omitempty"`
+	Err        string        `json:"error,omitempty"`
 }
 
 // statusShard is one MemWAL shard's backlog on the status page.
 type statusShard struct {
-	Shard          string
-	MemtableRows   int64
-	UnflushedBytes int64
-	Generations    int
-	GenerationRows int64
+	Shard          string `json:"shard"`
+	MemtableRows   int64  `json:"memtable_rows"`
+	UnflushedBytes int64  `json:"unflushed_bytes"`
+	Generations    int    `json:"generations"`
+	GenerationRows int64  `json:"generation_rows"`
 }
 
 // statusRun is one recent maintenance commit (compaction, index optimize, a MemWAL fold).
 type statusRun struct {
-	Version   uint64
-	Operation string
-	Step      string
-	When      string
+	Version   uint64 `json:"version"`
+	Operation string `json:"operation"`
+	Step      string `json:"step"`
+	When      string `json:"committed"`
+}
+
+// Health states of a table, worst first, and the ages that set them. The stall age is the
+// FlightSinkTableStalled alert's (deploy/prometheus/alerts.yml).
+const (
+	healthFailing = "failing"
+	healthStalled = "stalled"
+	healthLagging = "lagging"
+	healthOK      = "ok"
+
+	lagAfter        = 2 * time.Minute
+	stallAfter      = 15 * time.Minute
+	icebergLagAfter = 5 * time.Minute
+)
+
+// healthRank orders health states worst first.
+var healthRank = map[string]int{healthFailing: 0, healthStalled: 1, healthLagging: 2, healthOK: 3}
+
+// statusHealth sets st's health, why and age from its figures at now: failing when its latest
+// version cannot be read; for a table streaming queries write, stalled when none has committed
+// for stallAfter, lagging after lagAfter; lagging too when its Iceberg metadata is more than
+// icebergLagAfter behind; ok otherwise.
+func statusHealth(st *statusTable, now time.Time) {
+	switch {
+	case st.Err != "":
+		st.Health, st.Why = healthFailing, "cannot read the table: "+st.Err
+		return
+	case !st.LastData.IsZero():
+		age := now.Sub(st.LastData)
+		st.Age = "last epoch " + agoText(age)
+		switch {
+		case age > stallAfter:
+			st.Health, st.Why = healthStalled, fmt.Sprintf("no epoch committed for %s (stalled after %s)", agoDuration(age), agoDuration(stallAfter))
+			return
+		case age > lagAfter:
+			st.Health, st.Why = healthLagging, fmt.Sprintf("no epoch committed for %s (lagging after %s)", agoDuration(age), agoDuration(lagAfter))
+			return
+		}
+	}
+	if ib := st.Iceberg; ib != nil && ib.Enabled && ib.LagVersions > 0 && ib.LagSeconds > icebergLagAfter.Seconds() {
+		st.Health, st.Why = healthLagging, fmt.Sprintf("Iceberg metadata %d versions and %s behind", ib.LagVersions, agoDuration(time.Duration(ib.LagSeconds*float64(time.Second))))
+		return
+	}
+	st.Health, st.Why = healthOK, "epochs committing"
+	if st.LastData.IsZero() {
+		st.Why = "no streaming query writes it"
+	}
+}
+
+// agoDuration renders d for people: "45 s", "3 min", "2 h 5 min", "3 d 4 h".
+func agoDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// agoText is agoDuration plus "ago".
+func agoText(d time.Duration) string { return agoDuration(d) + " ago" }
+
+// sortWorstFirst orders tables by health, worst first, then by name.
+func sortWorstFirst(tables []statusTable) {
+	sort.SliceStable(tables, func(i, j int) bool {
+		if ri, rj := healthRank[tables[i].Health], healthRank[tables[j].Health]; ri != rj {
+			return ri < rj
+		}
+		return tables[i].Name < tables[j].Name
+	})
+}
+
+// statusSummary is the page's summary line: how many tables are in each state.
+func statusSummary(tables []statusTable) string {
+	counts := map[string]int{}
+	for _, t := range tables {
+		counts[t.Health]++
+	}
+	parts := []string{}
+	for _, h := range []string{healthOK, healthLagging, healthStalled, healthFailing} {
+		if counts[h] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[h], h))
+		}
+	}
+	if len(parts) == 0 {
+		return "no tables"
+	}
+	return fmt.Sprintf("%d table(s): %s", len(tables), strings.Join(parts, ", "))
 }
 
 // maintenanceScan is how many recent versions the status page searches for maintenance runs.
 const maintenanceScan = 200
 
 var statusTmpl = template.Must(template.New("status").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>flight-sink status</title>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10"><title>flight-sink status</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
 h1{font-size:20px} h2{font-size:16px;margin:1.5em 0 .3em}
 table{border-collapse:collapse;margin:.3em 0 1em} td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}
 th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
+.health{display:inline-block;padding:1px 8px;border-radius:3px;color:#fff;font-weight:600}
+.ok{background:#2e7d32} .lagging{background:#ef6c00} .stalled{background:#c62828} .failing{background:#6a1b9a}
 </style></head><body>
 <h1>flight-sink</h1>
-<p>Root <code>{{.Root}}</code> &middot; {{len .Tables}} table(s) &middot; page generated {{.Now}}</p>
+<p id="summary"><strong>{{.Summary}}</strong> &middot; root <code>{{.Root}}</code> &middot; page generated {{.Now}}, refreshed every 10 s &middot; <a href="/status.json">JSON</a></p>
+{{if .Tables}}<table id="health"><tr><th>table</th><th>health</th><th>why</th><th>last epoch</th><th>rows</th></tr>
+{{range .Tables}}<tr><td><a href="#table-{{.Name}}">{{.Name}}</a></td><td><span class="health {{.Health}}">{{.Health}}</span></td><td>{{.Why}}</td><td>{{if .Age}}{{.Age}}{{else}}-{{end}}</td><td class="num">{{.Rows}}</td></tr>
+{{end}}</table>{{end}}
 {{range .Tables}}
-<h2 id="table-{{.Name}}">Table {{.Name}}</h2>
+<h2 id="table-{{.Name}}">Table {{.Name}} <span class="health {{.Health}}">{{.Health}}</span></h2>
 {{if .Err}}<p class="err">{{.Err}}</p>{{else}}
 <table><tr><th>version</th><th>rows</th><th>base rows</th><th>MemWAL rows</th><th>fragments</th><th>data bytes</th><th>last commit</th></tr>
 <tr><td class="num">{{.Version}}</td><td class="num">{{.Rows}}</td><td class="num">{{.BaseRows}}</td><td class="num">{{.MemWALRows}}</td><td class="num">{{.Fragments}}</td><td class="num">{{.Bytes}}</td><td>{{.Committed}}</td></tr></table>
@@ -178,7 +288,11 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	names, err := engine.ListTables(ctx, h.svc.sink.Store())
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		code := http.StatusInternalServerError
+		if errors.Is(err, objstore.ErrUnavailable) {
+			code = http.StatusServiceUnavailable
+		}
+		http.Error(w, err.Error(), code)
 		return
 	}
 	var tables []statusTable
@@ -207,7 +321,11 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		for q, wm := range streams {
 			when := "in MemWAL (not flushed yet)"
 			if wm.TimestampNanos != 0 {
-				when = time.Unix(0, wm.TimestampNanos).UTC().Format(time.RFC3339)
+				at := time.Unix(0, wm.TimestampNanos)
+				when = at.UTC().Format(time.RFC3339)
+				if at.After(st.LastData) {
+					st.LastData = at
+				}
 			}
 			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, When: when})
 		}
@@ -236,6 +354,20 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		}
 		tables = append(tables, st)
 	}
+	now := time.Now()
+	for i := range tables {
+		statusHealth(&tables[i], now)
+	}
+	sortWorstFirst(tables)
+	if r.URL.Path == "/status.json" {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"format_version": 1, "root": h.svc.sink.Store().String(), "summary": statusSummary(tables),
+			"generated": now.UTC().Format(time.RFC3339), "tables": tables})
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = statusTmpl.Execute(w, map[string]any{"Root": h.svc.sink.Store().String(), "Tables": tables, "Now": time.Now().UTC().Format(time.RFC3339)})
+	_ = statusTmpl.Execute(w, map[string]any{"Root": h.svc.sink.Store().String(), "Tables": tables, "Summary": statusSummary(tables),
+		"Now": now.UTC().Format(time.RFC3339)})
 }

@@ -31,8 +31,8 @@ import (
 type Config struct {
 	// Listen is the gRPC address. Default 127.0.0.1:8815.
 	Listen string
-	// HTTPListen is the address of the HTTP endpoints (/metrics, /healthz, /status); empty
-	// disables them.
+	// HTTPListen is the address of the HTTP endpoints (/metrics, /healthz, /readyz, /status,
+	// /status.json); empty disables them.
 	HTTPListen string
 	// Root is the table root URI (a path, file:// or s3://). Default ./flight-sink-data.
 	Root string

@@ -1,4 +1,4 @@
-// Command flight-sink is the flight-sink server and its admin tool.
+// Command flight-sink is the flight-sink server and its admin tool. Bare, it prints its help.
 //
 // Admin subcommands (history, inspect, compact, cleanup) work on a table URI directly, without a
 // running server: a table root URI with the table name as its last path element, e.g.
@@ -6,7 +6,7 @@
 // Arrow Flight server.
 //
 // Every flag has a matching FLIGHT_SINK_* environment variable. Errors are printed as one line
-// on stderr and the process exits with status 1.
+// on stderr and the process exits with status 1 (130 when interrupted by Ctrl-C or SIGTERM).
 package main
 
 import (
@@ -46,16 +46,19 @@ func (g *Globals) S3Options() *objstore.S3Options {
 type CLI struct {
 	Globals
 
-	History HistoryCmd `cmd:"" help:"List a table's versions, newest first, with their operations and properties."`
-	Inspect InspectCmd `cmd:"" help:"Describe one version of a table: schema, rows, fragments and files, streaming watermarks, config."`
-	Compact CompactCmd `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
-	Cleanup CleanupCmd `cmd:"" help:"Remove a table's expired versions and the files no retained version references."`
-	Drop    DropCmd    `cmd:"" help:"Delete a table and every file under it (with --yes), as the drop_table action does."`
-	Iceberg IcebergCmd `cmd:"" help:"Publish a table as an Apache Iceberg table, or show how far its Iceberg metadata lags (publish|status TABLE_URI)."`
-	Serve   ServeCmd   `cmd:"" help:"Serve tables over Arrow Flight."`
-	Action  ActionCmd  `cmd:"" help:"Run a Flight action (table_stats, history, compact, cleanup, flush_memwal, ...) against a running server and print its JSON result."`
-	Bench   BenchCmd   `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
-	Version VersionCmd `cmd:"" help:"Print the version of flight-sink."`
+	Tables     TablesCmd     `cmd:"" help:"List the tables under a root with their latest version, rows, fragments, data bytes and last commit."`
+	History    HistoryCmd    `cmd:"" help:"List a table's versions, newest first, with their operations and properties."`
+	Inspect    InspectCmd    `cmd:"" help:"Describe one version of a table: schema, rows, fragments and files, streaming watermarks, config."`
+	Compact    CompactCmd    `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
+	Cleanup    CleanupCmd    `cmd:"" help:"Remove a table's expired versions and the files no retained version references."`
+	Drop       DropCmd       `cmd:"" help:"Delete a table and every file under it (with --yes), as the drop_table action does."`
+	Iceberg    IcebergCmd    `cmd:"" help:"Publish a table as an Apache Iceberg table, or show how far its Iceberg metadata lags (publish|status TABLE_URI)."`
+	Serve      ServeCmd      `cmd:"" help:"Serve tables over Arrow Flight."`
+	Action     ActionCmd     `cmd:"" help:"Run a Flight action (table_stats, history, compact, cleanup, flush_memwal, ...) against a running server and print its JSON result."`
+	Bench      BenchCmd      `cmd:"" help:"Benchmark DoPut throughput, small-epoch rate and ack latency against a local server."`
+	Version    VersionCmd    `cmd:"" help:"Print the version of flight-sink (also --version)."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
+	Help       HelpCmd       `cmd:"" help:"Print the help of flight-sink, or of a command (help CMD)."`
 }
 
 const description = `flight-sink lands streaming micro-batches (Arrow record batches stamped with a query id and an
@@ -70,18 +73,35 @@ func main() {
 }
 
 // run parses args, runs the selected subcommand and returns the process exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	// kong ends --help and usage errors with its Exit hook; it returns from run instead.
+	defer func() {
+		if r := recover(); r != nil {
+			c, ok := r.(kongExit)
+			if !ok {
+				panic(r)
+			}
+			code = int(c)
+		}
+	}()
 	// --version before any command is `flight-sink version` (a command's own --version, such as
 	// inspect's, is that command's flag).
 	if len(args) == 1 && args[0] == "--version" {
 		fmt.Fprintln(stdout, versionLine())
 		return 0
 	}
+	// Bare flight-sink prints the help; help CMD is CMD --help.
+	if len(args) == 0 {
+		args = []string{"--help"}
+	} else if args[0] == "help" {
+		args = append(append([]string{}, args[1:]...), "--help")
+	}
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("flight-sink"),
 		kong.Description(description),
 		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(kongExit(code)) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.ExplicitGroups([]kong.Group{{
 			Key:   "s3",
@@ -105,11 +125,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	kctx.Bind(&cli.Globals)
 	if err := kctx.Run(); err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		if ctx.Err() != nil { // a signal cancelled it, whatever error that made
 			fmt.Fprintln(stderr, "flight-sink: interrupted")
-			return 1
+			return exitInterrupted
 		}
-		fmt.Fprintf(stderr, "flight-sink: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "flight-sink: %s%s\n", oneLine(err), errorHint(err))
 		if es := (exitStatusError{}); errors.As(err, &es) {
 			return es.code
 		}
@@ -117,6 +137,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// errorHint returns what to check after an error, or "": for a store that did not answer, the
+// settings that reach it.
+func errorHint(err error) string {
+	if errors.Is(err, objstore.ErrUnavailable) {
+		return " (hint: the S3 store did not answer: check that the bucket exists, the credentials " +
+			"(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role), and --s3-endpoint, " +
+			"--s3-region and --s3-path-style)"
+	}
+	return ""
+}
+
+// kongExit carries kong's exit status out of its Exit hook to run.
+type kongExit int
+
+// exitInterrupted is the exit status of a command stopped by SIGINT (Ctrl-C) or SIGTERM: 128 +
+// SIGINT, as shells report it.
+const exitInterrupted = 130
 
 // oneLine renders err on a single line: wrapped errors from servers may carry newlines.
 func oneLine(err error) string {

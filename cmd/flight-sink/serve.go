@@ -16,7 +16,7 @@ import (
 // ServeCmd runs the Arrow Flight server.
 type ServeCmd struct {
 	Listen            string        `default:"127.0.0.1:8815" env:"FLIGHT_SINK_LISTEN" help:"gRPC listen address."`
-	HTTPListen        string        `name:"http-listen" default:"127.0.0.1:8816" env:"FLIGHT_SINK_HTTP_LISTEN" help:"Address of /metrics (Prometheus), /healthz and /status; \"off\" disables them."`
+	HTTPListen        string        `name:"http-listen" default:"127.0.0.1:8816" env:"FLIGHT_SINK_HTTP_LISTEN" help:"Address of /metrics (Prometheus), /healthz, /readyz, /status and /status.json; \"off\" disables them."`
 	Root              string        `default:"./flight-sink-data" env:"FLIGHT_SINK_ROOT" help:"Table root URI: a path, file:///path or s3://bucket/prefix."`
 	MaxMessageBytes   int           `name:"max-message-bytes" default:"268435456" env:"FLIGHT_SINK_MAX_MESSAGE_BYTES" help:"Largest gRPC message accepted (one Arrow batch); larger ones get ResourceExhausted."`
 	MaxConcurrent     int           `name:"max-concurrent-puts" default:"64" env:"FLIGHT_SINK_MAX_CONCURRENT_PUTS" help:"DoPut streams served at once; more get ResourceExhausted (-1: no limit)."`

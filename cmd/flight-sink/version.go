@@ -61,3 +61,14 @@ func versionLine() string {
 	return fmt.Sprintf("flight-sink %s (%s %s/%s, manifest format %d)",
 		buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, engine.FormatVersion)
 }
+
+// HelpCmd is `flight-sink help [CMD...]`; run rewrites it to `CMD --help` before parsing, so its
+// Run is reached only through kong's own help.
+type HelpCmd struct {
+	Command []string `arg:"" optional:"" help:"The command to describe."`
+}
+
+// Run prints the help of the whole tool.
+func (c *HelpCmd) Run(kctx *kong.Context) error {
+	return kctx.PrintUsage(false)
+}
