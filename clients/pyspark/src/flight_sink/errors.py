@@ -271,6 +271,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "COMMIT_CONFLICT": FailedPreconditionError,
     "FENCED": FailedPreconditionError,
     "ICEBERG_DISABLED": FailedPreconditionError,
+    "ICEBERG_UNPUBLISHABLE": FailedPreconditionError,
     "TOO_MANY_RETRIES": AbortedError,
     "LIMIT_EXCEEDED": ResourceExhaustedError,
     "BACKPRESSURE": ResourceExhaustedError,
@@ -280,6 +281,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "UNAUTHENTICATED": UnauthenticatedError,
     "PERMISSION_DENIED": PermissionDeniedError,
     "UNIMPLEMENTED": UnsupportedError,
+    "STORAGE_UNAVAILABLE": ServerUnavailableError,
     "INTERNAL": ServerInternalError,
 }
 
