@@ -102,6 +102,12 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
 
   /** {@code df.write}: every task stages, the driver commits once (epoch 0 of a fresh query id). */
   static final class Batch implements BatchWrite, DataWriterFactory {
+    // As for streaming writes (below): the commit names the stages of the messages it is given.
+    @Override
+    public boolean useCommitCoordinator() {
+      return false;
+    }
+
     private static final long serialVersionUID = 1L;
     private final EpochSpec spec;
 
@@ -150,9 +156,13 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
       return new FlightSinkDataWriter(spec, spec.queryId, epochId, partitionId, attempt());
     }
 
+    // No commit coordinator: the driver commits exactly the stages of the messages Spark hands
+    // it, one per partition; a failed or duplicate attempt's stage is never named and expires.
+    // The coordinator would add only a race in which a retried attempt is denied while the
+    // failure of an authorized earlier attempt is still being processed.
     @Override
     public boolean useCommitCoordinator() {
-      return true;
+      return false;
     }
 
     @Override
