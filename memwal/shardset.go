@@ -157,20 +157,20 @@ func NewShardSet(tbl *engine.Table, ids []string, o *ShardSetOptions) *ShardSet 
 	if ss.opts.Freshness > 0 {
 		ss.freshStop = make(chan struct{})
 		ss.hooks.Add(1)
-		go ss.foldByAge()
+		go ss.foldByAge(ss.freshStop) // its own copy: Close clears the field
 	}
 	return ss
 }
 
 // foldByAge schedules the table's maintenance whenever a shard's oldest flushed row reaches its
 // fold age (readyLocked), every Freshness/16, until Close.
-func (ss *ShardSet) foldByAge() {
+func (ss *ShardSet) foldByAge(stop <-chan struct{}) {
 	defer ss.hooks.Done()
 	t := time.NewTicker(max(ss.opts.Freshness/16, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-ss.freshStop:
+		case <-stop:
 			return
 		case <-t.C:
 			ss.scheduleFold()
