@@ -11,7 +11,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List
@@ -160,7 +159,7 @@ def first_difference(got: List[Dict[str, Any]], want: List[Dict[str, Any]]) -> s
     return ""
 
 
-def test_every_engine_reads_every_type(server_factory, tmp_path: Path) -> None:
+def test_every_engine_reads_every_type(server_factory) -> None:
     """PyIceberg, Polars, DuckDB and Spark, attached to the REST catalog, list every table and
     read each one exactly as DoGet (every column, every value) after appends, a delete, a keyed
     upsert, a compaction, a schema change (merge_schema), a MemWAL fold; plus a MemWAL table
