@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -172,6 +172,13 @@ BENCH_READS_ARGS ?=
 bench-reads:
 	$(BENCH_PYTHON) bench/read_bench.py --go $(GO) $(BENCH_READS_ARGS)
 
+# bench-freshness: ack -> visible in PyIceberg through the REST catalog, 1,000-row epochs at 10/s
+# for 2 minutes on each route (direct, MemWAL), and the direct route's back-to-back epochs/s with
+# Iceberg publishing on against off in alternating rounds (bench/freshness_bench.py --help).
+BENCH_FRESHNESS_ARGS ?=
+bench-freshness: pydeps build
+	$(VENV_PYTHON) bench/freshness_bench.py --bin bin/flight-sink $(BENCH_FRESHNESS_ARGS)
+
 # bench-servers: `flight-sink bench --only memwal-servers` (docs/benchmarks.md) on a versitygw it
 # starts on 127.0.0.1:$(BENCH_S3_PORT) over a fresh temporary directory and stops (and removes)
 # afterwards: 16 queries over 2 servers, 20 ms added to every store call, the direct route against
@@ -204,7 +211,7 @@ FUZZ_TARGETS := \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
 	memwal/wal:FuzzDecodeWALEntry memwal/wal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
 	memwal/wal:FuzzDecodeWALHeader memwal/wal:FuzzSegmentRecords memwal:FuzzReadGeneration \
-	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet flightsvc:FuzzCalls
+	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet flightsvc:FuzzCalls flightsvc:FuzzIcebergREST
 
 # The full runs. Each test logs its seed and a FIGURES line; FLIGHT_SINK_TORTURE_SEED and
 # FLIGHT_SINK_FAULT_SEED replay a schedule.

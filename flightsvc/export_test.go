@@ -2,6 +2,7 @@ package flightsvc
 
 import (
 	"fmt"
+	"net/http"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -37,4 +38,14 @@ func ActionNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// IcebergRESTHandler returns the server's Iceberg REST catalog handler (mounted under /iceberg)
+// with the given bearer tokens, for the fuzz target to call without a socket.
+func IcebergRESTHandler(s *Server, tokens ...string) http.Handler {
+	var tok [][]byte
+	for _, t := range tokens {
+		tok = append(tok, []byte(t))
+	}
+	return newIcebergREST(s.svc, tok)
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/iceberg"
@@ -39,9 +41,40 @@ func newIcebergREST(svc *Service, tokens [][]byte) http.Handler {
 	mux.HandleFunc("GET /v1/namespaces/{ns}/tables/{table}", c.loadTable)
 	mux.HandleFunc("HEAD /v1/namespaces/{ns}/tables/{table}", c.loadTable)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		restError(w, http.StatusNotFound, "NotFoundException", "no such endpoint of this read-only catalog: "+r.Method+" "+r.URL.Path)
+		restError(w, http.StatusNotFound, "NotFoundException", "no such endpoint of this read-only catalog: "+echo(r.Method)+" "+echo(r.URL.Path))
 	})
-	return http.StripPrefix(icebergRESTPrefix, c.authorize(mux))
+	return http.StripPrefix(icebergRESTPrefix, c.authorize(cleanPath(mux)))
+}
+
+// cleanPath answers a path the mux would redirect to its cleaned form ("//", "." or ".."
+// segments) with the catalog's 404 instead: a REST client follows no redirect, and every
+// answer of the catalog is JSON.
+func cleanPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if !strings.HasPrefix(p, "/") || strings.Contains(p, "//") || strings.Contains(p, "/./") || strings.Contains(p, "/../") ||
+			strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..") {
+			restError(w, http.StatusNotFound, "NotFoundException", "no such endpoint of this read-only catalog: "+echo(r.Method)+" "+echo(p))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxEcho is the most bytes of a request's own text (a name, a path) an error message repeats.
+const maxEcho = 200
+
+// echo returns s for an error message: cut to maxEcho bytes (on a rune boundary, saying how
+// long it was), so a client's long name is not sent back whole.
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // authorize checks the bearer token (constant time against every token) when tokens are set.
@@ -83,7 +116,7 @@ func (c *icebergREST) namespace(w http.ResponseWriter, r *http.Request) {
 
 func (c *icebergREST) knownNamespace(w http.ResponseWriter, r *http.Request) bool {
 	if ns := r.PathValue("ns"); ns != icebergNamespace {
-		restError(w, http.StatusNotFound, "NoSuchNamespaceException", "namespace "+ns+" does not exist: the catalog's one namespace is "+icebergNamespace)
+		restError(w, http.StatusNotFound, "NoSuchNamespaceException", "namespace "+echo(ns)+" does not exist: the catalog's one namespace is "+icebergNamespace)
 		return false
 	}
 	return true
@@ -118,13 +151,13 @@ func (c *icebergREST) loadTable(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("table")
 	if err := engine.ValidateTableName(name); err != nil {
-		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist: "+err.Error())
+		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+echo(name)+" does not exist: not a table name (1-128 characters of letters, digits, '_', '.', '-', starting with a letter or digit)")
 		return
 	}
 	loc, meta, err := iceberg.LatestMetadata(r.Context(), c.svc.sink.Store(), name)
 	switch {
 	case errors.Is(err, iceberg.ErrNoMetadata):
-		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)")
+		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)") // a valid name: at most 128 bytes
 		return
 	case err != nil:
 		restError(w, http.StatusInternalServerError, "ServiceFailureException", err.Error())

@@ -16,6 +16,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/internal/pythontest"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -25,16 +26,7 @@ import (
 // key as identifier fields; a table with publishing off is not listed; a request without the
 // token is refused (401). DuckDB's ATTACH (TYPE iceberg) lists and reads them the same.
 func TestIcebergRESTCatalog(t *testing.T) {
-	py := os.Getenv("FLIGHT_SINK_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	if err := exec.Command(py, "-c", "import pyiceberg").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s cannot import pyiceberg: %v", py, err)
-		}
-		t.Skipf("%s cannot import pyiceberg: %v", py, err)
-	}
+	py := pythontest.Interpreter(t, "pyiceberg")
 	const token = "rest-s3cret"
 	s := startServer(t, flightsvc.Config{AuthTokens: []string{token}, HTTPListen: "127.0.0.1:0"})
 	ctx := context.Background()

@@ -19,6 +19,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/internal/pythontest"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -55,17 +56,7 @@ type storeEnv struct {
 // python returns the interpreter with pyiceberg and polars, or skips (fails under CI).
 func python(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("FLIGHT_SINK_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	if err := exec.Command(py, "-c", "import pyiceberg, polars").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s cannot import pyiceberg and polars (pip install pyiceberg==0.12.0 polars): %v", py, err)
-		}
-		t.Skipf("%s cannot import pyiceberg and polars: %v", py, err)
-	}
-	return py
+	return pythontest.Interpreter(t, "pyiceberg", "polars")
 }
 
 // expectedRows returns, for every version the table still has, the rows it reads.

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/flight-sink/flight-sink/internal/pythontest"
 )
 
 // TestMemWALTrickleVisibleWithinFreshness: a MemWAL table fed one small epoch a second (far
@@ -17,16 +18,7 @@ import (
 // ceiling of a few freshness bounds after the last acknowledgement, and PyIceberg then reads
 // every row exactly once.
 func TestMemWALTrickleVisibleWithinFreshness(t *testing.T) {
-	py := os.Getenv("FLIGHT_SINK_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	if err := exec.Command(py, "-c", "import pyiceberg").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s cannot import pyiceberg: %v", py, err)
-		}
-		t.Skipf("%s cannot import pyiceberg: %v", py, err)
-	}
+	py := pythontest.Interpreter(t, "pyiceberg")
 	const bound = 2 * time.Second
 	ctx := context.Background()
 	s, _ := newSink(t, &Options{MemWALFreshness: bound, IcebergPublishInterval: 200 * time.Millisecond})
