@@ -9,7 +9,9 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
@@ -25,8 +27,14 @@ type ScanOptions struct {
 	Version uint64
 	// Columns to project, in the order wanted; empty reads every column.
 	Columns []string
-	// BatchSize is the number of rows per record batch. Default 65,536.
+	// BatchSize is the most rows per record batch. Default 65,536.
 	BatchSize int64
+	// BatchBytes is the Arrow bytes a record batch aims at: each fragment's batches hold
+	// BatchBytes over the fragment's bytes per row (estimated from the Parquet column chunks of
+	// the columns read, uncompressed), at least one row and at most BatchSize. Default
+	// DefaultScanBatchBytes. A dictionary-encoded column of long repeated strings decodes
+	// larger than its estimate.
+	BatchBytes int64
 	// WithRowAddresses makes the scanner report each row's address (Scanner.RowAddresses), as
 	// DeleteRows takes them. Not with Filter.
 	WithRowAddresses bool
@@ -91,6 +99,9 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 	if o.BatchSize <= 0 {
 		o.BatchSize = 64 * 1024
 	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = DefaultScanBatchBytes
+	}
 	md := full.Metadata()
 	out := arrow.NewSchema(fields, &md)
 	if o.Filter != nil && o.WithRowAddresses {
@@ -113,7 +124,7 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 		schema = arrow.NewSchema(fields, &md)
 	}
 	return &Scanner{
-		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize,
+		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize, batchBytes: o.BatchBytes,
 		schema: schema, out: out, refs: 1, withAddrs: o.WithRowAddresses, filter: filter, exclude: o.Exclude,
 		background: o.Background && t.localStore(),
 	}, nil
@@ -136,6 +147,7 @@ type Scanner struct {
 	frags      []Fragment
 	fieldIdx   []int
 	batchSize  int64
+	batchBytes int64
 	schema     *arrow.Schema // what is read: out plus the columns only the filter needs
 	out        *arrow.Schema // what is returned
 	refs       int64
@@ -304,7 +316,8 @@ func (s *Scanner) openFragment(f Fragment) error {
 		r.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}, s.t.opts.Allocator)
+	props := pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}
+	fr, err := pqarrow.NewFileReader(pr, props, s.t.opts.Allocator)
 	if err != nil {
 		pr.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
@@ -320,6 +333,25 @@ func (s *Scanner) openFragment(f Fragment) error {
 	if len(cols) == 0 {
 		cols = appendLeaves(cols, &fr.Manifest.Fields[0]) // for the row count; arrowschema.ConformBatch drops it
 	}
+	rowBytes, maxChunk := chunkSizes(pr.MetaData(), cols)
+	if maxChunk > scanStreamChunkBytes {
+		// Column chunks too large to hold whole are read through a buffer of
+		// scanStreamBufferBytes each: a batch's decode then holds a page per column, not a chunk.
+		// The reader is reopened over the same file and footer (the first one holds nothing else).
+		rp := parquet.NewReaderProperties(s.t.opts.Allocator)
+		rp.BufferedStreamEnabled, rp.BufferSize = true, scanStreamBufferBytes
+		pr, err = file.NewParquetReader(r, file.WithMetadata(pr.MetaData()), file.WithReadProps(rp))
+		if err == nil {
+			fr, err = pqarrow.NewFileReader(pr, props, s.t.opts.Allocator)
+		}
+		if err != nil {
+			r.Close()
+			return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
+		}
+	}
+	if rowBytes > 0 { // rows per batch: about batchBytes of them (ScanOptions.BatchBytes)
+		fr.Props.BatchSize = min(s.batchSize, max(1, s.batchBytes/rowBytes))
+	}
 	s.file, s.pr, s.fr, s.leafCols, s.openID = r, pr, fr, cols, f.ID
 	if s.runs = s.planRuns(pr, fr); len(s.runs) == 0 {
 		s.stats.FragmentsSkipped++
@@ -331,6 +363,40 @@ func (s *Scanner) openFragment(f Fragment) error {
 		s.closeFragment()
 	}
 	return err
+}
+
+// DefaultScanBatchBytes is the Arrow bytes a scan batch aims at (ScanOptions.BatchBytes): with
+// the read-ahead of one DoGet it bounds what a stream holds in bytes, whatever the width of a
+// row.
+const DefaultScanBatchBytes = 4 << 20
+
+// A data file whose column chunks (compressed) of the columns read exceed scanStreamChunkBytes is
+// read through a buffer of scanStreamBufferBytes per column instead of a chunk at a time.
+const (
+	scanStreamChunkBytes  = 8 << 20
+	scanStreamBufferBytes = 1 << 20
+)
+
+// chunkSizes returns the uncompressed Parquet bytes per row of leaf columns cols over every row
+// group of md (0 when md has no rows), and the largest compressed column chunk among them.
+func chunkSizes(md *metadata.FileMetaData, cols []int) (rowBytes, maxChunk int64) {
+	var total, rows int64
+	for g := 0; g < md.NumRowGroups(); g++ {
+		rg := md.RowGroup(g)
+		rows += rg.NumRows()
+		for _, c := range cols {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				continue
+			}
+			total += cc.TotalUncompressedSize()
+			maxChunk = max(maxChunk, cc.TotalCompressedSize())
+		}
+	}
+	if rows == 0 {
+		return 0, maxChunk
+	}
+	return max(1, total/rows), maxChunk
 }
 
 // appendLeaves appends the Parquet leaf column indices under f, in schema order.
