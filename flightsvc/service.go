@@ -353,7 +353,7 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	defer sc.Release()
 	ra := newReadAhead(ctx, sc)
 	defer ra.Close() // before sc.Release: stops the goroutine reading sc
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc.Schema()), ipc.WithAllocator(s.alloc))
+	w := newGetWriter(stream, ipc.WithSchema(sc.Schema()), ipc.WithAllocator(s.alloc))
 	for ra.Next() {
 		if err := writeBounded(w, ra.RecordBatch()); err != nil {
 			w.Close()
@@ -508,7 +508,7 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 const maxGetMessageBytes = 2 << 20
 
 // writeBounded writes rec as slices of at most about maxGetMessageBytes each.
-func writeBounded(w *flight.Writer, rec arrow.RecordBatch) error {
+func writeBounded(w *ipc.Writer, rec arrow.RecordBatch) error {
 	size, n := arrowschema.RecordBytes(rec), rec.NumRows()
 	if size <= maxGetMessageBytes || n <= 1 {
 		return w.Write(rec)
