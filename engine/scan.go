@@ -9,6 +9,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -46,6 +47,10 @@ type ScanOptions struct {
 	// Filter, when set, returns only the rows for which it is true, skipping row groups and
 	// fragments by their Parquet statistics (scan_filter.go).
 	Filter *expr.Predicate
+	// Allocator holds the returned batches' buffers (default: the table's Options.Allocator).
+	// A pooling allocator (internal/arrowpool) suits a consumer that releases each batch before
+	// it reads many more, and keeps no reference into a batch it has released.
+	Allocator memory.Allocator
 	// Background decodes one column at a time, each batch in a background slot
 	// (background.Run), on a local store: for reads no client waits on, such as compaction's.
 	// On a remote store a batch's decode waits on range reads, which must not hold a slot, so
@@ -107,6 +112,10 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 	if o.Filter != nil && o.WithRowAddresses {
 		return nil, fmt.Errorf("table %s: a scan cannot both filter and report row addresses", t.name)
 	}
+	alloc := o.Allocator
+	if alloc == nil {
+		alloc = t.opts.Allocator
+	}
 	frags, err := selectFragments(t.name, m, o.Fragments)
 	if err != nil {
 		return nil, err
@@ -124,7 +133,7 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 		schema = arrow.NewSchema(fields, &md)
 	}
 	return &Scanner{
-		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize, batchBytes: o.BatchBytes,
+		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize, batchBytes: o.BatchBytes, alloc: alloc,
 		schema: schema, out: out, refs: 1, withAddrs: o.WithRowAddresses, filter: filter, exclude: o.Exclude,
 		background: o.Background && t.localStore(),
 	}, nil
@@ -148,8 +157,9 @@ type Scanner struct {
 	fieldIdx   []int
 	batchSize  int64
 	batchBytes int64
-	schema     *arrow.Schema // what is read: out plus the columns only the filter needs
-	out        *arrow.Schema // what is returned
+	alloc      memory.Allocator // ScanOptions.Allocator
+	schema     *arrow.Schema    // what is read: out plus the columns only the filter needs
+	out        *arrow.Schema    // what is returned
 	refs       int64
 	filter     *rowFilter // nil: every row
 	exclude    *rowset.Set
@@ -268,7 +278,7 @@ func (s *Scanner) advance() bool {
 				return false
 			}
 			if keep != nil {
-				sel, err := selectRows(s.ctx, s.t.opts.Allocator, conf, keep)
+				sel, err := selectRows(s.ctx, s.alloc, conf, keep)
 				conf.Release()
 				if err != nil {
 					s.err = fmt.Errorf("table %s: apply deletions to fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
@@ -311,13 +321,13 @@ func (s *Scanner) openFragment(f Fragment) error {
 	if err != nil {
 		return fmt.Errorf("table %s: open fragment %d: %w", s.t.name, f.ID, err)
 	}
-	pr, err := file.NewParquetReader(r)
+	pr, err := file.NewParquetReader(r, file.WithReadProps(parquet.NewReaderProperties(s.alloc)))
 	if err != nil {
 		r.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
 	props := pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}
-	fr, err := pqarrow.NewFileReader(pr, props, s.t.opts.Allocator)
+	fr, err := pqarrow.NewFileReader(pr, props, s.alloc)
 	if err != nil {
 		pr.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
@@ -338,11 +348,11 @@ func (s *Scanner) openFragment(f Fragment) error {
 		// Column chunks too large to hold whole are read through a buffer of
 		// scanStreamBufferBytes each: a batch's decode then holds a page per column, not a chunk.
 		// The reader is reopened over the same file and footer (the first one holds nothing else).
-		rp := parquet.NewReaderProperties(s.t.opts.Allocator)
+		rp := parquet.NewReaderProperties(s.alloc)
 		rp.BufferedStreamEnabled, rp.BufferSize = true, scanStreamBufferBytes
 		pr, err = file.NewParquetReader(r, file.WithMetadata(pr.MetaData()), file.WithReadProps(rp))
 		if err == nil {
-			fr, err = pqarrow.NewFileReader(pr, props, s.t.opts.Allocator)
+			fr, err = pqarrow.NewFileReader(pr, props, s.alloc)
 		}
 		if err != nil {
 			r.Close()

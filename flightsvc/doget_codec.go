@@ -2,8 +2,6 @@ package flightsvc
 
 import (
 	"fmt"
-	"math/bits"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"google.golang.org/grpc"
@@ -11,6 +9,8 @@ import (
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/flight-sink/flight-sink/internal/arrowpool"
 )
 
 // DoGet encodes each record batch message into its wire bytes once: the IPC body is copied
@@ -53,50 +53,21 @@ func (c getCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.
 // Name is the protobuf codec's: the wire format is the same.
 func (c getCodec) Name() string { return c.proto.Name() }
 
-// messagePool holds message buffers in power-of-two size classes from 4 KiB to 64 MiB (larger
-// ones are allocated and dropped). Its buffers are not cleared: every byte of a message is
-// written before it is sent.
-var messagePool = &sizeClassPool{}
+// messagePool holds the buffers of encoded messages. They are not zeroed: every byte of a
+// message is written before it is sent.
+var messagePool = messageBuffers{arrowpool.New()}
 
-const (
-	minMessageClass = 12 // 4 KiB
-	maxMessageClass = 26 // 64 MiB
-)
-
-type sizeClassPool struct {
-	classes [maxMessageClass + 1]sync.Pool
-}
-
-func sizeClass(n int) int {
-	if n <= 1<<minMessageClass {
-		return minMessageClass
-	}
-	return bits.Len(uint(n - 1))
-}
+// messageBuffers is an arrowpool.Pool as a gRPC mem.BufferPool.
+type messageBuffers struct{ pool *arrowpool.Pool }
 
 // Get returns a buffer of length n.
-func (p *sizeClassPool) Get(n int) *[]byte {
-	c := sizeClass(n)
-	if c > maxMessageClass {
-		b := make([]byte, n)
-		return &b
-	}
-	if b, ok := p.classes[c].Get().(*[]byte); ok {
-		*b = (*b)[:n]
-		return b
-	}
-	b := make([]byte, n, 1<<c)
+func (m messageBuffers) Get(n int) *[]byte {
+	b := m.pool.AllocateDirty(n)
 	return &b
 }
 
 // Put returns a buffer Get gave out.
-func (p *sizeClassPool) Put(b *[]byte) {
-	c := sizeClass(cap(*b))
-	if c > maxMessageClass || cap(*b) != 1<<c {
-		return
-	}
-	p.classes[c].Put(b)
-}
+func (m messageBuffers) Put(b *[]byte) { m.pool.Free(*b) }
 
 // bodyParts collects the slices an ipc.Payload's body is written as, without copying them.
 type bodyParts struct {
