@@ -99,8 +99,11 @@ func (p *Pool) Reallocate(size int, b []byte) []byte {
 		}
 		return b[:size]
 	}
-	nb := p.Allocate(size)
-	copy(nb, b)
+	nb, reused := p.get(size)
+	n := copy(nb, b)
+	if reused {
+		clear(nb[n:]) // what the copy did not overwrite
+	}
 	p.Free(b)
 	return nb
 }
