@@ -65,7 +65,7 @@ func TestDataCodecOption(t *testing.T) {
 	want := map[string]compress.Compression{
 		"zstd": compress.Codecs.Zstd, "lz4_raw": compress.Codecs.Lz4Raw,
 		"snappy": compress.Codecs.Snappy, "none": compress.Codecs.Uncompressed,
-		"": compress.Codecs.Lz4Raw, // the default (engine.DefaultDataCodec)
+		"": compress.Codecs.Zstd, // the default (engine.DefaultDataCodec)
 	}
 	if want[""] != want[string(engine.DefaultDataCodec)] {
 		t.Fatalf("the test's default is not engine.DefaultDataCodec %q", engine.DefaultDataCodec)

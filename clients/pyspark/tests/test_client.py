@@ -115,7 +115,7 @@ def test_create_table_and_modes(client: fs.Client, table_name: str) -> None:
 
 # pyarrow names Parquet's LZ4_RAW codec "LZ4".
 @pytest.mark.parametrize("codec, parquet_name", [
-    (None, "LZ4"), ("zstd", "ZSTD"), ("lz4_raw", "LZ4"), ("snappy", "SNAPPY"), ("none", "UNCOMPRESSED"),
+    (None, "ZSTD"), ("zstd", "ZSTD"), ("lz4_raw", "LZ4"), ("snappy", "SNAPPY"), ("none", "UNCOMPRESSED"),
 ])
 def test_create_table_data_codec(client: fs.Client, server, table_name: str, codec, parquet_name: str) -> None:
     """The table's data files carry the codec it was created with, as pyarrow reads them."""

@@ -721,9 +721,9 @@ class Client:
                 ``timestamp[us, tz=UTC]``, ...).
             primary_key: key columns.
             memwal_shards: MemWAL shards (servers with MemWAL).
-            data_codec: the compression of the table's data files: ``"lz4_raw"`` (the
-                server's default), ``"zstd"`` (smallest files), ``"snappy"`` or ``"none"``
-                (docs/storage.md has the trade-off).
+            data_codec: the compression of the table's data files: ``"zstd"`` (the
+                server's default: the smallest files), ``"lz4_raw"`` (cheaper to decode, larger),
+                ``"snappy"`` or ``"none"`` (docs/storage.md has the trade-off).
 
         Returns:
             ``{"table", "version"}``. Raises :class:`~flight_sink.AlreadyExistsError` if the
