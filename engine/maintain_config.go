@@ -247,8 +247,14 @@ func MaintenanceConfigOf(m *Manifest) (MaintenanceConfig, error) {
 
 // UpdateConfig sets the keys of set and removes the keys of unset in the table config, as one
 // UpdateConfig transaction with props. It lands on top of whatever committed meanwhile (last
-// writer wins per key). A ConfigMaintenance value is validated first.
+// writer wins per key). A ConfigMaintenance and a ConfigDataCodec value are validated first
+// (a changed codec applies to the files written after the change).
 func (t *Table) UpdateConfig(ctx context.Context, set map[string]string, unset []string, props map[string]string) (*Manifest, error) {
+	if v, ok := set[ConfigDataCodec]; ok {
+		if _, err := ParseDataCodec(v); err != nil {
+			return nil, fmt.Errorf("table %s: table config %s: %w", t.name, ConfigDataCodec, err)
+		}
+	}
 	if v, ok := set[ConfigMaintenance]; ok {
 		if _, err := ParseMaintenanceConfig(v); err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.name, err)

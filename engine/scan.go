@@ -9,7 +9,10 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
@@ -25,8 +28,14 @@ type ScanOptions struct {
 	Version uint64
 	// Columns to project, in the order wanted; empty reads every column.
 	Columns []string
-	// BatchSize is the number of rows per record batch. Default 65,536.
+	// BatchSize is the most rows per record batch. Default 65,536.
 	BatchSize int64
+	// BatchBytes is the Arrow bytes a record batch aims at: each fragment's batches hold
+	// BatchBytes over the fragment's bytes per row (estimated from the Parquet column chunks of
+	// the columns read, uncompressed), at least one row and at most BatchSize. Default
+	// DefaultScanBatchBytes. A dictionary-encoded column of long repeated strings decodes
+	// larger than its estimate.
+	BatchBytes int64
 	// WithRowAddresses makes the scanner report each row's address (Scanner.RowAddresses), as
 	// DeleteRows takes them. Not with Filter.
 	WithRowAddresses bool
@@ -38,6 +47,10 @@ type ScanOptions struct {
 	// Filter, when set, returns only the rows for which it is true, skipping row groups and
 	// fragments by their Parquet statistics (scan_filter.go).
 	Filter *expr.Predicate
+	// Allocator holds the returned batches' buffers (default: the table's Options.Allocator).
+	// A pooling allocator (internal/arrowpool) suits a consumer that releases each batch before
+	// it reads many more, and keeps no reference into a batch it has released.
+	Allocator memory.Allocator
 	// Background decodes one column at a time, each batch in a background slot
 	// (background.Run), on a local store: for reads no client waits on, such as compaction's.
 	// On a remote store a batch's decode waits on range reads, which must not hold a slot, so
@@ -91,10 +104,17 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 	if o.BatchSize <= 0 {
 		o.BatchSize = 64 * 1024
 	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = DefaultScanBatchBytes
+	}
 	md := full.Metadata()
 	out := arrow.NewSchema(fields, &md)
 	if o.Filter != nil && o.WithRowAddresses {
 		return nil, fmt.Errorf("table %s: a scan cannot both filter and report row addresses", t.name)
+	}
+	alloc := o.Allocator
+	if alloc == nil {
+		alloc = t.opts.Allocator
 	}
 	frags, err := selectFragments(t.name, m, o.Fragments)
 	if err != nil {
@@ -113,7 +133,7 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 		schema = arrow.NewSchema(fields, &md)
 	}
 	return &Scanner{
-		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize,
+		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize, batchBytes: o.BatchBytes, alloc: alloc,
 		schema: schema, out: out, refs: 1, withAddrs: o.WithRowAddresses, filter: filter, exclude: o.Exclude,
 		background: o.Background && t.localStore(),
 	}, nil
@@ -136,8 +156,10 @@ type Scanner struct {
 	frags      []Fragment
 	fieldIdx   []int
 	batchSize  int64
-	schema     *arrow.Schema // what is read: out plus the columns only the filter needs
-	out        *arrow.Schema // what is returned
+	batchBytes int64
+	alloc      memory.Allocator // ScanOptions.Allocator
+	schema     *arrow.Schema    // what is read: out plus the columns only the filter needs
+	out        *arrow.Schema    // what is returned
 	refs       int64
 	filter     *rowFilter // nil: every row
 	exclude    *rowset.Set
@@ -256,7 +278,7 @@ func (s *Scanner) advance() bool {
 				return false
 			}
 			if keep != nil {
-				sel, err := selectRows(s.ctx, s.t.opts.Allocator, conf, keep)
+				sel, err := selectRows(s.ctx, s.alloc, conf, keep)
 				conf.Release()
 				if err != nil {
 					s.err = fmt.Errorf("table %s: apply deletions to fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
@@ -299,12 +321,13 @@ func (s *Scanner) openFragment(f Fragment) error {
 	if err != nil {
 		return fmt.Errorf("table %s: open fragment %d: %w", s.t.name, f.ID, err)
 	}
-	pr, err := file.NewParquetReader(r)
+	pr, err := file.NewParquetReader(r, file.WithReadProps(parquet.NewReaderProperties(s.alloc)))
 	if err != nil {
 		r.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}, s.t.opts.Allocator)
+	props := pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}
+	fr, err := pqarrow.NewFileReader(pr, props, s.alloc)
 	if err != nil {
 		pr.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
@@ -320,6 +343,25 @@ func (s *Scanner) openFragment(f Fragment) error {
 	if len(cols) == 0 {
 		cols = appendLeaves(cols, &fr.Manifest.Fields[0]) // for the row count; arrowschema.ConformBatch drops it
 	}
+	rowBytes, maxChunk := chunkSizes(pr.MetaData(), cols)
+	if maxChunk > scanStreamChunkBytes {
+		// Column chunks too large to hold whole are read through a buffer of
+		// scanStreamBufferBytes each: a batch's decode then holds a page per column, not a chunk.
+		// The reader is reopened over the same file and footer (the first one holds nothing else).
+		rp := parquet.NewReaderProperties(s.alloc)
+		rp.BufferedStreamEnabled, rp.BufferSize = true, scanStreamBufferBytes
+		pr, err = file.NewParquetReader(r, file.WithMetadata(pr.MetaData()), file.WithReadProps(rp))
+		if err == nil {
+			fr, err = pqarrow.NewFileReader(pr, props, s.alloc)
+		}
+		if err != nil {
+			r.Close()
+			return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
+		}
+	}
+	if rowBytes > 0 { // rows per batch: about batchBytes of them (ScanOptions.BatchBytes)
+		fr.Props.BatchSize = min(s.batchSize, max(1, s.batchBytes/rowBytes))
+	}
 	s.file, s.pr, s.fr, s.leafCols, s.openID = r, pr, fr, cols, f.ID
 	if s.runs = s.planRuns(pr, fr); len(s.runs) == 0 {
 		s.stats.FragmentsSkipped++
@@ -331,6 +373,40 @@ func (s *Scanner) openFragment(f Fragment) error {
 		s.closeFragment()
 	}
 	return err
+}
+
+// DefaultScanBatchBytes is the Arrow bytes a scan batch aims at (ScanOptions.BatchBytes): with
+// the read-ahead of one DoGet it bounds what a stream holds in bytes, whatever the width of a
+// row.
+const DefaultScanBatchBytes = 4 << 20
+
+// A data file whose column chunks (compressed) of the columns read exceed scanStreamChunkBytes is
+// read through a buffer of scanStreamBufferBytes per column instead of a chunk at a time.
+const (
+	scanStreamChunkBytes  = 8 << 20
+	scanStreamBufferBytes = 1 << 20
+)
+
+// chunkSizes returns the uncompressed Parquet bytes per row of leaf columns cols over every row
+// group of md (0 when md has no rows), and the largest compressed column chunk among them.
+func chunkSizes(md *metadata.FileMetaData, cols []int) (rowBytes, maxChunk int64) {
+	var total, rows int64
+	for g := 0; g < md.NumRowGroups(); g++ {
+		rg := md.RowGroup(g)
+		rows += rg.NumRows()
+		for _, c := range cols {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				continue
+			}
+			total += cc.TotalUncompressedSize()
+			maxChunk = max(maxChunk, cc.TotalCompressedSize())
+		}
+	}
+	if rows == 0 {
+		return 0, maxChunk
+	}
+	return max(1, total/rows), maxChunk
 }
 
 // appendLeaves appends the Parquet leaf column indices under f, in schema order.

@@ -92,7 +92,9 @@ func (o *Options) EnsureDefaults() *Options {
 // CreateOptions describe a new table.
 type CreateOptions struct {
 	PrimaryKey []string
-	Config     map[string]string
+	// Config is the table config of version 1. Its ConfigDataCodec, when set, must name a
+	// DataCodec; without one the table gets DefaultDataCodec.
+	Config map[string]string
 	// Properties are stamped on the Create transaction.
 	Properties map[string]string
 }
@@ -151,10 +153,17 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	if err != nil {
 		return nil, err
 	}
+	config := cloneMap(co.Config)
+	if config == nil {
+		config = map[string]string{}
+	}
+	if config[ConfigDataCodec] == "" {
+		config[ConfigDataCodec] = string(DefaultDataCodec)
+	}
 	txn := &Transaction{ID: uuid.NewString(), ReadVersion: 0, Operation: OpCreate, Properties: co.Properties, Schema: sb}
 	m := &Manifest{
 		FormatVersion: FormatVersion, Version: 1, TimestampNanos: time.Now().UnixNano(),
-		Schema: sb, LastFieldID: arrowschema.MaxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: cloneMap(co.Config), NextFragmentID: 1,
+		Schema: sb, LastFieldID: arrowschema.MaxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: config, NextFragmentID: 1,
 		Fragments: []Fragment{}, schema: schema,
 	}
 	if _, err := t.writeTransaction(ctx, txn, m); err != nil {
@@ -186,6 +195,9 @@ func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Sc
 	}
 	// The table numbers its own fields (arrowschema.FieldID): ids the client's schema carries are dropped.
 	stored, _, _ = arrowschema.AssignFieldIDs(arrowschema.StripFieldIDs(stored), 0)
+	if _, err := ParseDataCodec(co.Config[ConfigDataCodec]); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", name, err)
+	}
 	for _, k := range co.PrimaryKey {
 		if len(stored.FieldIndices(k)) != 1 {
 			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, arrowschema.ErrSchemaMismatch, k, arrowschema.FieldList(stored))

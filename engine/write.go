@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
@@ -29,6 +28,7 @@ type Writer struct {
 	in     *arrow.Schema // the schema of batches given to Write
 	target int64         // rows per fragment; Options.TargetRowsPerFragment unless compaction sets it
 
+	codec DataCodec                 // the table's (DataCodecOf), or WithDataCodec's
 	props *parquet.WriterProperties // chosen from the first batch
 	buf   *bytes.Buffer             // the open file's bytes, from fileBuffers
 	fw    parquetfile.Writer
@@ -66,7 +66,10 @@ func (t *Table) NewWriterFor(target, in *arrow.Schema, opts ...WriterOption) (*W
 	if err := arrowschema.CheckWriteSchema(target, in, nil); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
-	w := &Writer{t: t, schema: target, in: in, target: t.opts.TargetRowsPerFragment}
+	w := &Writer{t: t, schema: target, in: in, target: t.opts.TargetRowsPerFragment, codec: DefaultDataCodec}
+	if m := t.cachedLatest(); m != nil { // the codec is set at create: any version of the table has it
+		w.codec = DataCodecOf(m)
+	}
 	for _, o := range opts {
 		o(w)
 	}
@@ -167,14 +170,12 @@ func dictionaryPays(rec arrow.RecordBatch) []bool {
 
 func (w *Writer) openFile(sample arrow.RecordBatch) error {
 	if w.props == nil {
-		opts := []parquet.WriterProperty{
-			parquet.WithCompression(compress.Codecs.Zstd),
-			parquet.WithCompressionLevel(zstdLevel),
+		opts := append(w.codec.writerProperties(),
 			parquet.WithDictionaryDefault(false),
 			parquet.WithMaxRowGroupLength(w.t.opts.MaxRowGroupRows),
 			parquet.WithAllocator(w.t.opts.Allocator),
 			parquet.WithStats(true),
-		}
+		)
 		for i, use := range dictionaryPays(sample) {
 			if use {
 				opts = append(opts, parquet.WithDictionaryFor(w.schema.Field(i).Name, true))

@@ -138,7 +138,7 @@ func (s *Service) createTable(ctx context.Context, req *CreateTableRequest) (Cre
 		}
 		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: c.Nullable == nil || *c.Nullable}
 	}
-	spec, err := createSpec(req.PrimaryKey, req.MemWAL)
+	spec, err := createSpec(req.PrimaryKey, req.MemWAL, req.DataCodec)
 	if err != nil {
 		return CreateTableResult{}, err
 	}

@@ -30,8 +30,9 @@ type readAhead struct {
 	taken  chan struct{}
 }
 
-// readAheadDepth is how many decoded batches wait for the sender at most (each is a full scan
-// batch, up to 65,536 rows), and readAheadBytes how many bytes of them (arrowschema.RecordBytes):
+// readAheadDepth is how many decoded batches wait for the sender at most (each is a scan batch:
+// up to 65,536 rows and about engine.DefaultScanBatchBytes), and readAheadBytes how many bytes of
+// them (arrowschema.RecordBytes):
 // a batch is read ahead only while those waiting leave room for it, or none waits. A stream
 // whose client stops reading therefore holds at most the batch being sent, the batches waiting
 // (readAheadBytes, or one batch when a single one is larger) and the batch the reader is

@@ -299,6 +299,8 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 		// dozens of writes (a syscall each); one buffer of a megabyte per connection takes a
 		// batch in a few.
 		grpc.WriteBufferSize(doGetWriteBufferBytes),
+		// DoGet's record batch messages reach gRPC already encoded (doget_codec.go).
+		newGetCodec(),
 		// Recovery is outermost so a panic anywhere, auth included, stays in its call.
 		grpc.ChainUnaryInterceptor(recoverUnary(cfg.Logger), requestIDUnary(), logUnary(cfg.Logger), auth.unary()),
 		grpc.ChainStreamInterceptor(recoverStream(cfg.Logger), requestIDStream(), logStream(cfg.Logger), auth.stream()),

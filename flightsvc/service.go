@@ -19,6 +19,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/arrowpool"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -53,11 +54,15 @@ var _ Sink = (*streaming.Sink)(nil)
 // Service implements the Flight service on a Sink.
 type Service struct {
 	flight.BaseFlightServer
-	sink   Sink
-	alloc  memory.Allocator
-	logger *slog.Logger
-	puts   putLimiter // nil: no limit
-	gets   getLimiter // nil: no limit
+	sink  Sink
+	alloc memory.Allocator
+	// getAlloc holds the buffers of what DoGet reads and encodes: each batch is released once
+	// its messages are encoded (doget_codec.go copies it into the message), so its buffers are
+	// reused by the batches after it instead of allocated afresh.
+	getAlloc memory.Allocator
+	logger   *slog.Logger
+	puts     putLimiter // nil: no limit
+	gets     getLimiter // nil: no limit
 	// maxPutBytes bounds the decoded Arrow bytes of one DoPut stream (0: no limit).
 	maxPutBytes int64
 	// maxDecodedMessageBytes bounds the decoded bytes of one DoPut message (0: the guard's default).
@@ -77,7 +82,7 @@ func NewService(sink Sink, alloc memory.Allocator, logger *slog.Logger) *Service
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Service{sink: sink, alloc: alloc, logger: logger}
+	return &Service{sink: sink, alloc: alloc, getAlloc: arrowpool.New(), logger: logger}
 }
 
 // putStream is the DoPut message stream as the IPC reader sees it. It remembers the descriptor of
@@ -346,6 +351,7 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 		return toStatus(err)
 	}
 	defer release()
+	req.Allocator = s.getAlloc
 	sc, err := s.sink.Read(ctx, req)
 	if err != nil {
 		return toStatus(err)
@@ -353,7 +359,7 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 	defer sc.Release()
 	ra := newReadAhead(ctx, sc)
 	defer ra.Close() // before sc.Release: stops the goroutine reading sc
-	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc.Schema()), ipc.WithAllocator(s.alloc))
+	w := newGetWriter(stream, ipc.WithSchema(sc.Schema()), ipc.WithAllocator(s.getAlloc))
 	for ra.Next() {
 		if err := writeBounded(w, ra.RecordBatch()); err != nil {
 			w.Close()
@@ -508,7 +514,7 @@ func (s *Service) ListFlights(c *flight.Criteria, stream flight.FlightService_Li
 const maxGetMessageBytes = 2 << 20
 
 // writeBounded writes rec as slices of at most about maxGetMessageBytes each.
-func writeBounded(w *flight.Writer, rec arrow.RecordBatch) error {
+func writeBounded(w *ipc.Writer, rec arrow.RecordBatch) error {
 	size, n := arrowschema.RecordBytes(rec), rec.NumRows()
 	if size <= maxGetMessageBytes || n <= 1 {
 		return w.Write(rec)

@@ -97,11 +97,13 @@ func (o CreateOption) MarshalJSON() ([]byte, error) {
 	return json.Marshal(fields(o.Spec))
 }
 
-// CreateSpec is the table a DoPut "create" or a create_table makes: its primary key and MemWAL
-// shards.
+// CreateSpec is the table a DoPut "create" or a create_table makes: its primary key, MemWAL
+// shards and data file codec.
 type CreateSpec struct {
 	PrimaryKey []string    `json:"primary_key,omitempty"`
 	MemWAL     *MemWALSpec `json:"memwal,omitempty"`
+	// DataCodec is zstd, lz4_raw, snappy or none (engine.DataCodecs); absent is the default.
+	DataCodec string `json:"data_codec,omitempty"`
 }
 
 // UnmarshalJSON decodes a create spec strictly.
@@ -122,9 +124,9 @@ func (m *MemWALSpec) UnmarshalJSON(b []byte) error {
 	return decodeNested("memwal", b, (*fields)(m))
 }
 
-// createSpec converts a primary key and a MemWAL spec into the domain's create spec.
-func createSpec(primaryKey []string, mw *MemWALSpec) (streaming.CreateSpec, error) {
-	spec := streaming.CreateSpec{PrimaryKey: primaryKey}
+// createSpec converts a primary key, a MemWAL spec and a data codec into the domain's create spec.
+func createSpec(primaryKey []string, mw *MemWALSpec, codec string) (streaming.CreateSpec, error) {
+	spec := streaming.CreateSpec{PrimaryKey: primaryKey, DataCodec: codec}
 	if mw != nil {
 		if mw.Shards == nil {
 			return spec, invalidf("memwal needs \"shards\" (1..%d)", memwal.MaxShards)
@@ -214,6 +216,8 @@ type CreateTableRequest struct {
 	Schema     []ColumnSpec `json:"schema"`
 	PrimaryKey []string     `json:"primary_key,omitempty"`
 	MemWAL     *MemWALSpec  `json:"memwal,omitempty"`
+	// DataCodec is as in CreateSpec.
+	DataCodec string `json:"data_codec,omitempty"`
 }
 
 // ColumnSpec is one column of a create_table schema.

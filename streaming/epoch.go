@@ -209,7 +209,11 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 	// Crash order: files, then the Create (version 1), then the epoch's commit (version 2). A crash
 	// before the Create leaves unreferenced files that cleanup reclaims, never a table; a crash
 	// between the two leaves an empty table, and the replayed epoch lands in it.
-	w, err := e.table.NewWriterFor(e.stored, src.Schema())
+	codec, err := engine.ParseDataCodec(spec.DataCodec) // the table's config does not exist yet
+	if err != nil {
+		return Ack{}, invalid("%v", err)
+	}
+	w, err := e.table.NewWriterFor(e.stored, src.Schema(), engine.WithDataCodec(codec))
 	if err != nil {
 		return Ack{}, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
@@ -65,6 +66,9 @@ type ReadRequest struct {
 	Snapshot string
 	// MemWAL reads the snapshot's MemWAL rows too (Snapshot required).
 	MemWAL bool
+	// Allocator, when set, holds the buffers of the base table's batches
+	// (engine.ScanOptions.Allocator); a read merged with MemWAL rows by key uses the table's.
+	Allocator memory.Allocator
 }
 
 // ReadPlan is PlanRead's answer.
@@ -215,7 +219,7 @@ func (s *Sink) Read(ctx context.Context, r ReadRequest) (array.RecordReader, err
 		r.Version = pv
 	}
 	if pin == nil && r.Fragments == nil && r.Version == 0 {
-		return s.scanLatest(ctx, t, engine.ScanOptions{Columns: r.Columns, Filter: r.Filter})
+		return s.scanLatest(ctx, t, engine.ScanOptions{Columns: r.Columns, Filter: r.Filter, Allocator: r.Allocator})
 	}
 	rd, err := s.readPart(ctx, t, r, pin)
 	if err != nil {
@@ -244,6 +248,7 @@ func (s *Sink) scanLatest(ctx context.Context, t *engine.Table, o engine.ScanOpt
 	if ss == nil {
 		return t.ScanManifest(ctx, m, o)
 	}
+	o.Allocator = nil
 	return ss.Scan(ctx, o)
 }
 
@@ -260,7 +265,7 @@ func (s *Sink) readPart(ctx context.Context, t *engine.Table, r ReadRequest, pin
 	if err != nil {
 		return nil, err
 	}
-	o := engine.ScanOptions{Columns: r.Columns, Filter: r.Filter, Fragments: r.Fragments}
+	o := engine.ScanOptions{Columns: r.Columns, Filter: r.Filter, Fragments: r.Fragments, Allocator: r.Allocator}
 	if pin != nil {
 		o.Exclude = pin.superseded
 	}

@@ -68,6 +68,8 @@ type CreateSpec struct {
 	MemWAL     *struct {
 		Shards int
 	}
+	// DataCodec names the table's data file codec (engine.ParseDataCodec); "" is the default.
+	DataCodec string
 }
 
 // EpochRequest is one epoch write (or one partition of one).
@@ -138,6 +140,9 @@ func (r *EpochRequest) Normalize() error {
 func (c *CreateSpec) Validate() error {
 	if c.MemWAL != nil && (c.MemWAL.Shards < 1 || c.MemWAL.Shards > memwal.MaxShards) {
 		return invalid("memwal.shards must be 1..%d, got %d", memwal.MaxShards, c.MemWAL.Shards)
+	}
+	if _, err := engine.ParseDataCodec(c.DataCodec); err != nil {
+		return invalid("%v", err)
 	}
 	seen := make(map[string]bool, len(c.PrimaryKey))
 	for _, k := range c.PrimaryKey {

@@ -216,9 +216,12 @@ func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schem
 }
 
 func createOptions(spec CreateSpec) engine.CreateOptions {
-	co := engine.CreateOptions{PrimaryKey: spec.PrimaryKey}
+	co := engine.CreateOptions{PrimaryKey: spec.PrimaryKey, Config: map[string]string{}}
 	if spec.MemWAL != nil {
-		co.Config = map[string]string{ConfigMemWALShards: strconv.Itoa(spec.MemWAL.Shards)}
+		co.Config[ConfigMemWALShards] = strconv.Itoa(spec.MemWAL.Shards)
+	}
+	if spec.DataCodec != "" {
+		co.Config[engine.ConfigDataCodec] = spec.DataCodec
 	}
 	return co
 }

@@ -6,6 +6,7 @@ import re
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -110,6 +111,33 @@ def test_create_table_and_modes(client: fs.Client, table_name: str) -> None:
     assert client.put_epoch(table_name, data.slice(0, 0), query_id="a", epoch_id=0).status == "empty"
     with pytest.raises(fs.AlreadyExistsError):
         client.create_table(table_name, schema)
+
+
+# pyarrow names Parquet's LZ4_RAW codec "LZ4".
+@pytest.mark.parametrize("codec, parquet_name", [
+    (None, "ZSTD"), ("zstd", "ZSTD"), ("lz4_raw", "LZ4"), ("snappy", "SNAPPY"), ("none", "UNCOMPRESSED"),
+])
+def test_create_table_data_codec(client: fs.Client, server, table_name: str, codec, parquet_name: str) -> None:
+    """The table's data files carry the codec it was created with, as pyarrow reads them."""
+    import pyarrow.parquet as pq
+
+    client.create_table(table_name, pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.string())]),
+                        data_codec=codec)
+    data = pa.table({"id": list(range(1000)), "s": [f"row-{i}" for i in range(1000)]})
+    assert client.put_epoch(table_name, data, query_id="q", epoch_id=0).status == "committed"
+    assert client.read(table_name).sort_by("id").equals(data)
+    files = sorted((Path(server.root) / table_name / "data").glob("*.parquet"))
+    assert files
+    for f in files:
+        md = pq.ParquetFile(f).metadata
+        for g in range(md.num_row_groups):
+            for c in range(md.num_columns):
+                assert md.row_group(g).column(c).compression == parquet_name
+
+
+def test_create_table_unknown_codec(client: fs.Client, table_name: str) -> None:
+    with pytest.raises(fs.InvalidRequestError, match="data_codec"):
+        client.create_table(table_name, pa.schema([pa.field("id", pa.int64())]), data_codec="brotli")
 
 
 def test_multi_writer_epoch(client: fs.Client, table_name: str) -> None:

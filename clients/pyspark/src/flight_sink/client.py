@@ -709,6 +709,7 @@ class Client:
         *,
         primary_key: Optional[Sequence[str]] = None,
         memwal_shards: Optional[int] = None,
+        data_codec: Optional[str] = None,
     ) -> Dict[str, Any]:
         """Create an empty table.
 
@@ -720,6 +721,9 @@ class Client:
                 ``timestamp[us, tz=UTC]``, ...).
             primary_key: key columns.
             memwal_shards: MemWAL shards (servers with MemWAL).
+            data_codec: the compression of the table's data files: ``"zstd"`` (the
+                server's default: the smallest files), ``"lz4_raw"`` (cheaper to decode, larger),
+                ``"snappy"`` or ``"none"`` (docs/storage.md has the trade-off).
 
         Returns:
             ``{"table", "version"}``. Raises :class:`~flight_sink.AlreadyExistsError` if the
@@ -737,6 +741,8 @@ class Client:
             body["primary_key"] = list(primary_key)
         if memwal_shards is not None:
             body["memwal"] = {"shards": int(memwal_shards)}
+        if data_codec is not None:
+            body["data_codec"] = data_codec
         return dict(self._action("create_table", body, retry=False) or {})
 
     def compact(
