@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +159,42 @@ func readDirect(t *testing.T, u *url.URL, dr flightsvc.DirectRead) []int64 {
 		}
 	}
 	return ids
+}
+
+// TestDirectReadPython runs the Python client's direct-read tests (clients/pyspark/tests/
+// test_direct_read.py: real pyarrow reading the presigned URLs) against a server on an S3 root.
+func TestDirectReadPython(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Python client's tests")
+	}
+	t.Parallel()
+	py := os.Getenv("FLIGHT_SINK_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	if err := exec.Command(py, "-c", "import pyarrow.flight, pytest, numpy").Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s cannot import pyarrow.flight, pytest and numpy: %v", py, err)
+		}
+		t.Skipf("%s cannot import pyarrow.flight, pytest and numpy (set FLIGHT_SINK_PYTHON to the project virtualenv's python, make pydeps): %v", py, err)
+	}
+	uri, opts := storetest.S3(t)
+	s := startServer(t, flightsvc.Config{Root: uri, S3: &opts})
+	dir, err := filepath.Abs("../clients/pyspark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "s3", "tests/test_direct_read.py")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FLIGHT_SINK_TEST_S3_SERVER=grpc://"+s.Addr, "PYTHONPATH="+filepath.Join(dir, "src"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pytest test_direct_read.py -k s3: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), " passed") || strings.Contains(string(out), "skipped") {
+		t.Fatalf("pytest test_direct_read.py -k s3 did not run every S3 case:\n%s", out)
+	}
+	t.Logf("%s", out)
 }
