@@ -124,3 +124,25 @@ def test_unreadable_location_falls_back(client: fs.Client, table_name: str) -> N
     assert got.equals(client.read(table_name, direct=False))
     with pytest.raises(fs.ProtocolError, match="gone.parquet"):
         client.read_flight_info(moved, direct=True)
+
+
+def test_files_on_another_machine(server_factory, table_name: str) -> None:
+    """A file:// location whose directory is missing here is on another machine (the auto mode
+    then reads with DoGet); one whose file alone is missing was removed since (per-endpoint
+    fallback)."""
+    from flight_sink import _direct
+
+    srv = server_factory(extra_args=["--maintenance", "off"])
+    with fs.Client(srv.uri) as c:
+        for e in range(2):
+            c.put_epoch(table_name, rows(e * 10, 10), query_id="q", epoch_id=e, create=True)
+        info = c.flight_info(table_name, direct=True)
+
+        def moved(uri: str) -> list:
+            return [fl.FlightEndpoint(ep.ticket, [uri], app_metadata=ep.app_metadata) for ep in info.endpoints]
+
+        here = info.endpoints[0].locations[0].uri.decode()
+        assert not _direct.elsewhere(info.endpoints)
+        assert not _direct.elsewhere(moved(here.rsplit("/", 1)[0] + "/removed-since.parquet"))
+        assert _direct.elsewhere(moved("file:///nonexistent/flight-sink/data/x.parquet"))
+        assert c.read(table_name).num_rows == 20 and not c._files_elsewhere

@@ -36,6 +36,20 @@ def location_of(endpoint: Any) -> Optional[str]:
     return uri.decode() if isinstance(uri, bytes) else str(uri)
 
 
+def elsewhere(endpoints: Any) -> bool:
+    """Whether the first ``file://`` location among ``endpoints`` is on another machine: its
+    directory does not exist here (a file compaction removed leaves its directory)."""
+    import os
+
+    for ep in endpoints:
+        uri = location_of(ep)
+        if uri is None:
+            continue
+        u = urllib.parse.urlsplit(uri)
+        return u.scheme == "file" and not os.path.isdir(os.path.dirname(urllib.parse.unquote(u.path)))
+    return False
+
+
 def read_endpoint(endpoint: Any, schema: pa.Schema) -> pa.Table:
     """Read a direct endpoint's file and return what its DoGet returns, as ``schema``."""
     uri = location_of(endpoint)

@@ -199,6 +199,8 @@ class Client:
         # The epoch identity of write(): one query id per Client, epochs increasing.
         self._write_query_id = f"flight_sink.write.{uuid.uuid4()}"
         self._write_epoch = 0
+        # Whether the server's local data files are not on this machine (read(direct=None)).
+        self._files_elsewhere = False
 
     def __repr__(self) -> str:
         return f"Client({self._uri!r}{', token=***' if self._token else ''})"
@@ -554,12 +556,16 @@ class Client:
                 rows, a filtered read) and every file that cannot be opened (another machine,
                 removed since by compaction and cleanup) are read with DoGet. The result is the
                 same rows and schema as DoGet's. ``None`` (the default): direct where possible,
-                except with a ``filter`` (which the server applies); ``True``: always ask, and
+                except with a ``filter`` (which the server applies), and once a read finds the
+                server's local files on another machine (their directory is not here), this
+                Client reads with DoGet as with ``False``; ``True``: always ask, and
                 raise :class:`~flight_sink.ProtocolError` instead of falling back when a file
                 handed out cannot be read; ``False``: DoGet only.
         """
-        if direct or (direct is None and filter is None):
-            return self._read_direct(table, version, columns, filter, parallel, strict=bool(direct))
+        if direct or (direct is None and filter is None and not self._files_elsewhere):
+            out = self._read_direct(table, version, columns, filter, parallel, strict=bool(direct))
+            if out is not None:
+                return out
         if parallel > 1:
             return self._read_parallel(table, version, columns, filter, parallel)
         ticket = self._read_command(table, version, columns, filter)
@@ -649,8 +655,13 @@ class Client:
         filter: Optional[FilterSpec],
         parallel: int,
         strict: bool,
-    ) -> pa.Table:
+    ) -> Optional[pa.Table]:
         info = self.flight_info(table, version=version, columns=columns, filter=filter, direct=True)
+        if not strict and _direct.elsewhere(info.endpoints):
+            # The server's files are on another machine: every endpoint would fall back, one
+            # DoGet per fragment. Read as without direct, now and from now on.
+            self._files_elsewhere = True
+            return None
         return self.read_flight_info(info, parallel=parallel, direct=True if strict else None)
 
     def read_flight_info(self, info: fl.FlightInfo, *, parallel: int = 1, direct: Optional[bool] = None) -> pa.Table:
