@@ -102,6 +102,8 @@ def main() -> int:
     ap.add_argument("--batch-rows", type=int, default=65536)
     ap.add_argument("--parallel", type=int, default=4, help="threads reading the endpoints")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (every reader once each)")
+    ap.add_argument("--data-codec", default=None,
+                    help="create the table with this data_codec table option (docs/protocol.md; default: the server's)")
     ap.add_argument("--go", default=shutil.which("go") or "go")
     ap.add_argument("--server-bin", default=None, help="a built flight-sink to measure (default: go build this checkout)")
     args = ap.parse_args()
@@ -134,7 +136,8 @@ def main() -> int:
             first = e * args.batches * args.batch_rows
             batches = [peers.make_batch(first + i * args.batch_rows, args.batch_rows, 1) for i in range(args.batches)]
             nbytes += peers.arrow_bytes(batches)
-            ack = client.put_epoch("large", batches, query_id="read-bench", epoch_id=e, create=True)
+            create = {"data_codec": args.data_codec} if args.data_codec else True
+            ack = client.put_epoch("large", batches, query_id="read-bench", epoch_id=e, create=create)
             assert ack.status == "committed", ack
             lance.write_dataset(pa.RecordBatchReader.from_batches(batches[0].schema, batches), lance_uri,
                                 mode="append" if e else "create")
@@ -175,7 +178,8 @@ def main() -> int:
                 scpu[name].append(s1 - s0)
 
         med = {n: (statistics.median(wall[n]), statistics.median(ccpu[n]), statistics.median(scpu[n])) for n in names}
-        print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {len(files)} data files, {args.rounds} interleaved rounds, "
+        print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {len(files)} data files ({args.data_codec or 'default codec'}), "
+              f"{args.rounds} interleaved rounds, "
               f"medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machines: noisy)")
         print(f"{'reader':28s} {'wall ms':>9s} {'client CPU ms':>14s} {'server CPU ms':>14s} {'total CPU ms':>13s} {'MB/s':>8s}")
         for n in names:
