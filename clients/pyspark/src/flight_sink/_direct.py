@@ -65,7 +65,9 @@ def read_endpoint(endpoint: Any, schema: pa.Schema) -> pa.Table:
     if expires and _dt.datetime.fromisoformat(expires.replace("Z", "+00:00")) <= _dt.datetime.now(_dt.timezone.utc):
         raise DirectReadError(f"the location expired at {expires}")
     try:
-        pf = pq.ParquetFile(_open(uri))
+        # Memory-mapped: no copy of the file's bytes into the process (data files are immutable,
+        # and a file unlinked while mapped stays readable).
+        pf = pq.ParquetFile(_open(uri), memory_map=True)
         return _conform(pf, meta, schema)
     except DirectReadError:
         raise

@@ -552,7 +552,7 @@ class Client:
             direct: read the data files themselves where this process can reach them
                 (``docs/protocol.md``, *Direct reads*): GetFlightInfo hands out each base
                 fragment's file (a local path, or a presigned URL on S3) with its deleted rows,
-                and pyarrow reads them in parallel; the rows only the server can produce (MemWAL
+                and pyarrow reads them in parallel (two threads a CPU); the rows only the server can produce (MemWAL
                 rows, a filtered read) and every file that cannot be opened (another machine,
                 removed since by compaction and cleanup) are read with DoGet. The result is the
                 same rows and schema as DoGet's. ``None`` (the default): direct where possible,
@@ -670,7 +670,7 @@ class Client:
         An endpoint with a location is read directly from its file unless ``direct`` is False;
         when the file cannot be read as its DoGet would return it, its ticket is read with DoGet
         (``direct=None``) or :class:`~flight_sink.ProtocolError` is raised (``direct=True``).
-        Endpoints are read by up to ``max(parallel, CPU count)`` threads.
+        Endpoints are read by up to ``max(parallel, 2 x CPU count)`` threads.
         """
         import os
         from concurrent.futures import ThreadPoolExecutor
@@ -694,7 +694,8 @@ class Client:
             return self.read_ticket(ep.ticket, what=what)
 
         self._client()  # connect once, before the threads share the connection
-        workers = min(len(endpoints), max(parallel, os.cpu_count() or 1))
+        # Two threads a CPU: a file's read also waits on page faults and on pyarrow's own pool.
+        workers = min(len(endpoints), max(parallel, 2 * (os.cpu_count() or 1)))
         if workers <= 1:
             parts = [read(ep) for ep in endpoints]
         else:
