@@ -165,9 +165,10 @@ BENCH_PEERS_ARGS ?=
 bench-peers:
 	GO=$(GO) $(BENCH_PYTHON) bench/peers.py $(BENCH_PEERS_ARGS)
 
-# bench-reads: reading the large-batch table with flight_sink.Client.read (one DoGet, and
-# GetFlightInfo's endpoints in parallel) against pylance, PyIceberg and pyarrow.parquet on the same
-# rows, in interleaved rounds, wall and CPU seconds (client and server) (bench/read_bench.py --help).
+# bench-reads: reading the large-batch table with flight_sink.Client.read (the data files directly,
+# one DoGet, and GetFlightInfo's endpoints' DoGets in parallel) against pylance, PyIceberg (through
+# the server's REST catalog) and pyarrow.parquet on the same rows, in interleaved rounds, wall and
+# CPU seconds (client and server) (bench/read_bench.py --help).
 BENCH_READS_ARGS ?=
 bench-reads:
 	$(BENCH_PYTHON) bench/read_bench.py --go $(GO) $(BENCH_READS_ARGS)

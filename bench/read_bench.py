@@ -11,17 +11,21 @@ the server with `go build`, starts it on a free loopback port over a temporary r
 epoch one fragment) and the same rows as a Lance dataset, publishes the table's Iceberg metadata
 and then reads it with
 
-  Client.read            flight_sink.Client(...).read(table): one DoGet
-  Client.read parallel   Client.read(table, parallel=N): GetFlightInfo, N threads over endpoints
-  pylance                lance.dataset(uri).to_table()
-  pyiceberg              StaticTable.from_metadata(table dir).scan().to_arrow()
-  pyarrow.parquet        pyarrow.parquet.read_table(the data files of the version read)
+  Client.read direct          Client.read(table, direct=True): GetFlightInfo hands out the data
+                              files, pyarrow reads them in parallel (docs/protocol.md, Direct reads)
+  Client.read DoGet           Client.read(table, direct=False): one DoGet
+  Client.read DoGet parallel  Client.read(table, direct=False, parallel=N): N threads over the
+                              GetFlightInfo endpoints, each one DoGet
+  pylance                     lance.dataset(uri).to_table()
+  pyiceberg                   the server's REST catalog (/iceberg): load_table(...).scan().to_arrow()
+  pyarrow.parquet             pyarrow.parquet.read_table(the data files of the version read, as
+                              the direct GetFlightInfo lists them)
 
 --rounds times, each round every reader once in a rotated order (so load that shifts during the
 run hits every reader alike). For each reader it prints the median wall seconds, the client's
 CPU seconds (this process's rusage: user + system, every thread) and the server's (its
-/proc/<pid>/stat utime + stime; only the flight-sink readers use the server), and the ratios
-against pylance, PyIceberg and pyarrow.parquet (higher is faster).
+/proc/<pid>/stat utime + stime; the flight-sink readers and PyIceberg's catalog calls use the
+server), and the ratios against pylance, PyIceberg and pyarrow.parquet (higher is faster).
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ def main() -> int:
     ap.add_argument("--batch-rows", type=int, default=65536)
     ap.add_argument("--parallel", type=int, default=4, help="threads reading the endpoints")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (every reader once each)")
+    ap.add_argument("--data-codec", default=None,
+                    help="create the table with this data_codec table option (docs/protocol.md; default: the server's)")
     ap.add_argument("--go", default=shutil.which("go") or "go")
     ap.add_argument("--server-bin", default=None, help="a built flight-sink to measure (default: go build this checkout)")
     args = ap.parse_args()
@@ -106,9 +112,9 @@ def main() -> int:
     import lance
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pyiceberg.table import StaticTable
 
     import flight_sink
+    from pyiceberg.catalog import load_catalog
 
     work = Path(tempfile.mkdtemp(prefix="flight-sink-read-bench-"))
     server = None
@@ -117,8 +123,9 @@ def main() -> int:
         if not args.server_bin:
             peers.go_build(args.go, binary, "./cmd/flight-sink")
         addr = f"127.0.0.1:{peers.free_port()}"
+        http_addr = f"127.0.0.1:{peers.free_port()}"
         root = work / "root"
-        server = peers.Proc("flight-sink", [str(binary), "serve", "--listen", addr, "--http-listen", "off",
+        server = peers.Proc("flight-sink", [str(binary), "serve", "--listen", addr, "--http-listen", http_addr,
                                             "--root", str(root), "--maintenance", "off",
                                             "--endpoint-bytes", "1"], work / "server.log")
         peers.wait_flight(addr, server)
@@ -129,25 +136,29 @@ def main() -> int:
             first = e * args.batches * args.batch_rows
             batches = [peers.make_batch(first + i * args.batch_rows, args.batch_rows, 1) for i in range(args.batches)]
             nbytes += peers.arrow_bytes(batches)
-            ack = client.put_epoch("large", batches, query_id="read-bench", epoch_id=e, create=True)
+            create = {"data_codec": args.data_codec} if args.data_codec else True
+            ack = client.put_epoch("large", batches, query_id="read-bench", epoch_id=e, create=create)
             assert ack.status == "committed", ack
             lance.write_dataset(pa.RecordBatchReader.from_batches(batches[0].schema, batches), lance_uri,
                                 mode="append" if e else "create")
         rows = args.epochs * args.batches * args.batch_rows
         version = client.table_stats("large")["version"]
         client.action("publish_iceberg", {"table": "large"})
-        iceberg = StaticTable.from_metadata(str(root / "large"))
-        # The data files of the version read: the Iceberg snapshot that mirrors it (no file that
-        # an earlier version replaced).
-        files = [task.file.file_path.removeprefix("file://") for task in iceberg.scan().plan_files()]
-        snapshot = iceberg.metadata.current_snapshot()
+        catalog = load_catalog("flight-sink", type="rest", uri=f"http://{http_addr}/iceberg")
+        snapshot = catalog.load_table("default.large").metadata.current_snapshot()
         assert snapshot is not None and snapshot.summary.additional_properties["flight-sink.version"] == str(version)
+        # The data files of the version read, as the direct GetFlightInfo hands them out (no file
+        # that an earlier version replaced).
+        info = client.flight_info("large", version=version, direct=True)
+        files = [ep.locations[0].uri.decode().removeprefix("file://") for ep in info.endpoints]
+        assert len(files) == args.epochs and all(Path(f).is_file() for f in files), files
 
         readers = {
-            "Client.read": lambda: client.read("large"),
-            "Client.read parallel": lambda: client.read("large", parallel=args.parallel),
+            "Client.read direct": lambda: client.read("large", direct=True),
+            "Client.read DoGet": lambda: client.read("large", direct=False),
+            "Client.read DoGet parallel": lambda: client.read("large", direct=False, parallel=args.parallel),
             "pylance": lambda: lance.dataset(lance_uri).to_table(),
-            "pyiceberg": lambda: StaticTable.from_metadata(str(root / "large")).scan().to_arrow(),
+            "pyiceberg": lambda: catalog.load_table("default.large").scan().to_arrow(),
             "pyarrow.parquet": lambda: pq.read_table(files),
         }
         names = list(readers)
@@ -167,20 +178,21 @@ def main() -> int:
                 scpu[name].append(s1 - s0)
 
         med = {n: (statistics.median(wall[n]), statistics.median(ccpu[n]), statistics.median(scpu[n])) for n in names}
-        print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {len(files)} data files, {args.rounds} interleaved rounds, "
+        print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {len(files)} data files ({args.data_codec or 'default codec'}), "
+              f"{args.rounds} interleaved rounds, "
               f"medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machines: noisy)")
-        print(f"{'reader':22s} {'wall ms':>9s} {'client CPU ms':>14s} {'server CPU ms':>14s} {'total CPU ms':>13s} {'MB/s':>8s}")
+        print(f"{'reader':28s} {'wall ms':>9s} {'client CPU ms':>14s} {'server CPU ms':>14s} {'total CPU ms':>13s} {'MB/s':>8s}")
         for n in names:
             w, c, s = med[n]
-            print(f"{n:22s} {w * 1000:9.1f} {c * 1000:14.1f} {s * 1000:14.1f} {(c + s) * 1000:13.1f} {nbytes / 1e6 / w:8.1f}")
+            print(f"{n:28s} {w * 1000:9.1f} {c * 1000:14.1f} {s * 1000:14.1f} {(c + s) * 1000:13.1f} {nbytes / 1e6 / w:8.1f}")
         print("\nratios (other / this: above 1.0 is faster), wall | total CPU")
-        for n in names[:2]:
+        for n in names[:3]:
             w, c, s = med[n]
             parts = []
             for ref in ("pylance", "pyiceberg", "pyarrow.parquet"):
                 rw, rc, rs = med[ref]
                 parts.append(f"{ref} {rw / w:4.2f}x | {(rc + rs) / (c + s):4.2f}x")
-            print(f"  {n:22s} " + ";  ".join(parts))
+            print(f"  {n:28s} " + ";  ".join(parts))
         print(json.dumps({"rows": rows, "arrow_bytes": nbytes, "files": len(files),
                           "median": {n: {"wall_s": med[n][0], "client_cpu_s": med[n][1], "server_cpu_s": med[n][2]}
                                      for n in names}}))

@@ -132,6 +132,9 @@ func (t *Table) URI() string { return t.store.String() + "/" + t.name }
 
 func (t *Table) key(rel string) string { return t.prefix + rel }
 
+// DataFileKey returns the store key of data file f of one of the table's fragments.
+func (t *Table) DataFileKey(f DataFile) string { return t.key(f.Path) }
+
 // Create creates a table with the given schema as version 1. The table stores the schema's types
 // as the type policy says (StoredSchema): a converted type is stored as its plain equivalent, and a
 // refused one fails here, before anything is written. It fails with ErrTableExists if any version

@@ -194,6 +194,19 @@ func TestProtocolDocExamples(t *testing.T) {
 			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
 			return nil, err
 		}},
+		{"flightinfo direct", func(body []byte) ([]byte, error) {
+			// The app_metadata of the first endpoint with a location.
+			info, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
+			if err != nil {
+				return nil, err
+			}
+			for _, ep := range info.Endpoint {
+				if len(ep.Location) > 0 {
+					return ep.AppMetadata, nil
+				}
+			}
+			return nil, fmt.Errorf("no endpoint of %s has a location", body)
+		}},
 		{"doput memwal", doPut},
 		{"epoch_status memwal", action("epoch_status")},
 		{"flush_memwal", func(body []byte) ([]byte, error) {

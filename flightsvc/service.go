@@ -397,7 +397,7 @@ func tableFromDescriptor(desc *flight.FlightDescriptor) (tableVersion, error) {
 		if _, _, err := columnsAndFilter("descriptor command", c.Columns, c.Filter); err != nil {
 			return tableVersion{}, err
 		}
-		return tableVersion{table: c.Table, version: v, columns: c.Columns, filter: c.Filter}, nil
+		return tableVersion{table: c.Table, version: v, columns: c.Columns, filter: c.Filter, direct: c.Direct}, nil
 	}
 	return tableVersion{}, fmt.Errorf("%w: descriptor type %v is not supported", streaming.ErrInvalidRequest, desc.GetType())
 }
@@ -449,7 +449,21 @@ func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.Fligh
 	if filter != nil {
 		info.TotalRecords = -1
 	}
+	var direct *directPlanner
+	if t.direct && filter == nil {
+		if direct, err = s.newDirectPlanner(ctx, t.table, m, t.columns); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range plan.Parts {
+		if direct != nil && p.Snapshot == "" && !p.MemWAL {
+			eps, err := direct.endpoints(ctx, t, p.Fragments)
+			if err != nil {
+				return nil, err
+			}
+			info.Endpoint = append(info.Endpoint, eps...)
+			continue
+		}
 		frags := p.Fragments
 		tb, err := json.Marshal(Ticket{Table: t.table, Version: &m.Version, Columns: t.columns, Filter: t.filter,
 			Fragments: &frags, Snapshot: p.Snapshot, MemWAL: p.MemWAL})

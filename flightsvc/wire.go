@@ -187,6 +187,34 @@ type DescriptorCommand struct {
 	// Columns and Filter are copied into every endpoint's ticket (see Ticket).
 	Columns []string        `json:"columns,omitempty"`
 	Filter  json.RawMessage `json:"filter,omitempty"`
+	// Direct asks GetFlightInfo for the data files' locations too: every base fragment a client
+	// can read by itself gets an endpoint of its own with the file's location and a DirectRead
+	// as app_metadata (docs/protocol.md, Direct reads).
+	Direct bool `json:"direct,omitempty"`
+}
+
+// DirectRead is the app_metadata of a GetFlightInfo endpoint that carries its data file's
+// location: what a client applies to the Parquet file there to get exactly the rows and schema
+// of the endpoint's DoGet.
+type DirectRead struct {
+	// Format of the file: "parquet".
+	Format string `json:"format"`
+	// Fragment is the fragment id the endpoint's ticket reads.
+	Fragment uint64 `json:"fragment"`
+	// Rows is the number of rows the endpoint returns: the file's rows less Deleted.
+	Rows int64 `json:"rows"`
+	// FileRows is the number of rows in the file.
+	FileRows int64 `json:"file_rows"`
+	// Columns holds, for each field of the FlightInfo schema in order, its position in the
+	// table's schema: the file's top-level column at that position holds it (columns are only
+	// ever appended to a table, so a file has a prefix of them); a position at or past the
+	// file's column count reads as nulls.
+	Columns []int `json:"columns"`
+	// Deleted lists the file's deleted rows as sorted, disjoint [start, end) runs of row
+	// positions (0-based); empty: none.
+	Deleted [][2]int64 `json:"deleted"`
+	// Expires is when a presigned location stops working (RFC 3339); absent: it does not expire.
+	Expires string `json:"expires,omitempty"`
 }
 
 // tableVersion is what a ticket or a descriptor names: a table and a version (0: the latest),
@@ -196,6 +224,7 @@ type tableVersion struct {
 	version uint64
 	columns []string
 	filter  json.RawMessage
+	direct  bool
 }
 
 // versionArg converts an optional version to the domain's (0: the latest).

@@ -38,6 +38,7 @@ from ._data import ArrowData, BatchSource, arrow_type_name, normalize_schema
 from .filters import FilterSpec, to_predicate
 from .errors import FlightSinkError, ProtocolError, from_arrow_error
 from .retry import RetryPolicy
+from . import _direct
 
 __all__ = ["Client", "Ack", "EpochStatus", "MODES"]
 
@@ -198,6 +199,8 @@ class Client:
         # The epoch identity of write(): one query id per Client, epochs increasing.
         self._write_query_id = f"flight_sink.write.{uuid.uuid4()}"
         self._write_epoch = 0
+        # Whether the server's local data files are not on this machine (read(direct=None)).
+        self._files_elsewhere = False
 
     def __repr__(self) -> str:
         return f"Client({self._uri!r}{', token=***' if self._token else ''})"
@@ -526,6 +529,7 @@ class Client:
         columns: Optional[Sequence[str]] = None,
         filter: Optional[FilterSpec] = None,
         parallel: int = 1,
+        direct: Optional[bool] = None,
     ) -> pa.Table:
         """Read one consistent snapshot of a table (default: the latest version).
 
@@ -545,7 +549,23 @@ class Client:
                 endpoints (groups of fragments, and the MemWAL rows) are read by ``parallel``
                 threads; the result is the same rows as one DoGet at the moment of the
                 GetFlightInfo, in endpoint order.
+            direct: read the data files themselves where this process can reach them
+                (``docs/protocol.md``, *Direct reads*): GetFlightInfo hands out each base
+                fragment's file (a local path, or a presigned URL on S3) with its deleted rows,
+                and pyarrow reads them in parallel (two threads a CPU); the rows only the server can produce (MemWAL
+                rows, a filtered read) and every file that cannot be opened (another machine,
+                removed since by compaction and cleanup) are read with DoGet. The result is the
+                same rows and schema as DoGet's. ``None`` (the default): direct where possible,
+                except with a ``filter`` (which the server applies), and once a read finds the
+                server's local files on another machine (their directory is not here), this
+                Client reads with DoGet as with ``False``; ``True``: always ask, and
+                raise :class:`~flight_sink.ProtocolError` instead of falling back when a file
+                handed out cannot be read; ``False``: DoGet only.
         """
+        if direct or (direct is None and filter is None and not self._files_elsewhere):
+            out = self._read_direct(table, version, columns, filter, parallel, strict=bool(direct))
+            if out is not None:
+                return out
         if parallel > 1:
             return self._read_parallel(table, version, columns, filter, parallel)
         ticket = self._read_command(table, version, columns, filter)
@@ -574,13 +594,17 @@ class Client:
         version: Optional[int] = None,
         columns: Optional[Sequence[str]] = None,
         filter: Optional[FilterSpec] = None,
+        direct: bool = False,
     ) -> fl.FlightInfo:
         """Describe a table for a parallel read: GetFlightInfo with a descriptor command.
 
         Each endpoint's ticket reads one part (``read_ticket``); together they are exactly one
-        read of the table now. ``total_records`` counts them (``-1`` with a filter).
+        read of the table now. ``total_records`` counts them (``-1`` with a filter). With
+        ``direct`` the endpoints also carry the data files' locations (``read(direct=...)``).
         """
         cmd = self._read_command(table, version, columns, filter)
+        if direct:
+            cmd["direct"] = True
         desc = fl.FlightDescriptor.for_command(json.dumps(cmd).encode())
         what = f"GetFlightInfo {table}"
 
@@ -621,6 +645,62 @@ class Client:
         self._client()  # connect once, before the threads share the connection
         with ThreadPoolExecutor(max_workers=min(parallel, len(tickets))) as pool:
             parts = list(pool.map(lambda tk: self.read_ticket(tk, what=f"DoGet {table} endpoint"), tickets))
+        return pa.concat_tables(parts)
+
+    def _read_direct(
+        self,
+        table: str,
+        version: Optional[int],
+        columns: Optional[Sequence[str]],
+        filter: Optional[FilterSpec],
+        parallel: int,
+        strict: bool,
+    ) -> Optional[pa.Table]:
+        info = self.flight_info(table, version=version, columns=columns, filter=filter, direct=True)
+        if not strict and _direct.elsewhere(info.endpoints):
+            # The server's files are on another machine: every endpoint would fall back, one
+            # DoGet per fragment. Read as without direct, now and from now on.
+            self._files_elsewhere = True
+            return None
+        return self.read_flight_info(info, parallel=parallel, direct=True if strict else None)
+
+    def read_flight_info(self, info: fl.FlightInfo, *, parallel: int = 1, direct: Optional[bool] = None) -> pa.Table:
+        """Read every endpoint of a FlightInfo (``flight_info``), in order, as one table.
+
+        An endpoint with a location is read directly from its file unless ``direct`` is False;
+        when the file cannot be read as its DoGet would return it, its ticket is read with DoGet
+        (``direct=None``) or :class:`~flight_sink.ProtocolError` is raised (``direct=True``).
+        Endpoints are read by up to ``max(parallel, 2 x CPU count)`` threads.
+        """
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        schema = info.schema
+        endpoints = list(info.endpoints)
+        if not endpoints:
+            return schema.empty_table()
+        table = info.descriptor.path[0].decode() if info.descriptor.path else "table"
+        what = f"DoGet {table} endpoint"
+        strict = direct is True
+
+        def read(ep: fl.FlightEndpoint) -> pa.Table:
+            if direct is not False and _direct.location_of(ep) is not None:
+                try:
+                    return _direct.read_endpoint(ep, schema)
+                except _direct.DirectReadError as e:
+                    if strict:
+                        raise ProtocolError(f"direct read of {table}: {e}") from e
+                    log.debug("direct read of %s falls back to DoGet: %s", table, e)
+            return self.read_ticket(ep.ticket, what=what)
+
+        self._client()  # connect once, before the threads share the connection
+        # Two threads a CPU: a file's read also waits on page faults and on pyarrow's own pool.
+        workers = min(len(endpoints), max(parallel, 2 * (os.cpu_count() or 1)))
+        if workers <= 1:
+            parts = [read(ep) for ep in endpoints]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                parts = list(pool.map(read, endpoints))
         return pa.concat_tables(parts)
 
     def schema(self, table: str) -> pa.Schema:
