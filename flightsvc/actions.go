@@ -174,6 +174,9 @@ func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack
 	if err != nil {
 		return Ack{}, err
 	}
+	if ack.Status == streaming.StatusCommitted {
+		s.rates.record(ack.Table, ack.Rows, 1)
+	}
 	return ackResult(ack), nil
 }
 
