@@ -3,6 +3,7 @@ package flightsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -86,6 +87,12 @@ var actions = map[string]action{
 	"table_stats": newAction(
 		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
 		(*Service).tableStats),
+	"get_table_config": newAction(
+		`A table's maintenance settings (docs/operations.md lists the keys). Body: {"table"}. Result: {"format_version","table","version","settings": [{"key","value","stored"}]}.`,
+		(*Service).getTableConfig),
+	"set_table_config": newAction(
+		`Change maintenance settings in one commit; the next maintenance run follows them. Body: {"table","set": {key: value ("" restores the default)}}. Result: as get_table_config's, at the version that committed them. An unknown key or a bad value is INVALID_REQUEST naming the key, and changes nothing.`,
+		(*Service).setTableConfig),
 	"publish_iceberg": newAction(
 		`Bring the table's Iceberg metadata (docs/iceberg.md) up to its newest version now. Body: {"table"}. Result: {"from_version","iceberg_version","snapshots_added","metadata_file"}.`,
 		(*Service).publishIceberg),
@@ -418,4 +425,30 @@ func (s *Service) optimizeIndices(ctx context.Context, req *OptimizeIndicesReque
 		return OptimizeIndicesResult{}, err
 	}
 	return optimizeIndicesResult(rep), nil
+}
+
+func (s *Service) getTableConfig(ctx context.Context, req *GetTableConfigRequest) (TableConfig, error) {
+	t, m, err := s.manifestFor(ctx, tableVersion{table: req.Table})
+	if err != nil {
+		return TableConfig{}, err
+	}
+	return TableConfigOf(t.Name(), m)
+}
+
+func (s *Service) setTableConfig(ctx context.Context, req *SetTableConfigRequest) (TableConfig, error) {
+	if len(req.Set) == 0 {
+		return TableConfig{}, invalidf("set_table_config needs \"set\": {key: value, ...} (keys: %s)", strings.Join(engine.MaintenanceKeys(), ", "))
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return TableConfig{}, err
+	}
+	m, err := t.SetMaintenance(ctx, req.Set, nil)
+	if errors.Is(err, engine.ErrInvalidConfig) {
+		return TableConfig{}, fmt.Errorf("%w: %w", streaming.ErrInvalidRequest, err)
+	}
+	if err != nil {
+		return TableConfig{}, err
+	}
+	return TableConfigOf(t.Name(), m)
 }

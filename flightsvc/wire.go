@@ -631,3 +631,41 @@ func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState,
 	}
 	return st
 }
+
+// FormatVersion is the format_version of the JSON documents the actions answer and cmd's --json
+// outputs share (TableConfig, HistoryResult, TableStats, ...). It changes only when a field
+// changes meaning or goes away; new fields may appear at any time.
+const FormatVersion = 1
+
+// GetTableConfigRequest is the body of get_table_config.
+type GetTableConfigRequest struct {
+	Table string `json:"table"`
+}
+
+// SetTableConfigRequest is the body of set_table_config.
+type SetTableConfigRequest struct {
+	Table string `json:"table"`
+	// Set maps maintenance keys (engine.MaintenanceKeys) to their new values; "" restores a
+	// key's default.
+	Set map[string]string `json:"set"`
+}
+
+// TableConfig is a table's maintenance configuration: the result of get_table_config and
+// set_table_config, and cmd's config --json output.
+type TableConfig struct {
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	// Version is the table version the settings are read from (set_table_config: the version
+	// that committed them).
+	Version  uint64                      `json:"version"`
+	Settings []engine.MaintenanceSetting `json:"settings"`
+}
+
+// TableConfigOf describes the maintenance configuration of table version m.
+func TableConfigOf(table string, m *engine.Manifest) (TableConfig, error) {
+	settings, err := engine.MaintenanceSettings(m)
+	if err != nil {
+		return TableConfig{}, err
+	}
+	return TableConfig{FormatVersion: FormatVersion, Table: table, Version: m.Version, Settings: settings}, nil
+}
