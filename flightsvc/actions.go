@@ -54,7 +54,7 @@ var actions = map[string]action{
 		`Whether an epoch is committed. Body: {"table","query_id","epoch_id"}. Result: {"committed": bool, "version", "route"?}.`,
 		(*Service).epochStatus),
 	"history": newAction(
-		`Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: [{"version","timestamp","operation","read_version","properties","transaction_file"}].`,
+		`Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: {"format_version","table","latest_version","versions": [{"version","timestamp","operation","read_version","properties","transaction_file"}]}.`,
 		(*Service).history),
 	"cleanup": newAction(
 		`Remove old versions and unreferenced files. Body: {"table", "older_than_seconds"?: n (default 7 days), "keep_last"?: n (default 1), "dry_run"?: bool}. Result: {"versions_removed": [..], "files_removed": [..], "stages_expired", "data_files_removed", "transaction_files_removed", "deletion_files_removed", "index_files_removed", "bytes_removed"}.`,
@@ -85,7 +85,7 @@ var actions = map[string]action{
 		`Delete a table and every object under it (versions, data, MemWAL shards, Iceberg metadata); unfolded MemWAL rows go with it. Body: {"table"}. Result: {"table","version"} (its newest version when dropped). A later put with "create" makes a fresh table; one without answers TABLE_NOT_FOUND.`,
 		(*Service).dropTable),
 	"table_stats": newAction(
-		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
+		`Table statistics. Body: {"table"}. Result: {"format_version","table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
 		(*Service).tableStats),
 	"get_table_config": newAction(
 		`A table's maintenance settings (docs/operations.md lists the keys). Body: {"table"}. Result: {"format_version","table","version","settings": [{"key","value","stored"}]}.`,
@@ -199,23 +199,27 @@ func (s *Service) epochStatus(ctx context.Context, req *EpochStatusRequest) (Epo
 	return EpochStatusResult{Committed: st.Committed, Version: st.Version, Route: string(st.Route)}, nil
 }
 
-func (s *Service) history(ctx context.Context, req *HistoryRequest) ([]HistoryEntry, error) {
+func (s *Service) history(ctx context.Context, req *HistoryRequest) (HistoryResult, error) {
 	limit := DefaultHistoryLimit
 	if req.Limit != nil {
 		limit = *req.Limit
 		if limit < 1 || limit > streaming.MaxLookback {
-			return nil, invalidf("history limit must be 1..%d (leave it out for %d), got %d", streaming.MaxLookback, DefaultHistoryLimit, limit)
+			return HistoryResult{}, invalidf("history limit must be 1..%d (leave it out for %d), got %d", streaming.MaxLookback, DefaultHistoryLimit, limit)
 		}
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
-		return nil, err
+		return HistoryResult{}, err
 	}
 	h, err := t.History(ctx, limit)
 	if err != nil {
-		return nil, err
+		return HistoryResult{}, err
 	}
-	return historyResult(h), nil
+	latest := uint64(0)
+	if len(h) > 0 {
+		latest = h[0].Version // History ends at the latest version
+	}
+	return HistoryResultOf(t.Name(), latest, h), nil
 }
 
 func (s *Service) dropTable(ctx context.Context, req *DropTableRequest) (DropTableResult, error) {
@@ -226,7 +230,7 @@ func (s *Service) dropTable(ctx context.Context, req *DropTableRequest) (DropTab
 	if err != nil {
 		return DropTableResult{}, err
 	}
-	return DropTableResult{Table: r.Table, Version: r.Version}, nil
+	return DropTableResult{FormatVersion: FormatVersion, Table: r.Table, Version: r.Version}, nil
 }
 
 func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (TableStats, error) {

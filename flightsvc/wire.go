@@ -324,23 +324,38 @@ type HistoryRequest struct {
 // DefaultHistoryLimit is the history limit of a request that sets none.
 const DefaultHistoryLimit = 20
 
-// HistoryEntry is one transaction of the history result, newest first.
+// HistoryResult is a table's history: the result of history and cmd's history --json output.
+type HistoryResult struct {
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	// LatestVersion is the table's newest version when the history was read.
+	LatestVersion uint64 `json:"latest_version"`
+	// Versions are newest first.
+	Versions []HistoryEntry `json:"versions"`
+}
+
+// HistoryEntry is one version of a HistoryResult.
 type HistoryEntry struct {
-	Version         uint64            `json:"version"`
-	Timestamp       time.Time         `json:"timestamp"`
-	Operation       string            `json:"operation"`
+	Version uint64 `json:"version"`
+	// Timestamp is the commit time, RFC 3339 with nanoseconds, UTC.
+	Timestamp       time.Time         `json:"timestamp,omitzero"`
+	Operation       string            `json:"operation,omitempty"`
 	ReadVersion     uint64            `json:"read_version"`
 	Properties      map[string]string `json:"properties,omitempty"`
-	TransactionFile string            `json:"transaction_file"`
-	// Missing marks a version whose manifest cleanup removed; the other fields are then zero.
+	TransactionFile string            `json:"transaction_file,omitempty"`
+	// Missing marks a version whose manifest cleanup removed; it has no other field then.
 	Missing bool `json:"missing,omitempty"`
 }
 
-func historyResult(h []engine.HistoryEntry) []HistoryEntry {
-	out := make([]HistoryEntry, len(h))
+// HistoryResultOf makes table's history from entries newest first, read at latest.
+func HistoryResultOf(table string, latest uint64, h []engine.HistoryEntry) HistoryResult {
+	out := HistoryResult{FormatVersion: FormatVersion, Table: table, LatestVersion: latest, Versions: make([]HistoryEntry, len(h))}
 	for i, e := range h {
-		out[i] = HistoryEntry{Version: e.Version, Timestamp: e.Timestamp, Operation: string(e.Operation),
-			ReadVersion: e.ReadVersion, Properties: e.Properties, TransactionFile: e.TransactionFile, Missing: e.Missing}
+		out.Versions[i] = HistoryEntry{Version: e.Version, Missing: e.Missing}
+		if !e.Missing {
+			out.Versions[i] = HistoryEntry{Version: e.Version, Timestamp: e.Timestamp.UTC(), Operation: string(e.Operation),
+				ReadVersion: e.ReadVersion, Properties: e.Properties, TransactionFile: e.TransactionFile}
+		}
 	}
 	return out
 }
@@ -527,8 +542,9 @@ type DropTableRequest struct {
 
 // DropTableResult is the result of drop_table: the table's newest version when it was dropped.
 type DropTableResult struct {
-	Table   string `json:"table"`
-	Version uint64 `json:"version"`
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	Version       uint64 `json:"version"`
 }
 
 // TableStatsRequest is the body of table_stats.
@@ -538,7 +554,8 @@ type TableStatsRequest struct {
 
 // TableStats is the result of table_stats.
 type TableStats struct {
-	Table   string `json:"table"`
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
 	Version uint64 `json:"version"`
 	// Rows is BaseRows + MemWALRows: every acknowledged row of the table.
 	Rows int64 `json:"rows"`
@@ -552,7 +569,7 @@ type TableStats struct {
 	PrimaryKey []string `json:"primary_key"`
 	// Streams maps each streaming query to its watermark: its last committed epoch, from the
 	// base version or from MemWAL shard state, whichever is newer.
-	Streams map[string]StreamWatermark `json:"streams"`
+	Streams Streams `json:"streams"`
 	// Indices is present for a table with indices.
 	Indices []IndexStats `json:"indices,omitempty"`
 	// MemWAL is present for a table with MemWAL shards.
@@ -562,15 +579,32 @@ type TableStats struct {
 	TableSchema
 }
 
-// StreamWatermark is a streaming query's last committed epoch, in table_stats.
+// Streams maps each streaming query id to its watermark, in table_stats and cmd's inspect --json.
+type Streams map[string]StreamWatermark
+
+// StreamWatermark is a streaming query's last committed epoch.
 type StreamWatermark struct {
 	Epoch int64 `json:"epoch"`
 	// Version is the base version that committed it (0 while it is only in MemWAL shards).
 	Version uint64 `json:"version"`
-	// TimestampNanos is its commit (or MemWAL flush) time; 0 while it is only in a WAL.
-	TimestampNanos int64 `json:"timestamp_nanos"`
+	// Timestamp is its commit (or MemWAL flush) time, RFC 3339 with nanoseconds, UTC; absent
+	// while the epoch is only in a WAL.
+	Timestamp time.Time `json:"timestamp,omitzero"`
 	// InMemWAL: the epoch is held by MemWAL shards, not folded into a base version yet.
 	InMemWAL bool `json:"in_memwal,omitempty"`
+}
+
+// StreamsOf converts a table's stream states (memwal.TableState.Streams); never nil.
+func StreamsOf(states map[string]memwal.StreamState) Streams {
+	out := make(Streams, len(states))
+	for q, w := range states {
+		wm := StreamWatermark{Epoch: w.Epoch, Version: w.Version, InMemWAL: w.InMemWAL}
+		if w.TimestampNanos != 0 {
+			wm.Timestamp = time.Unix(0, w.TimestampNanos).UTC()
+		}
+		out[q] = wm
+	}
+	return out
 }
 
 // IndexStats describes one index in table_stats.
@@ -607,14 +641,9 @@ type ShardStats struct {
 }
 
 func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState, shards []memwal.ShardStats) TableStats {
-	st := TableStats{Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
+	st := TableStats{FormatVersion: FormatVersion, Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
 		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey, TableSchema: tableSchemaOf(m)}
-	if m.Streams != nil || len(state.Streams) > 0 {
-		st.Streams = make(map[string]StreamWatermark, len(state.Streams))
-		for q, w := range state.Streams {
-			st.Streams[q] = StreamWatermark{Epoch: w.Epoch, Version: w.Version, TimestampNanos: w.TimestampNanos, InMemWAL: w.InMemWAL}
-		}
-	}
+	st.Streams = StreamsOf(state.Streams)
 	for _, ix := range m.Indices {
 		st.Indices = append(st.Indices, IndexStats{Name: ix.Name, Columns: ix.Columns, Segments: len(ix.Segments),
 			UnindexedFragments: len(ix.UnindexedFragments(m))})

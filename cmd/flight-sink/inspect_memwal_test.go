@@ -51,7 +51,7 @@ func testInspectCountsMemWALRows(t *testing.T, bin string) {
 	if d.Rows != 5000 || d.BaseRows != 0 || d.MemWALRows != 5000 {
 		t.Errorf("rows %d (base %d, MemWAL %d), want 5000 (0, 5000)", d.Rows, d.BaseRows, d.MemWALRows)
 	}
-	if len(d.Streams) != 1 || d.Streams[0].QueryID != "q-mw" || d.Streams[0].Epoch != 11 || !d.Streams[0].InMemWAL {
+	if wm, ok := d.Streams["q-mw"]; len(d.Streams) != 1 || !ok || wm.Epoch != 11 || !wm.InMemWAL {
 		t.Errorf("streams = %+v, want q-mw at epoch 11 in MemWAL", d.Streams)
 	}
 	txt := runCLI(t, bin, nil, "inspect", uri).mustSucceed(t).stdout

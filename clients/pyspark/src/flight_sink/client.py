@@ -691,6 +691,9 @@ class Client:
         ``transaction_file``.
         """
         res = self._action("history", {"table": table, "limit": int(limit)})
+        # The action answers {"format_version", "table", "latest_version", "versions": [...]}.
+        if isinstance(res, dict):
+            return list(res.get("versions") or [])
         return list(res or [])
 
     def table_stats(self, table: str) -> Dict[str, Any]:
