@@ -556,7 +556,7 @@ type TableStatsRequest struct {
 type TableStats struct {
 	FormatVersion int    `json:"format_version"`
 	Table         string `json:"table"`
-	Version uint64 `json:"version"`
+	Version       uint64 `json:"version"`
 	// Rows is BaseRows + MemWALRows: every acknowledged row of the table.
 	Rows int64 `json:"rows"`
 	// BaseRows are the version's live rows; MemWALRows the acknowledged rows its MemWAL shards
