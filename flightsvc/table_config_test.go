@@ -68,3 +68,26 @@ func TestSetTableConfig(t *testing.T) {
 	}
 	s.wantIDs(t, "t", []int64{0, 1, 2})
 }
+
+// TestTableStatsCountsKeysOnce: table_stats counts what a read returns: on a keyed MemWAL table
+// each key once, however often it was written, wherever its rows are (memtable, generation or
+// the base table after a fold).
+func TestTableStatsCountsKeysOnce(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	keys := make([]int64, 50)
+	for i := range keys {
+		keys[i] = int64(i)
+	}
+	create := cmd{"primary_key": []string{"id"}, "memwal": cmd{"shards": 1}}
+	for e := range int64(4) {
+		c := cmd{"table": "k", "query_id": "q", "epoch_id": e}
+		if e == 0 {
+			c["create"] = create
+		}
+		s.mustPut(t, c, keys)
+	}
+	if st := s.stats(t, "k"); st.Rows != int64(len(keys)) {
+		t.Errorf("table_stats rows %d, want %d (one per key)", st.Rows, len(keys))
+	}
+	s.wantIDs(t, "k", keys)
+}

@@ -557,11 +557,11 @@ type TableStats struct {
 	FormatVersion int    `json:"format_version"`
 	Table         string `json:"table"`
 	Version       uint64 `json:"version"`
-	// Rows is BaseRows + MemWALRows: every acknowledged row of the table.
+	// Rows is BaseRows + MemWALRows: the rows a read of the table returns now.
 	Rows int64 `json:"rows"`
-	// BaseRows are the version's live rows; MemWALRows the acknowledged rows its MemWAL shards
-	// hold that it does not (not folded yet). With a primary key a MemWAL row that updates a key
-	// counts here and its base row in BaseRows until the fold.
+	// BaseRows are the version's live rows, less those MemWAL rows supersede; MemWALRows the
+	// acknowledged rows its MemWAL shards hold that it does not (not folded yet), with a primary
+	// key one per key.
 	BaseRows   int64    `json:"base_rows"`
 	MemWALRows int64    `json:"memwal_rows"`
 	Fragments  int      `json:"fragments"`
