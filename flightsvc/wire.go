@@ -390,6 +390,7 @@ func RemovedFilesOf(r engine.OrphanReport) RemovedFiles {
 
 // CleanupResult is the result of cleanup.
 type CleanupResult struct {
+	FormatVersion int `json:"format_version"`
 	RemovedFiles
 	// VersionsRemoved lists the versions whose manifests were removed, ascending.
 	VersionsRemoved []uint64 `json:"versions_removed"`
@@ -399,7 +400,7 @@ type CleanupResult struct {
 }
 
 func cleanupResult(r streaming.CleanupReport) CleanupResult {
-	return CleanupResult{RemovedFiles: RemovedFilesOf(r.OrphanReport), VersionsRemoved: r.VersionsRemoved,
+	return CleanupResult{FormatVersion: FormatVersion, RemovedFiles: RemovedFilesOf(r.OrphanReport), VersionsRemoved: r.VersionsRemoved,
 		FilesRemoved: r.FilesRemoved, StagesExpired: r.StagesExpired}
 }
 
@@ -414,7 +415,8 @@ type CompactRequest struct {
 
 // CompactResult is the result of compact. cmd's compact --json output shares it.
 type CompactResult struct {
-	ReadVersion uint64 `json:"read_version"`
+	FormatVersion int    `json:"format_version"`
+	ReadVersion   uint64 `json:"read_version"`
 	// Version is the version the rewrite committed; absent when there was nothing to compact.
 	Version          uint64 `json:"version,omitempty"`
 	Groups           int    `json:"groups"`
@@ -430,7 +432,7 @@ type CompactResult struct {
 
 // CompactResultOf converts the engine's compaction report.
 func CompactResultOf(r engine.CompactReport) CompactResult {
-	return CompactResult{ReadVersion: r.ReadVersion, Version: r.Version, Groups: r.Groups,
+	return CompactResult{FormatVersion: FormatVersion, ReadVersion: r.ReadVersion, Version: r.Version, Groups: r.Groups,
 		FragmentsRemoved: r.FragmentsRemoved, FragmentsAdded: r.FragmentsAdded, RowsRewritten: r.RowsRewritten,
 		DeletedRowsDropped: r.DeletedRowsDropped, BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
 		DurationNanos: int64(r.Duration)}

@@ -130,6 +130,13 @@ func TestJSONShapes(t *testing.T) {
 		"inspect":     cli("inspect", "--json", uri),
 		"table_stats": action("table_stats", body),
 		"read":        cli("read", "--format", "json", uri),
+		"compact":     cli("compact", "--json", "--dry-run", uri),
+		"cleanup":     cli("cleanup", "--json", "--dry-run", uri),
+		"iceberg":     cli("iceberg", "status", "--json", uri),
+		"history":     cli("history", "--json", uri),
+		"config":      cli("config", "get", "--json", uri),
+		"compact_act": action("compact", body),
+		"cleanup_act": action("cleanup", `{"table": "events", "dry_run": true}`),
 	} {
 		var m map[string]any
 		if err := json.Unmarshal(doc, &m); err != nil {
