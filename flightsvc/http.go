@@ -126,16 +126,19 @@ type statusTable struct {
 	Version     uint64  `json:"version"`
 	// Rows are the rows a read of the table returns now: BaseRows (the latest version's live
 	// rows, less those MemWAL rows supersede) plus MemWALRows (on a keyed table, one per key).
-	Rows       int64         `json:"rows"`
-	BaseRows   int64         `json:"base_rows"`
-	MemWALRows int64         `json:"memwal_rows"`
-	Fragments  int           `json:"fragments"`
-	Bytes      int64         `json:"data_bytes"`
-	Committed  string        `json:"last_commit"`
-	Queries    []statusQuery `json:"queries"`
-	Shards     []statusShard `json:"memwal_shards"`
-	Runs       []statusRun   `json:"maintenance"`
-	Iceberg    *IcebergStats `json:"iceberg,omitempty"`
+	Rows       int64  `json:"rows"`
+	BaseRows   int64  `json:"base_rows"`
+	MemWALRows int64  `json:"memwal_rows"`
+	Fragments  int    `json:"fragments"`
+	Bytes      int64  `json:"data_bytes"`
+	Committed  string `json:"last_commit"`
+	// Queries are the page's rows of Streams, by query id.
+	Queries []statusQuery `json:"-"`
+	// Streams are each streaming query's last epoch, as table_stats has them.
+	Streams Streams       `json:"streams"`
+	Shards  []statusShard `json:"memwal_shards"`
+	Runs    []statusRun   `json:"maintenance"`
+	Iceberg *IcebergStats `json:"iceberg,omitempty"`
 	// Rates are the rows and epochs this server acknowledged lately (tableRates).
 	Rates statusRates `json:"rates"`
 	Err   string      `json:"error,omitempty"`
@@ -359,6 +362,7 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, When: when})
 		}
 		sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
+		st.Streams = StreamsOf(streams)
 		if tblErr == nil {
 			if shards, err := h.svc.sink.MemWALStats(ctx, tbl, m); err == nil {
 				for _, sh := range shards {
