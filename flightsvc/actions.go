@@ -463,5 +463,11 @@ func (s *Service) setTableConfig(ctx context.Context, req *SetTableConfigRequest
 	if err != nil {
 		return TableConfig{}, err
 	}
+	keys := make([]string, 0, len(req.Set))
+	for k := range req.Set {
+		keys = append(keys, k+"="+req.Set[k])
+	}
+	sort.Strings(keys)
+	requestLogger(ctx, s.logger).Info("table maintenance settings changed", "table", t.Name(), "version", m.Version, "set", keys)
 	return TableConfigOf(t.Name(), m)
 }
