@@ -442,10 +442,8 @@ func (s *Sink) TableState(ctx context.Context, t *engine.Table, m *engine.Manife
 	return memwal.ReadTableState(ctx, t, m, readers)
 }
 
-// VisibleRows counts the rows a read of table t returns now: the latest version's live rows less
-// those MemWAL rows supersede, and the MemWAL rows (with a primary key, one per key: a key
-// written ten times counts once). It keeps no read snapshot; it holds the MemWAL rows in memory
-// while it counts, as a read would. It claims no shard.
+// VisibleRows counts the rows a read of table t returns now (memwal.VisibleRows over its shards).
+// It keeps no read snapshot and claims no shard.
 func (s *Sink) VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memwalRows int64, err error) {
 	m, err := t.Latest(ctx)
 	if err != nil {
@@ -455,14 +453,5 @@ func (s *Sink) VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memw
 	if err != nil || ss == nil {
 		return m.Rows(), 0, err
 	}
-	pin, err := memwal.Pin(ctx, t, ss.Readers())
-	if err != nil {
-		return 0, 0, err
-	}
-	defer pin.Release()
-	superseded, err := pin.Superseded(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	return pin.Manifest().Rows() - superseded.Len(), pin.Rows(), nil
+	return memwal.VisibleRows(ctx, t, ss.Readers())
 }

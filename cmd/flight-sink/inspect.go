@@ -98,6 +98,13 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	if err != nil {
 		return err
 	}
+	// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a reader
+	// sees, one row per key.
+	if len(m.PrimaryKey) > 0 && state.MemWALRows > 0 {
+		if state.BaseRows, state.MemWALRows, err = memwal.VisibleRows(ctx, t, shards); err != nil {
+			return err
+		}
+	}
 	d := describe(t, m, latest.Version, state)
 	if c.JSON {
 		enc := json.NewEncoder(kctx.Stdout)
