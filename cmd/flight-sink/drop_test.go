@@ -45,3 +45,24 @@ func TestDropCLI(t *testing.T) {
 		t.Fatalf("second drop: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestDropText: drop's text, refusing without --yes and then dropping (golden, the root
+// masked).
+func TestDropText(t *testing.T) {
+	root := t.TempDir()
+	store, err := objstore.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeTable(t, store)
+	uri := filepath.Join(root, "events")
+	_, refused, code := runInProcess(t, "drop", uri)
+	if code != 1 {
+		t.Fatalf("drop without --yes: exit %d", code)
+	}
+	out, errOut, code := runInProcess(t, "drop", "--yes", uri)
+	if code != 0 || errOut != "" {
+		t.Fatalf("drop --yes: exit %d, %q", code, errOut)
+	}
+	golden(t, "drop.golden", strings.ReplaceAll(refused+out, root, "ROOT"))
+}
