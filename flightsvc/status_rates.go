@@ -2,6 +2,7 @@ package flightsvc
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -9,7 +10,8 @@ import (
 
 // The status page's rates: the rows and epochs this server acknowledged per table, in rateBuckets
 // buckets of rateBucket each (the last rateWindow). Memory is bounded per table (one fixed ring,
-// no query ids), and tables the root no longer lists are forgotten at the next page render.
+// no query ids), and a table the root no longer lists is forgotten at a page render once its
+// window is empty.
 const (
 	rateBucket  = 10 * time.Second
 	rateBuckets = 30
@@ -58,16 +60,18 @@ func (r *tableRates) record(table string, rows, epochs int64) {
 	ring.epochs[i] += epochs
 }
 
-// retain forgets every table not in names.
+// retain forgets every table not in names that acknowledged nothing in the window (a table
+// created after names were listed keeps its first acknowledgements).
 func (r *tableRates) retain(names []string) {
 	keep := make(map[string]bool, len(names))
 	for _, n := range names {
 		keep[n] = true
 	}
+	oldest := bucketOf(r.now()) - rateBuckets + 1
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for n := range r.tables {
-		if !keep[n] {
+	for n, ring := range r.tables {
+		if !keep[n] && slices.Max(ring.bucket[:]) < oldest {
 			delete(r.tables, n)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 // TestTableRates: the ring counts what was acknowledged in the window that ends now, per bucket,
 // forgets buckets older than the window (a slot is reused for a newer bucket), and forgets tables
-// the root no longer lists.
+// the root no longer lists once their window is empty.
 func TestTableRates(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	r := newTableRates(func() time.Time { return at })
@@ -32,8 +32,13 @@ func TestTableRates(t *testing.T) {
 		t.Fatalf("an unknown table: %+v", none)
 	}
 	r.retain([]string{"b"})
-	if got := r.rates("a"); got.RowsPerSec != 0 {
-		t.Fatalf("a dropped table keeps its rates: %+v", got)
+	if got := r.rates("a"); got.RowsPerSec == 0 {
+		t.Fatal("a table not listed yet lost the rates of its window")
+	}
+	at = at.Add(rateWindow)
+	r.retain([]string{"b"})
+	if len(r.tables) != 0 {
+		t.Fatalf("a dropped table idle for a window is still held: %v", r.tables)
 	}
 	if pts := sparkline(got.RowsPerBucket); pts == "" {
 		t.Fatal("no sparkline points for an idle table")
