@@ -97,3 +97,40 @@ func TestSetMaintenance(t *testing.T) {
 		t.Fatalf("config still stored after every key was reset: %v", reset.Config)
 	}
 }
+
+// TestSetMaintenanceCrash: a process that dies after writing the settings' transaction file and
+// before their manifest leaves the table with its old settings, readable, and a later
+// SetMaintenance commits normally.
+func TestSetMaintenanceCrash(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := Create(ctx, store, "cfg", hSchema, CreateOptions{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	crash := errors.New("killed before the manifest")
+	dying, err := Open(ctx, store, "cfg", &Options{BeforeManifestWrite: func(uint64) error { return crash }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dying.SetMaintenance(ctx, map[string]string{"compaction.max_fragments": "8"}, nil); !errors.Is(err, crash) {
+		t.Fatalf("set with a crash before the manifest: %v", err)
+	}
+	fresh, err := Open(ctx, store, "cfg", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := fresh.Latest(ctx)
+	if err != nil || latest.Version != 1 || latest.Config[ConfigMaintenance] != "" {
+		t.Fatalf("after the crash: version %d, config %v, %v; want version 1 with no settings", latest.Version, latest.Config, err)
+	}
+	m, err := fresh.SetMaintenance(ctx, map[string]string{"compaction.max_fragments": "8"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := MaintenanceConfigOf(m); err != nil || m.Version != 2 || cfg.Compaction.MaxFragments != 8 {
+		t.Fatalf("set after the crash: version %d, %+v, %v", m.Version, cfg.Compaction, err)
+	}
+}
