@@ -3,7 +3,6 @@ package iceberg
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/typetest"
+	"github.com/flight-sink/flight-sink/internal/doctable"
 )
 
 // TestEveryStoredTypePublishes: every sample type the type policy does not refuse is stored as a
@@ -63,25 +63,7 @@ func TestEveryStoredTypePublishes(t *testing.T) {
 // TestIcebergDocListsTypes: docs/iceberg.md's Types section lists, for every Arrow type id, the
 // policy's decision and the Iceberg type, exactly as arrowschema holds them.
 func TestIcebergDocListsTypes(t *testing.T) {
-	b, err := os.ReadFile("../docs/iceberg.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	start := strings.Index(doc, "\n## Types")
-	if start < 0 {
-		t.Fatal(`docs/iceberg.md has no "## Types" section`)
-	}
-	section := doc[start+len("\n## Types"):]
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
-	}
-	rows := map[string]bool{}
-	for _, line := range strings.Split(section, "\n") {
-		if strings.HasPrefix(line, "| `") {
-			rows[strings.TrimSpace(line)] = true
-		}
-	}
+	rows := doctable.Rows(t, "../docs/iceberg.md", "## Types")
 	var table strings.Builder
 	for _, r := range arrowschema.TypeRules() {
 		row := fmt.Sprintf("| `%s` | %s | %s |", r.ID, r.Decision, arrowschema.IcebergType(r.ID))

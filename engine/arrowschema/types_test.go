@@ -2,7 +2,6 @@ package arrowschema
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine/typetest"
+	"github.com/flight-sink/flight-sink/internal/doctable"
 )
 
 // lastArrowType is the highest Arrow type id arrow-go defines (v18.8: DECIMAL64). A newer
@@ -65,25 +65,7 @@ func typeDocRow(r TypeRule) string {
 // of the type policy, with its decision and note, exactly as typeRules holds it, so the two cannot
 // drift. On a mismatch it prints the section's table to paste.
 func TestProtocolDocListsTypePolicy(t *testing.T) {
-	b, err := os.ReadFile("../../docs/protocol.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	start := strings.Index(doc, "## Arrow types")
-	if start < 0 {
-		t.Fatal(`docs/protocol.md has no "## Arrow types" section`)
-	}
-	section := doc[start+len("## Arrow types"):]
-	if end := strings.Index(section, "\n#"); end >= 0 {
-		section = section[:end]
-	}
-	rows := map[string]bool{}
-	for _, line := range strings.Split(section, "\n") {
-		if strings.HasPrefix(line, "| `") {
-			rows[strings.TrimSpace(line)] = true
-		}
-	}
+	rows := doctable.Rows(t, "../../docs/protocol.md", "## Arrow types")
 	var table strings.Builder
 	missing := false
 	for _, r := range TypeRules() {

@@ -1,31 +1,17 @@
 package wal
 
 import (
-	"fmt"
-
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/flight-sink/flight-sink/engine/typetest"
 )
 
-// rowsSchema: a key, the value a test checks, and the epoch that wrote the row (memwal's tests
-// use the same).
-var rowsSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "val", Type: arrow.BinaryTypes.String, Nullable: true},
-	{Name: "epoch", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-}, nil)
+// rowsSchema and makeRows are typetest's rows: a key, the value a test checks (tag+"-"+id), and
+// the epoch that wrote the row.
+var rowsSchema = typetest.RowsSchema
 
-// makeRows builds a batch of rowsSchema with ids from..from+n-1; val is tag+"-"+id.
 func makeRows(from, n int64, tag string, epoch int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, rowsSchema)
-	defer b.Release()
-	for id := from; id < from+n; id++ {
-		b.Field(0).(*array.Int64Builder).Append(id)
-		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("%s-%d", tag, id))
-		b.Field(2).(*array.Int64Builder).Append(epoch)
-	}
-	return b.NewRecordBatch()
+	return typetest.Rows(from, n, tag, epoch)
 }
 
 // testShardID is the shard id the tests name (any string does: the WAL only puts it in messages).

@@ -1,7 +1,9 @@
-"""A Spark driver for test_datasource's driver-kill test: a rate-micro-batch query writing with
-format("flight-sink") until it has committed ``--until`` epochs (or is killed).
+"""A Spark driver for the driver-kill tests (sparkutil.check_driver_sigkill): a rate-micro-batch
+query writing with format("flight-sink") until it has committed ``UNTIL_EPOCHS`` epochs (or is
+killed). Without JAR format("flight-sink") is the Python data source (registered here); with JAR
+it is the JVM connector from that jar on spark.jars.
 
-    python ds_driver.py URI TABLE CHECKPOINT ROWS_PER_BATCH UNTIL_EPOCHS
+    python ds_driver.py URI TABLE CHECKPOINT ROWS_PER_BATCH UNTIL_EPOCHS [JAR]
 
 Run as its own process (the test SIGKILLs its whole process group, JVM included, and restarts
 it from the same checkpoint). Prints "started <query id>" once the query runs.
@@ -22,9 +24,12 @@ from sparkutil import epoch_commits
 
 def main() -> None:
     uri, table, ckpt, rows_per_batch, until = sys.argv[1:6]
+    jar = sys.argv[6] if len(sys.argv) > 6 else None
+    builder = SparkSession.builder.master("local[2]").appName("flight-sink-driver-kill")
+    if jar:
+        builder = builder.config("spark.jars", jar)
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("flight-sink-driver-kill")
+        builder
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -32,7 +37,8 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    if not jar:
+        register(spark)
     q = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", int(rows_per_batch))

@@ -1,10 +1,15 @@
-"""Helpers for the Spark tests. Executors import this module (tests/ is on their PYTHONPATH)."""
+"""Helpers for the Spark tests (the Python data source's and the JVM connector's). Executors import
+this module (tests/ is on their PYTHONPATH)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, List, Optional, Set, Tuple
 
@@ -63,3 +68,58 @@ def fail_first_close_of_partition_1(pid: int, epoch: int, ack: "fs.Ack") -> None
     ctx = TaskContext.get()
     if pid == 1 and ctx is not None and ctx.attemptNumber() == 0:
         raise RuntimeError(f"injected failure after landing epoch {epoch} of partition 1 ({ack.status})")
+
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def check_driver_sigkill(uri: str, table: str, ckpt: Path, jar: Optional[str] = None, rows_per_batch: int = 50) -> None:
+    """Run ds_driver.py (the Python data source, or the JVM connector when jar is given), SIGKILL
+    its process group (Python and JVM) twice mid-stream and restart it from the same checkpoint,
+    then assert: every row exactly once, every epoch whole or not at all, epochs in order under
+    the one query id that survives the restarts."""
+    client = fs.Client(uri)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    kills = 0
+
+    def run(until: int, kill: bool) -> None:
+        nonlocal kills
+        args = [sys.executable, str(TESTS_DIR / "ds_driver.py"), uri, table, str(ckpt), str(rows_per_batch), str(until)]
+        proc = subprocess.Popen(args + ([jar] if jar else []), env=env, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if not kill:
+            out, _ = proc.communicate(timeout=600)
+            assert proc.returncode == 0, out.decode(errors="replace")[-4000:]
+            return
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                if len(epoch_commits(client, table)) >= until:
+                    break
+            except fs.TableNotFoundError:
+                pass
+            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, "the driver committed too few epochs"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM, mid-stream
+        kills += 1
+        proc.wait(30)
+        proc.stdout.close()
+
+    run(until=2, kill=True)
+    first = len(epoch_commits(client, table))
+    run(until=first + 1, kill=True)
+    second = len(epoch_commits(client, table))
+    run(until=second + 2, kill=False)
+    assert kills == 2
+
+    ids = table_ids(client, table)
+    commits = epoch_commits(client, table)
+    assert len(commits) == len(set(commits)), f"an epoch committed twice: {commits}"
+    assert len({q for q, _ in commits}) == 1, f"one query id across restarts: {commits}"
+    assert sorted(e for _, e in commits) == list(range(len(commits))), "epochs in order, none lost"
+    assert len(ids) == len(set(ids)), "a row landed twice"
+    per_batch = Counter(i // rows_per_batch for i in ids)
+    assert set(per_batch) == set(range(len(commits))), "rows of uncommitted epochs are visible"
+    assert set(per_batch.values()) == {rows_per_batch}, "a partial epoch is visible"
+    assert sorted(ids) == list(range(len(commits) * rows_per_batch)), "every row exactly once"

@@ -7,10 +7,7 @@ environment's python (test_spark41_matrix runs the subset marked ``matrix``).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +23,7 @@ from flight_sink.foreach import FlightSinkForeachWriter, partition_query_id
 from flight_sink.spark import register
 
 from conftest import TESTS_DIR
-from sparkutil import SCHEMA, assert_exactly_once, epoch_commits, table_ids, write_json_file
+from sparkutil import SCHEMA, assert_exactly_once, check_driver_sigkill, epoch_commits, table_ids, write_json_file
 
 _SPARK41_ENV = "FLIGHT_SINK_SPARK41_PYTHON"
 _IN_MATRIX = "FLIGHT_SINK_IN_SPARK41_MATRIX"
@@ -84,49 +81,7 @@ def test_streaming_write_query_id_option_wins(dspark, server, tmp_path, table_na
 def test_streaming_write_survives_driver_sigkill(server, tmp_path, table_name):
     """The driver (Python and JVM) is SIGKILLed twice mid-stream and restarted from its
     checkpoint: every row lands exactly once, and every batch whole or not at all."""
-    rows_per_batch = 50
-    ckpt = tmp_path / "ckpt"
-    client = fs.Client(server.uri)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
-
-    def run(until: int, kill: bool):
-        proc = subprocess.Popen(
-            [sys.executable, str(TESTS_DIR / "ds_driver.py"), server.uri, table_name, str(ckpt),
-             str(rows_per_batch), str(until)],
-            env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
-        if not kill:
-            out, _ = proc.communicate(timeout=600)
-            assert proc.returncode == 0, out.decode(errors="replace")[-4000:]
-            return
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                if len(epoch_commits(client, table_name)) >= until:
-                    break
-            except fs.TableNotFoundError:
-                pass
-            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-4000:]
-            assert time.monotonic() < deadline, "the driver committed too few epochs"
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM, mid-stream
-        proc.wait(30)
-        proc.stdout.close()
-
-    run(until=2, kill=True)
-    first = len(epoch_commits(client, table_name))
-    run(until=first + 1, kill=True)
-    second = len(epoch_commits(client, table_name))
-    run(until=second + 1, kill=False)
-
-    ids = table_ids(client, table_name)
-    commits = epoch_commits(client, table_name)
-    assert len(commits) == len(set(commits)) and len({q for q, _ in commits}) == 1
-    assert sorted(e for _, e in commits) == list(range(len(commits))), "batches in order, none lost"
-    assert len(ids) == len(set(ids)), "a row landed twice"
-    per_batch = Counter(i // rows_per_batch for i in ids)
-    assert set(per_batch) == set(range(len(commits))), "rows of uncommitted batches are visible"
-    assert set(per_batch.values()) == {rows_per_batch}, "a partial batch is visible"
+    check_driver_sigkill(server.uri, table_name, tmp_path / "ckpt")
 
 
 def test_complete_mode_aggregate_and_empty_overwrite(dspark, server, tmp_path, table_name):

@@ -19,6 +19,9 @@ TESTS_DIR = Path(__file__).resolve().parent
 SPARK_DIR = TESTS_DIR.parent
 REPO_ROOT = SPARK_DIR.parents[1]
 
+# The Spark test helpers (sparkutil, ds_driver.py) are the Python client's: one copy for both.
+sys.path.insert(0, str(REPO_ROOT / "clients" / "pyspark" / "tests"))
+
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 

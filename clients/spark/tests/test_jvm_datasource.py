@@ -2,77 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
-from collections import Counter
 
 import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-import flight_sink as fs
-
-from conftest import TESTS_DIR
-from jvm_util import epoch_commits, table_ids
+from sparkutil import check_driver_sigkill
 
 
 def test_streaming_write_survives_driver_sigkill(jar, server, tmp_path):
     """The driver (Python and JVM) is SIGKILLed twice mid-stream and restarted from its
     checkpoint: every row lands exactly once, every epoch whole or not at all, all under the
     query id that survives the restarts."""
-    table = "jvm_driver_kill"
-    rows_per_batch = 50
-    ckpt = tmp_path / "ckpt"
-    client = fs.Client(server.uri)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
-    kills = 0
-
-    def run(until: int, kill: bool) -> None:
-        nonlocal kills
-        proc = subprocess.Popen(
-            [sys.executable, str(TESTS_DIR / "jvm_driver.py"), jar, server.uri, table, str(ckpt),
-             str(rows_per_batch), str(until)],
-            env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
-        if not kill:
-            out, _ = proc.communicate(timeout=600)
-            assert proc.returncode == 0, out.decode(errors="replace")[-4000:]
-            return
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                if len(epoch_commits(client, table)) >= until:
-                    break
-            except fs.TableNotFoundError:
-                pass
-            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-4000:]
-            assert time.monotonic() < deadline, "the driver committed too few epochs"
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its JVM, mid-stream
-        kills += 1
-        proc.wait(30)
-        proc.stdout.close()
-
-    run(until=2, kill=True)
-    first = len(epoch_commits(client, table))
-    run(until=first + 1, kill=True)
-    second = len(epoch_commits(client, table))
-    run(until=second + 2, kill=False)
-    assert kills == 2
-
-    ids = table_ids(client, table)
-    commits = epoch_commits(client, table)
-    assert len(commits) == len(set(commits)), f"an epoch committed twice: {commits}"
-    assert len({q for q, _ in commits}) == 1, f"one query id across restarts: {commits}"
-    assert sorted(e for _, e in commits) == list(range(len(commits))), "epochs in order, none lost"
-    assert len(ids) == len(set(ids)), "a row landed twice"
-    per_batch = Counter(i // rows_per_batch for i in ids)
-    assert set(per_batch) == set(range(len(commits))), "rows of uncommitted epochs are visible"
-    assert set(per_batch.values()) == {rows_per_batch}, "a partial epoch is visible"
-    assert sorted(ids) == list(range(len(commits) * rows_per_batch)), "every row exactly once"
+    check_driver_sigkill(server.uri, "jvm_driver_kill", tmp_path / "ckpt", jar=jar)
 
 
 def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
