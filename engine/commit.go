@@ -164,7 +164,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 	next := base.clone()
 	next.Version = base.Version + 1
-	now := time.Now().UnixNano()
+	now := t.opts.Now().UnixNano()
 	if now <= base.TimestampNanos {
 		now = base.TimestampNanos + 1 // keep timestamps strictly increasing for ManifestAsOf
 	}

@@ -35,6 +35,9 @@ var (
 	// ErrGenerationAlreadyMerged: a MemWAL fold names a generation at or below the shard's
 	// merged-generation watermark; its rows are already in the table.
 	ErrGenerationAlreadyMerged = errors.New("memwal generation already merged")
+	// ErrInvalidConfig: a table config setting names an unknown key or a value the key does not
+	// take; the error names the key.
+	ErrInvalidConfig = errors.New("invalid table config")
 
 	// errFilesNotDurable: a transaction's data files could not be stored (Transaction.FilesDurable);
 	// the commit stopped before any manifest named them.

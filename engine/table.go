@@ -58,6 +58,10 @@ type Options struct {
 	// removes and keeps the versions its retained snapshots read. With dryRun it decides
 	// without changing anything.
 	CleanupRetain func(ctx context.Context, t *Table, oldestKept uint64, dryRun bool) (uint64, error)
+	// Now is the clock that stamps each version's commit time (Manifest.TimestampNanos, and the
+	// streaming watermarks of the queries it commits). Default time.Now. Commit times stay
+	// strictly increasing whatever it returns.
+	Now func() time.Time
 }
 
 // EnsureDefaults fills unset options with their defaults and returns o.
@@ -85,6 +89,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.IndexCache == nil {
 		o.IndexCache = NewIndexCache(DefaultIndexCacheBytes)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return o
 }
@@ -165,7 +172,7 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	}
 	txn := &Transaction{ID: uuid.NewString(), ReadVersion: 0, Operation: OpCreate, Properties: co.Properties, Schema: sb}
 	m := &Manifest{
-		FormatVersion: FormatVersion, Version: 1, TimestampNanos: time.Now().UnixNano(),
+		FormatVersion: FormatVersion, Version: 1, TimestampNanos: t.opts.Now().UnixNano(),
 		Schema: sb, LastFieldID: arrowschema.MaxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: config, NextFragmentID: 1,
 		Fragments: []Fragment{}, schema: schema,
 	}

@@ -3,6 +3,7 @@ package flightsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -53,7 +54,7 @@ var actions = map[string]action{
 		`Whether an epoch is committed. Body: {"table","query_id","epoch_id"}. Result: {"committed": bool, "version", "route"?}.`,
 		(*Service).epochStatus),
 	"history": newAction(
-		`Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: [{"version","timestamp","operation","read_version","properties","transaction_file"}].`,
+		`Transactions newest first with their properties. Body: {"table","limit"?: n (default 20, max 10000)}. Result: {"format_version","table","latest_version","versions": [{"version","timestamp","operation","read_version","properties","transaction_file"}]}.`,
 		(*Service).history),
 	"cleanup": newAction(
 		`Remove old versions and unreferenced files. Body: {"table", "older_than_seconds"?: n (default 7 days), "keep_last"?: n (default 1), "dry_run"?: bool}. Result: {"versions_removed": [..], "files_removed": [..], "stages_expired", "data_files_removed", "transaction_files_removed", "deletion_files_removed", "index_files_removed", "bytes_removed"}.`,
@@ -84,8 +85,14 @@ var actions = map[string]action{
 		`Delete a table and every object under it (versions, data, MemWAL shards, Iceberg metadata); unfolded MemWAL rows go with it. Body: {"table"}. Result: {"table","version"} (its newest version when dropped). A later put with "create" makes a fresh table; one without answers TABLE_NOT_FOUND.`,
 		(*Service).dropTable),
 	"table_stats": newAction(
-		`Table statistics. Body: {"table"}. Result: {"table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp_nanos"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
+		`Table statistics. Body: {"table"}. Result: {"format_version","table","version","rows","fragments","data_bytes","primary_key","streams": {query_id: {"epoch","version","timestamp"}}, "indices"?, "memwal"?, "iceberg"?: {"enabled","iceberg_version","lag_versions","lag_seconds","metadata_file","snapshots"}}.`,
 		(*Service).tableStats),
+	"get_table_config": newAction(
+		`A table's maintenance settings (docs/operations.md lists the keys). Body: {"table"}. Result: {"format_version","table","version","settings": [{"key","value","stored"}]}.`,
+		(*Service).getTableConfig),
+	"set_table_config": newAction(
+		`Change maintenance settings in one commit; the next maintenance run follows them. Body: {"table","set": {key: value ("" restores the default)}}. Result: as get_table_config's, at the version that committed them. An unknown key or a bad value is INVALID_REQUEST naming the key, and changes nothing.`,
+		(*Service).setTableConfig),
 	"publish_iceberg": newAction(
 		`Bring the table's Iceberg metadata (docs/iceberg.md) up to its newest version now. Body: {"table"}. Result: {"from_version","iceberg_version","snapshots_added","metadata_file"}.`,
 		(*Service).publishIceberg),
@@ -174,6 +181,9 @@ func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack
 	if err != nil {
 		return Ack{}, err
 	}
+	if ack.Status == streaming.StatusCommitted {
+		s.rates.record(ack.Table, ack.Rows, 1)
+	}
 	return ackResult(ack), nil
 }
 
@@ -189,23 +199,27 @@ func (s *Service) epochStatus(ctx context.Context, req *EpochStatusRequest) (Epo
 	return EpochStatusResult{Committed: st.Committed, Version: st.Version, Route: string(st.Route)}, nil
 }
 
-func (s *Service) history(ctx context.Context, req *HistoryRequest) ([]HistoryEntry, error) {
+func (s *Service) history(ctx context.Context, req *HistoryRequest) (HistoryResult, error) {
 	limit := DefaultHistoryLimit
 	if req.Limit != nil {
 		limit = *req.Limit
 		if limit < 1 || limit > streaming.MaxLookback {
-			return nil, invalidf("history limit must be 1..%d (leave it out for %d), got %d", streaming.MaxLookback, DefaultHistoryLimit, limit)
+			return HistoryResult{}, invalidf("history limit must be 1..%d (leave it out for %d), got %d", streaming.MaxLookback, DefaultHistoryLimit, limit)
 		}
 	}
 	t, err := s.sink.Table(ctx, req.Table)
 	if err != nil {
-		return nil, err
+		return HistoryResult{}, err
 	}
 	h, err := t.History(ctx, limit)
 	if err != nil {
-		return nil, err
+		return HistoryResult{}, err
 	}
-	return historyResult(h), nil
+	latest := uint64(0)
+	if len(h) > 0 {
+		latest = h[0].Version // History ends at the latest version
+	}
+	return HistoryResultOf(t.Name(), latest, h), nil
 }
 
 func (s *Service) dropTable(ctx context.Context, req *DropTableRequest) (DropTableResult, error) {
@@ -216,7 +230,7 @@ func (s *Service) dropTable(ctx context.Context, req *DropTableRequest) (DropTab
 	if err != nil {
 		return DropTableResult{}, err
 	}
-	return DropTableResult{Table: r.Table, Version: r.Version}, nil
+	return DropTableResult{FormatVersion: FormatVersion, Table: r.Table, Version: r.Version}, nil
 }
 
 func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (TableStats, error) {
@@ -235,6 +249,15 @@ func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (Table
 	state, err := s.sink.TableState(ctx, t, m)
 	if err != nil {
 		return TableStats{}, err
+	}
+	// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a reader
+	// sees, one row per key.
+	if len(m.PrimaryKey) > 0 && state.MemWALRows > 0 {
+		base, mw, err := s.sink.VisibleRows(ctx, t)
+		if err != nil {
+			return TableStats{}, err
+		}
+		state.BaseRows, state.MemWALRows = base, mw
 	}
 	st := tableStatsResult(m, t.Name(), state, shards)
 	st.Iceberg = s.icebergStats(ctx, t)
@@ -415,4 +438,36 @@ func (s *Service) optimizeIndices(ctx context.Context, req *OptimizeIndicesReque
 		return OptimizeIndicesResult{}, err
 	}
 	return optimizeIndicesResult(rep), nil
+}
+
+func (s *Service) getTableConfig(ctx context.Context, req *GetTableConfigRequest) (TableConfig, error) {
+	t, m, err := s.manifestFor(ctx, tableVersion{table: req.Table})
+	if err != nil {
+		return TableConfig{}, err
+	}
+	return TableConfigOf(t.Name(), m)
+}
+
+func (s *Service) setTableConfig(ctx context.Context, req *SetTableConfigRequest) (TableConfig, error) {
+	if len(req.Set) == 0 {
+		return TableConfig{}, invalidf("set_table_config needs \"set\": {key: value, ...} (keys: %s)", strings.Join(engine.MaintenanceKeys(), ", "))
+	}
+	t, err := s.sink.Table(ctx, req.Table)
+	if err != nil {
+		return TableConfig{}, err
+	}
+	m, err := t.SetMaintenance(ctx, req.Set, nil)
+	if errors.Is(err, engine.ErrInvalidConfig) {
+		return TableConfig{}, fmt.Errorf("%w: %w", streaming.ErrInvalidRequest, err)
+	}
+	if err != nil {
+		return TableConfig{}, err
+	}
+	keys := make([]string, 0, len(req.Set))
+	for k := range req.Set {
+		keys = append(keys, k+"="+req.Set[k])
+	}
+	sort.Strings(keys)
+	requestLogger(ctx, s.logger).Info("table maintenance settings changed", "table", t.Name(), "version", m.Version, "set", keys)
+	return TableConfigOf(t.Name(), m)
 }

@@ -95,11 +95,11 @@ func TestTableDirectoryRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h []flightsvc.HistoryEntry
+	var h flightsvc.HistoryResult
 	if err := json.Unmarshal(b, &h); err != nil {
 		t.Fatal(err)
 	}
-	if len(h) != 2 {
-		t.Fatalf("the re-created table has %d versions, want 2", len(h))
+	if len(h.Versions) != 2 {
+		t.Fatalf("the re-created table has %d versions, want 2", len(h.Versions))
 	}
 }

@@ -395,9 +395,9 @@ func (c *flightConn) version(t testing.TB, table string) uint64 {
 // history returns up to limit transactions of table, newest first.
 func (c *flightConn) history(t testing.TB, table string, limit int) []flightsvc.HistoryEntry {
 	t.Helper()
-	var h []flightsvc.HistoryEntry
+	var h flightsvc.HistoryResult
 	c.mustAction(t, "history", cmd{"table": table, "limit": limit}, &h)
-	return h
+	return h.Versions
 }
 
 // wantDenseHistory checks that table's versions run 1..latest with no gap, newest first.

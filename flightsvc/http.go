@@ -120,20 +120,31 @@ type statusTable struct {
 	// LastData is when a streaming query last committed to the table (zero: none has); Age
 	// renders how long ago.
 	LastData time.Time `json:"last_data_commit,omitzero"`
-	Age      string    `json:"-"`
-	Version  uint64    `json:"version"`
-	// Rows is BaseRows + MemWALRows (memwal.TableState).
-	Rows       int64         `json:"rows"`
-	BaseRows   int64         `json:"base_rows"`
-	MemWALRows int64         `json:"memwal_rows"`
-	Fragments  int           `json:"fragments"`
-	Bytes      int64         `json:"data_bytes"`
-	Committed  string        `json:"last_commit"`
-	Queries    []statusQuery `json:"queries"`
-	Shards     []statusShard `json:"memwal_shards"`
-	Runs       []statusRun   `json:"maintenance"`
-	Iceberg    *IcebergStats `json:"iceberg,omitempty"`
-	Err        string        `json:"error,omitempty"`
+	// LastDataAge is how long ago that was, in seconds (absent: no streaming query writes it).
+	LastDataAge float64 `json:"last_data_commit_age_seconds,omitempty"`
+	Age         string  `json:"-"`
+	Version     uint64  `json:"version"`
+	// Rows are the rows a read of the table returns now: BaseRows (the latest version's live
+	// rows, less those MemWAL rows supersede) plus MemWALRows (on a keyed table, one per key).
+	Rows       int64  `json:"rows"`
+	BaseRows   int64  `json:"base_rows"`
+	MemWALRows int64  `json:"memwal_rows"`
+	Fragments  int    `json:"fragments"`
+	Bytes      int64  `json:"data_bytes"`
+	Committed  string `json:"last_commit"`
+	// Queries are the page's rows of Streams, by query id.
+	Queries []statusQuery `json:"-"`
+	// Streams are each streaming query's last epoch, as table_stats has them.
+	Streams Streams       `json:"streams"`
+	Shards  []statusShard `json:"memwal_shards"`
+	Runs    []statusRun   `json:"maintenance"`
+	Iceberg *IcebergStats `json:"iceberg,omitempty"`
+	// Rates are the rows and epochs this server acknowledged lately (tableRates).
+	Rates statusRates `json:"rates"`
+	Err   string      `json:"error,omitempty"`
+
+	// What the page renders of the figures above.
+	RowsRate, EpochsRate, Trend, Freshness string `json:"-"`
 }
 
 // statusShard is one MemWAL shard's backlog on the status page.
@@ -213,6 +224,19 @@ func agoDuration(d time.Duration) string {
 	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
 }
 
+// freshnessText says what engines reading the table's Iceberg metadata cannot see yet.
+func freshnessText(ib *IcebergStats) string {
+	switch {
+	case ib == nil:
+		return "-"
+	case !ib.Enabled:
+		return "Iceberg off"
+	case ib.MissingRows == 0:
+		return "none"
+	}
+	return fmt.Sprintf("%d rows, oldest %s", ib.MissingRows, agoText(time.Duration(ib.MissingSeconds*float64(time.Second))))
+}
+
 // agoText is agoDuration plus "ago".
 func agoText(d time.Duration) string { return agoDuration(d) + " ago" }
 
@@ -259,8 +283,8 @@ th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
 </style></head><body>
 <h1>flight-sink</h1>
 <p id="summary"><strong>{{.Summary}}</strong> &middot; root <code>{{.Root}}</code> &middot; page generated {{.Now}}, refreshed every 10 s &middot; <a href="/status.json">JSON</a></p>
-{{if .Tables}}<table id="health"><tr><th>table</th><th>health</th><th>why</th><th>last epoch</th><th>rows</th></tr>
-{{range .Tables}}<tr><td><a href="#table-{{.Name}}">{{.Name}}</a></td><td><span class="health {{.Health}}">{{.Health}}</span></td><td>{{.Why}}</td><td>{{if .Age}}{{.Age}}{{else}}-{{end}}</td><td class="num">{{.Rows}}</td></tr>
+{{if .Tables}}<table id="health"><tr><th>table</th><th>health</th><th>why</th><th>last epoch</th><th>rows</th><th>rows/s</th><th>epochs/s</th><th>trend ({{.Window}})</th><th>unseen by engines</th></tr>
+{{range .Tables}}<tr class="table-row" data-table="{{.Name}}" data-health="{{.Health}}"><td><a href="#table-{{.Name}}">{{.Name}}</a></td><td><span class="health {{.Health}}">{{.Health}}</span></td><td>{{.Why}}</td><td>{{if .Age}}{{.Age}}{{else}}-{{end}}</td><td class="num">{{.Rows}}</td><td class="num">{{.RowsRate}}</td><td class="num">{{.EpochsRate}}</td><td><svg class="trend" width="120" height="24" viewBox="0 0 120 24" role="img" aria-label="rows per 10 s over the last 5 min"><polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{{.Trend}}"/></svg></td><td>{{.Freshness}}</td></tr>
 {{end}}</table>{{end}}
 {{range .Tables}}
 <h2 id="table-{{.Name}}">Table {{.Name}} <span class="health {{.Health}}">{{.Health}}</span></h2>
@@ -286,6 +310,7 @@ th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
 // last epoch and time. It uses no external assets.
 func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	now := h.svc.rates.now()
 	names, err := engine.ListTables(ctx, h.svc.sink.Store())
 	if err != nil {
 		code := http.StatusInternalServerError
@@ -317,6 +342,13 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 			if state, err := h.svc.sink.TableState(ctx, tbl, m); err == nil {
 				st.Rows, st.BaseRows, st.MemWALRows, streams = state.Rows(), state.BaseRows, state.MemWALRows, state.Streams
 			}
+			// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a
+			// reader sees, one row per key.
+			if len(m.PrimaryKey) > 0 && st.MemWALRows > 0 {
+				if base, mw, err := h.svc.sink.VisibleRows(ctx, tbl); err == nil {
+					st.Rows, st.BaseRows, st.MemWALRows = base+mw, base, mw
+				}
+			}
 		}
 		for q, wm := range streams {
 			when := "in MemWAL (not flushed yet)"
@@ -330,6 +362,7 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, When: when})
 		}
 		sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
+		st.Streams = StreamsOf(streams)
 		if tblErr == nil {
 			if shards, err := h.svc.sink.MemWALStats(ctx, tbl, m); err == nil {
 				for _, sh := range shards {
@@ -354,9 +387,17 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		}
 		tables = append(tables, st)
 	}
-	now := time.Now()
+	h.svc.rates.retain(names)
 	for i := range tables {
-		statusHealth(&tables[i], now)
+		st := &tables[i]
+		statusHealth(st, now)
+		if !st.LastData.IsZero() {
+			st.LastDataAge = max(now.Sub(st.LastData).Seconds(), 0)
+		}
+		st.Rates = h.svc.rates.rates(st.Name)
+		st.RowsRate, st.EpochsRate = rateText(st.Rates.RowsPerSec), rateText(st.Rates.EpochsPerSec)
+		st.Trend = sparkline(st.Rates.RowsPerBucket)
+		st.Freshness = freshnessText(st.Iceberg)
 	}
 	sortWorstFirst(tables)
 	if r.URL.Path == "/status.json" {
@@ -369,5 +410,5 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_ = statusTmpl.Execute(w, map[string]any{"Root": h.svc.sink.Store().String(), "Tables": tables, "Summary": statusSummary(tables),
-		"Now": now.UTC().Format(time.RFC3339)})
+		"Now": now.UTC().Format(time.RFC3339), "Window": agoDuration(rateWindow)})
 }

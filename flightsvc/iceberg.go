@@ -14,6 +14,7 @@ type PublishIcebergRequest struct {
 
 // PublishIcebergResult is the result of publish_iceberg.
 type PublishIcebergResult struct {
+	FormatVersion int `json:"format_version"`
 	// FromVersion is the version the Iceberg metadata mirrored before, IcebergVersion the one
 	// it mirrors now (the table's newest).
 	FromVersion    uint64 `json:"from_version"`
@@ -53,7 +54,7 @@ func (s *Service) publishIceberg(ctx context.Context, req *PublishIcebergRequest
 	if err != nil {
 		return PublishIcebergResult{}, err
 	}
-	return PublishIcebergResult{FromVersion: rep.From, IcebergVersion: rep.To, SnapshotsAdded: rep.Snapshots, MetadataFile: rep.MetadataFile}, nil
+	return PublishIcebergResult{FormatVersion: FormatVersion, FromVersion: rep.From, IcebergVersion: rep.To, SnapshotsAdded: rep.Snapshots, MetadataFile: rep.MetadataFile}, nil
 }
 
 // icebergStats returns table_stats' Iceberg part; a failure to read the metadata is logged and

@@ -165,6 +165,8 @@ func TestProtocolDocExamples(t *testing.T) {
 		{"table_stats", action("table_stats")},
 		{"publish_iceberg", action("publish_iceberg")},
 		{"cleanup", action("cleanup")},
+		{"set_table_config", action("set_table_config")},
+		{"get_table_config", action("get_table_config")},
 		{"doget", func(body []byte) ([]byte, error) {
 			_, err := s.get(ctx, body)
 			return nil, err

@@ -335,6 +335,8 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	svc.maxDecodedMessageBytes = cfg.MaxDecodedMessageBytes
 	svc.putIdleTimeout = cfg.PutIdleTimeout
 	svc.endpointBytes = cfg.EndpointBytes
+	// The status page reads ages and rates on the clock that stamps commits.
+	svc.rates = newTableRates(cfg.Sink.Engine.Now)
 	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()

@@ -45,6 +45,7 @@ type Sink interface {
 	FoldMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
 	TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error)
+	VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memwalRows int64, err error)
 	Store() objstore.Store
 	IcebergSink
 }
@@ -72,6 +73,8 @@ type Service struct {
 	// endpointBytes is the data size of the fragments of one GetFlightInfo endpoint (<= 0: the
 	// sink's default).
 	endpointBytes int64
+	// rates are the rows and epochs acknowledged per table lately, for the status page.
+	rates *tableRates
 }
 
 // NewService returns the Flight service for sink.
@@ -82,7 +85,7 @@ func NewService(sink Sink, alloc memory.Allocator, logger *slog.Logger) *Service
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Service{sink: sink, alloc: alloc, getAlloc: arrowpool.New(), logger: logger}
+	return &Service{sink: sink, alloc: alloc, getAlloc: arrowpool.New(), logger: logger, rates: newTableRates(nil)}
 }
 
 // putStream is the DoPut message stream as the IPC reader sees it. It remembers the descriptor of
@@ -316,6 +319,13 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	if err != nil {
 		return toStatus(err) // logged by the interceptors, at the level of its code
+	}
+	if ack.Status == streaming.StatusCommitted {
+		epochs := int64(0)
+		if ack.EpochID != nil {
+			epochs = 1
+		}
+		s.rates.record(ack.Table, ack.Rows, epochs)
 	}
 	body, err := json.Marshal(ackResult(ack))
 	if err != nil {

@@ -357,23 +357,38 @@ type HistoryRequest struct {
 // DefaultHistoryLimit is the history limit of a request that sets none.
 const DefaultHistoryLimit = 20
 
-// HistoryEntry is one transaction of the history result, newest first.
+// HistoryResult is a table's history: the result of history and cmd's history --json output.
+type HistoryResult struct {
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	// LatestVersion is the table's newest version when the history was read.
+	LatestVersion uint64 `json:"latest_version"`
+	// Versions are newest first.
+	Versions []HistoryEntry `json:"versions"`
+}
+
+// HistoryEntry is one version of a HistoryResult.
 type HistoryEntry struct {
-	Version         uint64            `json:"version"`
-	Timestamp       time.Time         `json:"timestamp"`
-	Operation       string            `json:"operation"`
+	Version uint64 `json:"version"`
+	// Timestamp is the commit time, RFC 3339 with nanoseconds, UTC.
+	Timestamp       time.Time         `json:"timestamp,omitzero"`
+	Operation       string            `json:"operation,omitempty"`
 	ReadVersion     uint64            `json:"read_version"`
 	Properties      map[string]string `json:"properties,omitempty"`
-	TransactionFile string            `json:"transaction_file"`
-	// Missing marks a version whose manifest cleanup removed; the other fields are then zero.
+	TransactionFile string            `json:"transaction_file,omitempty"`
+	// Missing marks a version whose manifest cleanup removed; it has no other field then.
 	Missing bool `json:"missing,omitempty"`
 }
 
-func historyResult(h []engine.HistoryEntry) []HistoryEntry {
-	out := make([]HistoryEntry, len(h))
+// HistoryResultOf makes table's history from entries newest first, read at latest.
+func HistoryResultOf(table string, latest uint64, h []engine.HistoryEntry) HistoryResult {
+	out := HistoryResult{FormatVersion: FormatVersion, Table: table, LatestVersion: latest, Versions: make([]HistoryEntry, len(h))}
 	for i, e := range h {
-		out[i] = HistoryEntry{Version: e.Version, Timestamp: e.Timestamp, Operation: string(e.Operation),
-			ReadVersion: e.ReadVersion, Properties: e.Properties, TransactionFile: e.TransactionFile, Missing: e.Missing}
+		out.Versions[i] = HistoryEntry{Version: e.Version, Missing: e.Missing}
+		if !e.Missing {
+			out.Versions[i] = HistoryEntry{Version: e.Version, Timestamp: e.Timestamp.UTC(), Operation: string(e.Operation),
+				ReadVersion: e.ReadVersion, Properties: e.Properties, TransactionFile: e.TransactionFile}
+		}
 	}
 	return out
 }
@@ -408,6 +423,7 @@ func RemovedFilesOf(r engine.OrphanReport) RemovedFiles {
 
 // CleanupResult is the result of cleanup.
 type CleanupResult struct {
+	FormatVersion int `json:"format_version"`
 	RemovedFiles
 	// VersionsRemoved lists the versions whose manifests were removed, ascending.
 	VersionsRemoved []uint64 `json:"versions_removed"`
@@ -417,7 +433,7 @@ type CleanupResult struct {
 }
 
 func cleanupResult(r streaming.CleanupReport) CleanupResult {
-	return CleanupResult{RemovedFiles: RemovedFilesOf(r.OrphanReport), VersionsRemoved: r.VersionsRemoved,
+	return CleanupResult{FormatVersion: FormatVersion, RemovedFiles: RemovedFilesOf(r.OrphanReport), VersionsRemoved: r.VersionsRemoved,
 		FilesRemoved: r.FilesRemoved, StagesExpired: r.StagesExpired}
 }
 
@@ -432,7 +448,8 @@ type CompactRequest struct {
 
 // CompactResult is the result of compact. cmd's compact --json output shares it.
 type CompactResult struct {
-	ReadVersion uint64 `json:"read_version"`
+	FormatVersion int    `json:"format_version"`
+	ReadVersion   uint64 `json:"read_version"`
 	// Version is the version the rewrite committed; absent when there was nothing to compact.
 	Version          uint64 `json:"version,omitempty"`
 	Groups           int    `json:"groups"`
@@ -448,7 +465,7 @@ type CompactResult struct {
 
 // CompactResultOf converts the engine's compaction report.
 func CompactResultOf(r engine.CompactReport) CompactResult {
-	return CompactResult{ReadVersion: r.ReadVersion, Version: r.Version, Groups: r.Groups,
+	return CompactResult{FormatVersion: FormatVersion, ReadVersion: r.ReadVersion, Version: r.Version, Groups: r.Groups,
 		FragmentsRemoved: r.FragmentsRemoved, FragmentsAdded: r.FragmentsAdded, RowsRewritten: r.RowsRewritten,
 		DeletedRowsDropped: r.DeletedRowsDropped, BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
 		DurationNanos: int64(r.Duration)}
@@ -560,8 +577,9 @@ type DropTableRequest struct {
 
 // DropTableResult is the result of drop_table: the table's newest version when it was dropped.
 type DropTableResult struct {
-	Table   string `json:"table"`
-	Version uint64 `json:"version"`
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	Version       uint64 `json:"version"`
 }
 
 // TableStatsRequest is the body of table_stats.
@@ -571,13 +589,14 @@ type TableStatsRequest struct {
 
 // TableStats is the result of table_stats.
 type TableStats struct {
-	Table   string `json:"table"`
-	Version uint64 `json:"version"`
-	// Rows is BaseRows + MemWALRows: every acknowledged row of the table.
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	Version       uint64 `json:"version"`
+	// Rows is BaseRows + MemWALRows: the rows a read of the table returns now.
 	Rows int64 `json:"rows"`
-	// BaseRows are the version's live rows; MemWALRows the acknowledged rows its MemWAL shards
-	// hold that it does not (not folded yet). With a primary key a MemWAL row that updates a key
-	// counts here and its base row in BaseRows until the fold.
+	// BaseRows are the version's live rows, less those MemWAL rows supersede; MemWALRows the
+	// acknowledged rows its MemWAL shards hold that it does not (not folded yet), with a primary
+	// key one per key.
 	BaseRows   int64    `json:"base_rows"`
 	MemWALRows int64    `json:"memwal_rows"`
 	Fragments  int      `json:"fragments"`
@@ -585,7 +604,7 @@ type TableStats struct {
 	PrimaryKey []string `json:"primary_key"`
 	// Streams maps each streaming query to its watermark: its last committed epoch, from the
 	// base version or from MemWAL shard state, whichever is newer.
-	Streams map[string]StreamWatermark `json:"streams"`
+	Streams Streams `json:"streams"`
 	// Indices is present for a table with indices.
 	Indices []IndexStats `json:"indices,omitempty"`
 	// MemWAL is present for a table with MemWAL shards.
@@ -595,15 +614,32 @@ type TableStats struct {
 	TableSchema
 }
 
-// StreamWatermark is a streaming query's last committed epoch, in table_stats.
+// Streams maps each streaming query id to its watermark, in table_stats and cmd's inspect --json.
+type Streams map[string]StreamWatermark
+
+// StreamWatermark is a streaming query's last committed epoch.
 type StreamWatermark struct {
 	Epoch int64 `json:"epoch"`
 	// Version is the base version that committed it (0 while it is only in MemWAL shards).
 	Version uint64 `json:"version"`
-	// TimestampNanos is its commit (or MemWAL flush) time; 0 while it is only in a WAL.
-	TimestampNanos int64 `json:"timestamp_nanos"`
+	// Timestamp is its commit (or MemWAL flush) time, RFC 3339 with nanoseconds, UTC; absent
+	// while the epoch is only in a WAL.
+	Timestamp time.Time `json:"timestamp,omitzero"`
 	// InMemWAL: the epoch is held by MemWAL shards, not folded into a base version yet.
 	InMemWAL bool `json:"in_memwal,omitempty"`
+}
+
+// StreamsOf converts a table's stream states (memwal.TableState.Streams); never nil.
+func StreamsOf(states map[string]memwal.StreamState) Streams {
+	out := make(Streams, len(states))
+	for q, w := range states {
+		wm := StreamWatermark{Epoch: w.Epoch, Version: w.Version, InMemWAL: w.InMemWAL}
+		if w.TimestampNanos != 0 {
+			wm.Timestamp = time.Unix(0, w.TimestampNanos).UTC()
+		}
+		out[q] = wm
+	}
+	return out
 }
 
 // IndexStats describes one index in table_stats.
@@ -640,14 +676,9 @@ type ShardStats struct {
 }
 
 func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState, shards []memwal.ShardStats) TableStats {
-	st := TableStats{Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
+	st := TableStats{FormatVersion: FormatVersion, Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
 		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey, TableSchema: tableSchemaOf(m)}
-	if m.Streams != nil || len(state.Streams) > 0 {
-		st.Streams = make(map[string]StreamWatermark, len(state.Streams))
-		for q, w := range state.Streams {
-			st.Streams[q] = StreamWatermark{Epoch: w.Epoch, Version: w.Version, TimestampNanos: w.TimestampNanos, InMemWAL: w.InMemWAL}
-		}
-	}
+	st.Streams = StreamsOf(state.Streams)
 	for _, ix := range m.Indices {
 		st.Indices = append(st.Indices, IndexStats{Name: ix.Name, Columns: ix.Columns, Segments: len(ix.Segments),
 			UnindexedFragments: len(ix.UnindexedFragments(m))})
@@ -663,4 +694,42 @@ func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState,
 		st.MemWAL = mw
 	}
 	return st
+}
+
+// FormatVersion is the format_version of the JSON documents the actions answer and cmd's --json
+// outputs share (TableConfig, HistoryResult, TableStats, ...). It changes only when a field
+// changes meaning or goes away; new fields may appear at any time.
+const FormatVersion = 1
+
+// GetTableConfigRequest is the body of get_table_config.
+type GetTableConfigRequest struct {
+	Table string `json:"table"`
+}
+
+// SetTableConfigRequest is the body of set_table_config.
+type SetTableConfigRequest struct {
+	Table string `json:"table"`
+	// Set maps maintenance keys (engine.MaintenanceKeys) to their new values; "" restores a
+	// key's default.
+	Set map[string]string `json:"set"`
+}
+
+// TableConfig is a table's maintenance configuration: the result of get_table_config and
+// set_table_config, and cmd's config --json output.
+type TableConfig struct {
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	// Version is the table version the settings are read from (set_table_config: the version
+	// that committed them).
+	Version  uint64                      `json:"version"`
+	Settings []engine.MaintenanceSetting `json:"settings"`
+}
+
+// TableConfigOf describes the maintenance configuration of table version m.
+func TableConfigOf(table string, m *engine.Manifest) (TableConfig, error) {
+	settings, err := engine.MaintenanceSettings(m)
+	if err != nil {
+		return TableConfig{}, err
+	}
+	return TableConfig{FormatVersion: FormatVersion, Table: table, Version: m.Version, Settings: settings}, nil
 }

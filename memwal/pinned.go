@@ -65,6 +65,23 @@ func Pin(ctx context.Context, tbl *engine.Table, shards []ShardReader) (*PinnedR
 	return p, nil
 }
 
+// VisibleRows counts the rows a read of tbl's latest version merged with shards returns: the
+// version's live rows less those the MemWAL rows supersede, and the MemWAL rows (with a primary
+// key one per key, however often it was written). It holds the MemWAL rows in memory while it
+// counts, as a read would.
+func VisibleRows(ctx context.Context, tbl *engine.Table, shards []ShardReader) (baseRows, memwalRows int64, err error) {
+	pin, err := Pin(ctx, tbl, shards)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer pin.Release()
+	superseded, err := pin.Superseded(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return pin.Manifest().Rows() - superseded.Len(), pin.Rows(), nil
+}
+
 // Manifest returns the base version the rows were captured over.
 func (p *PinnedRead) Manifest() *engine.Manifest { return p.manifest }
 

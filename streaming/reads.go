@@ -446,3 +446,17 @@ func (s *Sink) TableState(ctx context.Context, t *engine.Table, m *engine.Manife
 	}
 	return memwal.ReadTableState(ctx, t, m, readers)
 }
+
+// VisibleRows counts the rows a read of table t returns now (memwal.VisibleRows over its shards).
+// It keeps no read snapshot and claims no shard.
+func (s *Sink) VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memwalRows int64, err error) {
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	ss, err := s.tableShards(t, m)
+	if err != nil || ss == nil {
+		return m.Rows(), 0, err
+	}
+	return memwal.VisibleRows(ctx, t, ss.Readers())
+}

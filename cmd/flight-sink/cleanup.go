@@ -52,9 +52,10 @@ func (c *CleanupCmd) Validate() error {
 // cleanupJSON is the --json output; the text output shows the same facts. A dry run lists what
 // a real run with the same policy at the same moment would remove.
 type cleanupJSON struct {
-	Table  string `json:"table"`
-	URI    string `json:"uri"`
-	DryRun bool   `json:"dry_run"`
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	URI           string `json:"uri"`
+	DryRun        bool   `json:"dry_run"`
 	// LatestVersion is the latest version when the cleanup started: it is kept.
 	LatestVersion uint64            `json:"latest_version"`
 	Policy        cleanupPolicyJSON `json:"policy"`
@@ -100,7 +101,7 @@ func (c *CleanupCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	}
 	bar.finish()
 	out := cleanupJSON{
-		Table: t.Name(), URI: t.URI(), DryRun: c.DryRun, LatestVersion: latest.Version,
+		FormatVersion: flightsvc.FormatVersion, Table: t.Name(), URI: t.URI(), DryRun: c.DryRun, LatestVersion: latest.Version,
 		Policy: cleanupPolicyJSON{
 			OlderThan: c.OlderThan.String(), KeepLast: c.KeepLast, Grace: c.Grace.String(), StageTTL: c.StageTTL.String(),
 			Now: timeJSON(policy.Now),

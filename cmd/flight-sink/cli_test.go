@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -180,7 +181,7 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("history-json", func(t *testing.T) {
-		var h historyJSON
+		var h flightsvc.HistoryResult
 		out := runCLI(t, bin, nil, "history", "--json", "file://"+uri).mustSucceed(t).stdout
 		if err := json.Unmarshal([]byte(out), &h); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, out)
@@ -190,7 +191,7 @@ func TestCLI(t *testing.T) {
 		}
 		for i, op := range []engine.Operation{engine.OpAppend, engine.OpAppend, engine.OpCreate} {
 			v := h.Versions[i]
-			if v.Version != uint64(3-i) || v.Operation != op || v.Timestamp == "" || v.TransactionFile == "" {
+			if v.Version != uint64(3-i) || v.Operation != string(op) || v.Timestamp.IsZero() || v.TransactionFile == "" {
 				t.Errorf("versions[%d] = %+v, want version %d %s", i, v, 3-i, op)
 			}
 		}
@@ -200,7 +201,7 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("history-limit", func(t *testing.T) {
-		var h historyJSON
+		var h flightsvc.HistoryResult
 		// Flags from the environment: FLIGHT_SINK_JSON and FLIGHT_SINK_HISTORY_LIMIT.
 		out := runCLI(t, bin, []string{"FLIGHT_SINK_JSON=1", "FLIGHT_SINK_HISTORY_LIMIT=1"}, "history", uri).mustSucceed(t).stdout
 		if err := json.Unmarshal([]byte(out), &h); err != nil {
@@ -217,7 +218,7 @@ func TestCLI(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stderr, "reading history") {
 			t.Fatalf("exit %d, stderr %q: want a progress bar on stderr", r.code, r.stderr)
 		}
-		var h historyJSON
+		var h flightsvc.HistoryResult
 		if err := json.Unmarshal([]byte(r.stdout), &h); err != nil || len(h.Versions) != 3 {
 			t.Fatalf("stdout must stay clean JSON with 3 versions: %v\n%s", err, r.stdout)
 		}
@@ -270,10 +271,10 @@ func TestCLI(t *testing.T) {
 			}
 			total += f.Bytes
 		}
-		if d.TotalBytes != total || total == 0 {
-			t.Errorf("total_bytes = %d, fragments add up to %d", d.TotalBytes, total)
+		if d.DataBytes != total || total == 0 {
+			t.Errorf("data_bytes = %d, fragments add up to %d", d.DataBytes, total)
 		}
-		if len(d.Streams) != 1 || d.Streams[0].QueryID != "q-1" || d.Streams[0].Epoch != 7 || d.Streams[0].Version != 2 {
+		if wm, ok := d.Streams["q-1"]; len(d.Streams) != 1 || !ok || wm.Epoch != 7 || wm.Version != 2 || wm.Timestamp.IsZero() {
 			t.Errorf("streams = %+v, want q-1 at epoch 7 (version 2)", d.Streams)
 		}
 	})
@@ -333,9 +334,9 @@ func TestCLI(t *testing.T) {
 
 		// Endpoint, region and path style from flags; credentials from the AWS environment.
 		flags := []string{"--s3-endpoint", opts.Endpoint, "--s3-region", opts.Region, "--s3-path-style"}
-		var h historyJSON
+		var h flightsvc.HistoryResult
 		out := runCLI(t, bin, creds, append([]string{"history", "--json", tableURI}, flags...)...).mustSucceed(t).stdout
-		if err := json.Unmarshal([]byte(out), &h); err != nil || len(h.Versions) != 3 || h.Versions[2].Operation != engine.OpCreate {
+		if err := json.Unmarshal([]byte(out), &h); err != nil || len(h.Versions) != 3 || h.Versions[2].Operation != string(engine.OpCreate) {
 			t.Fatalf("history on S3: %v\n%s", err, out)
 		}
 

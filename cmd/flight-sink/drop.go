@@ -8,6 +8,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -15,15 +16,7 @@ import (
 type DropCmd struct {
 	Table string `arg:"" name:"TABLE_URI" help:"Table URI: ./root/table, file:///root/table or s3://bucket/prefix/table."`
 	Yes   bool   `name:"yes" help:"Drop for real: without it the command refuses, naming what it would delete."`
-	JSON  bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of text."`
-}
-
-// dropJSON is the --json output.
-type dropJSON struct {
-	Table string `json:"table"`
-	URI   string `json:"uri"`
-	// Version is the table's newest version when it was dropped.
-	Version uint64 `json:"version"`
+	JSON  bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON (the drop_table action's result) instead of text."`
 }
 
 // Run drops the table. Servers serving the table's root find it gone at their next request for
@@ -49,12 +42,12 @@ func (c *DropCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error
 	if err != nil {
 		return err
 	}
-	out := dropJSON{Table: name, URI: t.URI(), Version: v}
+	out := flightsvc.DropTableResult{FormatVersion: flightsvc.FormatVersion, Table: name, Version: v}
 	if c.JSON {
 		enc := json.NewEncoder(kctx.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	_, err = fmt.Fprintf(kctx.Stdout, "dropped table %s (%s), newest version %d\n", out.Table, out.URI, out.Version)
+	_, err = fmt.Fprintf(kctx.Stdout, "dropped table %s (%s), newest version %d\n", out.Table, t.URI(), out.Version)
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
 // historyChunk is how many versions one engine History call reads; the progress bar advances
@@ -20,7 +21,7 @@ const historyChunk = 256
 type HistoryCmd struct {
 	Table string `arg:"" name:"TABLE_URI" help:"Table URI: ./root/table, file:///root/table or s3://bucket/prefix/table."`
 	Limit int    `default:"20" env:"FLIGHT_SINK_HISTORY_LIMIT" help:"Show at most this many versions; 0 shows every version."`
-	JSON  bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of a table."`
+	JSON  bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON (the history action's result) instead of a table."`
 }
 
 // Validate checks the flags before anything is opened.
@@ -29,25 +30,6 @@ func (c *HistoryCmd) Validate() error {
 		return fmt.Errorf("--limit must be 0 (every version) or positive, got %d", c.Limit)
 	}
 	return nil
-}
-
-// historyJSON is the --json output.
-type historyJSON struct {
-	Table         string             `json:"table"`
-	URI           string             `json:"uri"`
-	LatestVersion uint64             `json:"latest_version"`
-	Versions      []historyEntryJSON `json:"versions"`
-}
-
-type historyEntryJSON struct {
-	Version         uint64            `json:"version"`
-	Timestamp       string            `json:"timestamp,omitempty"`
-	Operation       engine.Operation  `json:"operation,omitempty"`
-	ReadVersion     uint64            `json:"read_version"`
-	Properties      map[string]string `json:"properties,omitempty"`
-	TransactionFile string            `json:"transaction_file,omitempty"`
-	// Missing marks a version whose manifest cleanup removed.
-	Missing bool `json:"missing,omitempty"`
 }
 
 // Run prints the history, newest first.
@@ -65,19 +47,9 @@ func (c *HistoryCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 		return err
 	}
 	if c.JSON {
-		out := historyJSON{Table: t.Name(), URI: t.URI(), LatestVersion: latest.Version, Versions: make([]historyEntryJSON, len(entries))}
-		for i, e := range entries {
-			out.Versions[i] = historyEntryJSON{Version: e.Version, Missing: e.Missing}
-			if !e.Missing {
-				out.Versions[i] = historyEntryJSON{
-					Version: e.Version, Timestamp: timeJSON(e.Timestamp), Operation: e.Operation, ReadVersion: e.ReadVersion,
-					Properties: e.Properties, TransactionFile: e.TransactionFile,
-				}
-			}
-		}
 		enc := json.NewEncoder(kctx.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return enc.Encode(flightsvc.HistoryResultOf(t.Name(), latest.Version, entries))
 	}
 	w := tabwriter.NewWriter(kctx.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "VERSION\tTIMESTAMP\tOPERATION\tREAD VERSION\tPROPERTIES")

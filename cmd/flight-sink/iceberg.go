@@ -10,6 +10,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -38,6 +39,7 @@ const exitLagExceeded = 3
 
 // icebergPublishJSON is the --json output of iceberg publish (the publish_iceberg action's).
 type icebergPublishJSON struct {
+	FormatVersion  int    `json:"format_version"`
 	Table          string `json:"table"`
 	FromVersion    uint64 `json:"from_version"`
 	IcebergVersion uint64 `json:"iceberg_version"`
@@ -47,6 +49,7 @@ type icebergPublishJSON struct {
 
 // icebergStatusJSON is the --json output of iceberg status (table_stats' iceberg part).
 type icebergStatusJSON struct {
+	FormatVersion     int     `json:"format_version"`
 	Table             string  `json:"table"`
 	Enabled           bool    `json:"enabled"`
 	Version           uint64  `json:"version"`
@@ -70,7 +73,7 @@ func (c *IcebergPublishCmd) Run(ctx context.Context, g *Globals, kctx *kong.Cont
 	if err != nil {
 		return fmt.Errorf("iceberg publish %s: %w", t.Name(), err)
 	}
-	out := icebergPublishJSON{Table: t.Name(), FromVersion: rep.From, IcebergVersion: rep.To, SnapshotsAdded: rep.Snapshots, MetadataFile: rep.MetadataFile}
+	out := icebergPublishJSON{FormatVersion: flightsvc.FormatVersion, Table: t.Name(), FromVersion: rep.From, IcebergVersion: rep.To, SnapshotsAdded: rep.Snapshots, MetadataFile: rep.MetadataFile}
 	if c.JSON {
 		return writeJSON(kctx.Stdout, out)
 	}
@@ -91,7 +94,7 @@ func (c *IcebergStatusCmd) Run(ctx context.Context, g *Globals, kctx *kong.Conte
 	if err != nil {
 		return fmt.Errorf("iceberg status %s: %w", t.Name(), err)
 	}
-	out := icebergStatusJSON{Table: t.Name(), Enabled: st.Enabled, Version: st.Version, IcebergVersion: st.IcebergVersion,
+	out := icebergStatusJSON{FormatVersion: flightsvc.FormatVersion, Table: t.Name(), Enabled: st.Enabled, Version: st.Version, IcebergVersion: st.IcebergVersion,
 		LagVersions: st.LagVersions, LagSeconds: st.LagSeconds, MetadataFile: st.MetadataFile, Snapshots: st.Snapshots,
 		CurrentSnapshotID: st.CurrentSnapshotID, MissingRows: st.MissingRows, MissingSeconds: st.MissingSeconds}
 	if err := c.print(kctx, out); err != nil {

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -23,31 +25,34 @@ type InspectCmd struct {
 	JSON    bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON instead of text."`
 }
 
-// inspectJSON is the --json output; the text output shows the same facts.
+// inspectJSON is the --json output; the text output shows the same facts. Its streams are
+// table_stats' (flightsvc.Streams).
 type inspectJSON struct {
-	Table           string            `json:"table"`
-	URI             string            `json:"uri"`
-	Version         uint64            `json:"version"`
-	LatestVersion   uint64            `json:"latest_version"`
-	FormatVersion   int               `json:"format_version"`
-	Timestamp       string            `json:"timestamp"`
-	Operation       engine.Operation  `json:"operation"`
-	ReadVersion     uint64            `json:"read_version"`
-	Properties      map[string]string `json:"properties,omitempty"`
-	TransactionFile string            `json:"transaction_file"`
-	Schema          []fieldJSON       `json:"schema"`
-	PrimaryKey      []string          `json:"primary_key"`
-	Config          map[string]string `json:"config"`
+	FormatVersion int    `json:"format_version"`
+	Table         string `json:"table"`
+	URI           string `json:"uri"`
+	Version       uint64 `json:"version"`
+	LatestVersion uint64 `json:"latest_version"`
+	// ManifestFormatVersion is the format version of the version's manifest.
+	ManifestFormatVersion int               `json:"manifest_format_version"`
+	Timestamp             string            `json:"timestamp"`
+	Operation             engine.Operation  `json:"operation"`
+	ReadVersion           uint64            `json:"read_version"`
+	Properties            map[string]string `json:"properties,omitempty"`
+	TransactionFile       string            `json:"transaction_file"`
+	Schema                []fieldJSON       `json:"schema"`
+	PrimaryKey            []string          `json:"primary_key"`
+	Config                map[string]string `json:"config"`
 	// Rows is BaseRows + MemWALRows; MemWAL rows are counted only at the latest version.
-	Rows           int64          `json:"rows"`
-	BaseRows       int64          `json:"base_rows"`
-	MemWALRows     int64          `json:"memwal_rows"`
-	PhysicalRows   int64          `json:"physical_rows"`
-	DeletedRows    int64          `json:"deleted_rows"`
-	TotalBytes     int64          `json:"total_bytes"`
-	NextFragmentID uint64         `json:"next_fragment_id"`
-	Fragments      []fragmentJSON `json:"fragments"`
-	Streams        []streamJSON   `json:"streams"`
+	Rows           int64             `json:"rows"`
+	BaseRows       int64             `json:"base_rows"`
+	MemWALRows     int64             `json:"memwal_rows"`
+	PhysicalRows   int64             `json:"physical_rows"`
+	DeletedRows    int64             `json:"deleted_rows"`
+	DataBytes      int64             `json:"data_bytes"`
+	NextFragmentID uint64            `json:"next_fragment_id"`
+	Fragments      []fragmentJSON    `json:"fragments"`
+	Streams        flightsvc.Streams `json:"streams"`
 }
 
 type fieldJSON struct {
@@ -69,17 +74,6 @@ type fragmentJSON struct {
 type fileJSON struct {
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes"`
-}
-
-// streamJSON is one streaming query's watermark: its last committed epoch, from the version's
-// manifest or (latest version only) from MemWAL shard state.
-type streamJSON struct {
-	QueryID string `json:"query_id"`
-	Epoch   int64  `json:"epoch"`
-	// Version is 0 while the epoch is only in MemWAL shards (InMemWAL).
-	Version   uint64 `json:"version"`
-	Timestamp string `json:"timestamp"`
-	InMemWAL  bool   `json:"in_memwal,omitempty"`
 }
 
 // Run prints the description.
@@ -104,6 +98,13 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	if err != nil {
 		return err
 	}
+	// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a reader
+	// sees, one row per key.
+	if len(m.PrimaryKey) > 0 && state.MemWALRows > 0 {
+		if state.BaseRows, state.MemWALRows, err = memwal.VisibleRows(ctx, t, shards); err != nil {
+			return err
+		}
+	}
 	d := describe(t, m, latest.Version, state)
 	if c.JSON {
 		enc := json.NewEncoder(kctx.Stdout)
@@ -116,12 +117,13 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 // describe gathers what inspect reports about manifest m and the table's state with it.
 func describe(t *engine.Table, m *engine.Manifest, latest uint64, state memwal.TableState) *inspectJSON {
 	d := &inspectJSON{
-		Table: t.Name(), URI: t.URI(), Version: m.Version, LatestVersion: latest, FormatVersion: m.FormatVersion,
-		Timestamp: timeJSON(m.Timestamp()), Operation: m.Transaction.Operation, ReadVersion: m.Transaction.ReadVersion,
+		Table: t.Name(), URI: t.URI(), Version: m.Version, LatestVersion: latest, FormatVersion: flightsvc.FormatVersion,
+		ManifestFormatVersion: m.FormatVersion,
+		Timestamp:             timeJSON(m.Timestamp()), Operation: m.Transaction.Operation, ReadVersion: m.Transaction.ReadVersion,
 		Properties: m.Transaction.Properties, TransactionFile: m.Transaction.File,
 		PrimaryKey: m.PrimaryKey, Config: m.Config, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
 		NextFragmentID: m.NextFragmentID,
-		Schema:         []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: []streamJSON{},
+		Schema:         []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: flightsvc.StreamsOf(state.Streams),
 	}
 	if d.PrimaryKey == nil {
 		d.PrimaryKey = []string{}
@@ -141,17 +143,9 @@ func describe(t *engine.Table, m *engine.Manifest, latest uint64, state memwal.T
 		fj.Bytes = f.DataBytes()
 		d.PhysicalRows += f.PhysicalRows
 		d.DeletedRows += f.DeletedRows
-		d.TotalBytes += fj.Bytes
+		d.DataBytes += fj.Bytes
 		d.Fragments = append(d.Fragments, fj)
 	}
-	for q, wm := range state.Streams {
-		ts := ""
-		if wm.TimestampNanos != 0 {
-			ts = timeJSON(time.Unix(0, wm.TimestampNanos))
-		}
-		d.Streams = append(d.Streams, streamJSON{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, Timestamp: ts, InMemWAL: wm.InMemWAL})
-	}
-	sort.Slice(d.Streams, func(i, j int) bool { return d.Streams[i].QueryID < d.Streams[j].QueryID })
 	return d
 }
 
@@ -175,14 +169,14 @@ func writeInspectText(out io.Writer, d *inspectJSON) error {
 	}
 	fmt.Fprintf(w, "\n")
 	fmt.Fprintf(w, "fragments:\t%d\n", len(d.Fragments))
-	fmt.Fprintf(w, "total bytes:\t%d (%s)\n", d.TotalBytes, bytesText(d.TotalBytes))
+	fmt.Fprintf(w, "data bytes:\t%d (%s)\n", d.DataBytes, bytesText(d.DataBytes))
 	pk := "-"
 	if len(d.PrimaryKey) > 0 {
 		pk = strings.Join(d.PrimaryKey, ", ")
 	}
 	fmt.Fprintf(w, "primary key:\t%s\n", pk)
 	fmt.Fprintf(w, "config:\t%s\n", propertiesText(d.Config))
-	fmt.Fprintf(w, "format version:\t%d\n", d.FormatVersion)
+	fmt.Fprintf(w, "manifest format version:\t%d\n", d.ManifestFormatVersion)
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -231,15 +225,16 @@ func writeInspectText(out io.Writer, d *inspectJSON) error {
 	}
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "  QUERY ID\tEPOCH\tVERSION\tCOMMITTED\n")
-	for _, s := range d.Streams {
+	for _, q := range slices.Sorted(maps.Keys(d.Streams)) {
+		s := d.Streams[q]
 		version, when := fmt.Sprint(s.Version), "in MemWAL (not flushed yet)"
 		if s.InMemWAL {
 			version = "MemWAL"
 		}
-		if ts, err := time.Parse(time.RFC3339Nano, s.Timestamp); err == nil {
-			when = timeText(ts)
+		if !s.Timestamp.IsZero() {
+			when = timeText(s.Timestamp)
 		}
-		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\n", s.QueryID, s.Epoch, version, when)
+		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\n", q, s.Epoch, version, when)
 	}
 	return w.Flush()
 }

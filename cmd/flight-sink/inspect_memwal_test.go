@@ -51,11 +51,36 @@ func testInspectCountsMemWALRows(t *testing.T, bin string) {
 	if d.Rows != 5000 || d.BaseRows != 0 || d.MemWALRows != 5000 {
 		t.Errorf("rows %d (base %d, MemWAL %d), want 5000 (0, 5000)", d.Rows, d.BaseRows, d.MemWALRows)
 	}
-	if len(d.Streams) != 1 || d.Streams[0].QueryID != "q-mw" || d.Streams[0].Epoch != 11 || !d.Streams[0].InMemWAL {
+	if wm, ok := d.Streams["q-mw"]; len(d.Streams) != 1 || !ok || wm.Epoch != 11 || !wm.InMemWAL {
 		t.Errorf("streams = %+v, want q-mw at epoch 11 in MemWAL", d.Streams)
 	}
 	txt := runCLI(t, bin, nil, "inspect", uri).mustSucceed(t).stdout
 	if !hasRow(txt, "rows:", "5000", "(0", "base,", "5000", "in", "MemWAL", "shards)") || !hasRow(txt, "q-mw", "11", "MemWAL") {
 		t.Errorf("inspect text lacks the MemWAL rows or the watermark row:\n%s", txt)
+	}
+
+	// A keyed MemWAL table whose 100 keys were each written 3 times: a reader sees 100 rows.
+	keyed := &streaming.CreateSpec{PrimaryKey: []string{"id"}, MemWAL: &struct{ Shards int }{Shards: 1}}
+	keys := make([]int64, 100)
+	for i := range keys {
+		keys[i] = int64(i)
+	}
+	for e := int64(0); e < 3; e++ {
+		rec := makeBatch(t, keys...)
+		src, err := array.NewRecordReader(testSchema, []arrow.RecordBatch{rec})
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sink.WriteEpoch(ctx, streaming.EpochRequest{Table: "kmw", QueryID: "q-k", EpochID: e, Create: keyed}, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var k inspectJSON
+	if err := json.Unmarshal([]byte(runCLI(t, bin, nil, "inspect", "--json", filepath.Join(root, "kmw")).mustSucceed(t).stdout), &k); err != nil {
+		t.Fatal(err)
+	}
+	if k.Rows != 100 || k.BaseRows != 0 || k.MemWALRows != 100 {
+		t.Errorf("keyed MemWAL table: rows %d (base %d, MemWAL %d), want 100 (0, 100): one per key", k.Rows, k.BaseRows, k.MemWALRows)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -210,8 +211,8 @@ func testCompact(t *testing.T, bin string) {
 		if got := scanIDs(t, store, "events"); !slices.Equal(got, want) {
 			t.Errorf("rows changed by compaction: got %d ids %v, want %d", len(got), got, len(want))
 		}
-		h := decodeJSON[historyJSON](t, runCLI(t, bin, nil, "history", "--json", "--limit=1", uri).mustSucceed(t).stdout)
-		if h.Versions[0].Operation != engine.OpRewrite {
+		h := decodeJSON[flightsvc.HistoryResult](t, runCLI(t, bin, nil, "history", "--json", "--limit=1", uri).mustSucceed(t).stdout)
+		if h.Versions[0].Operation != string(engine.OpRewrite) {
 			t.Errorf("latest operation %s, want %s", h.Versions[0].Operation, engine.OpRewrite)
 		}
 	})

@@ -75,6 +75,13 @@ def test_round_trip(client: fs.Client, table_name: str) -> None:
     assert sorted(epochs) == ["0", "1"]
     stats = client.table_stats(table_name)
     assert stats["rows"] == 13 and stats["streams"]["q-1"]["epoch"] == 1
+    assert stats["format_version"] == 1 and stats["streams"]["q-1"]["timestamp"].endswith("Z")
+    assert client.get_table_config(table_name)["compaction.max_fragments"] == "64"
+    cfg = client.set_table_config(table_name, {"compaction.max_fragments": 128, "compaction.enabled": True})
+    assert cfg["compaction.max_fragments"] == "128" and cfg["compaction.enabled"] == "true"
+    assert client.get_table_config(table_name)["compaction.max_fragments"] == "128"
+    with pytest.raises(fs.InvalidRequestError, match="compaction.nope"):
+        client.set_table_config(table_name, {"compaction.nope": 1})
     deleted = client.delete(table_name, {"op": "in", "column": "id", "values": [100, 101]})
     assert deleted["rows_deleted"] == 2
     assert client.read(table_name).num_rows == 11

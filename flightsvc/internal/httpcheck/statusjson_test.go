@@ -12,7 +12,7 @@ import (
 )
 
 // TestStatusJSON: /status.json carries what the page shows: a summary, and per table its health
-// (a table written a moment ago is ok), why, its last streaming commit, rows and queries; the
+// (a table written a moment ago is ok), why, its last streaming commit, rows and streams (as table_stats has them); the
 // HTML page shows the same summary and a health table, and refreshes itself.
 func TestStatusJSON(t *testing.T) {
 	grpcAddr, httpAddr := start(t)
@@ -34,9 +34,9 @@ func TestStatusJSON(t *testing.T) {
 			Table, Health, Why string
 			LastDataCommit     time.Time `json:"last_data_commit"`
 			Rows               int64
-			Queries            []struct {
-				QueryID string `json:"query_id"`
-				Epoch   int64
+			Streams            map[string]struct {
+				Epoch     int64
+				Timestamp time.Time
 			}
 		}
 	}
@@ -49,7 +49,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 	tb := got.Tables[0]
 	if tb.Table != "json_tbl" || tb.Health != "ok" || tb.Why != "epochs committing" || tb.Rows != 20 ||
-		tb.LastDataCommit.Before(before) || len(tb.Queries) != 1 || tb.Queries[0].QueryID != "q-json" || tb.Queries[0].Epoch != 1 {
+		tb.LastDataCommit.Before(before) || len(tb.Streams) != 1 || tb.Streams["q-json"].Epoch != 1 || tb.Streams["q-json"].Timestamp.Before(before) {
 		t.Errorf("json_tbl: %+v", tb)
 	}
 	page := get(t, "http://"+httpAddr+"/status")

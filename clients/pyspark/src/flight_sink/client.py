@@ -771,6 +771,9 @@ class Client:
         ``transaction_file``.
         """
         res = self._action("history", {"table": table, "limit": int(limit)})
+        # The action answers {"format_version", "table", "latest_version", "versions": [...]}.
+        if isinstance(res, dict):
+            return list(res.get("versions") or [])
         return list(res or [])
 
     def table_stats(self, table: str) -> Dict[str, Any]:
@@ -781,6 +784,32 @@ class Client:
         return dict(self._action("table_stats", {"table": table}) or {})
 
     # -- administration ---------------------------------------------------------------------
+
+    def get_table_config(self, table: str) -> Dict[str, str]:
+        """The table's maintenance settings as ``{key: value}``: each key's stored value or its
+        default (``compaction.max_fragments``, ``mode``, ``cleanup.keep_last``, ...; the keys are
+        listed in docs/operations.md)."""
+        res = self._action("get_table_config", {"table": table}) or {}
+        return {s["key"]: s["value"] for s in res.get("settings") or []}
+
+    def set_table_config(self, table: str, settings: Mapping[str, Any]) -> Dict[str, str]:
+        """Change maintenance settings in one commit; the next maintenance run follows them.
+
+        Values are sent as text (``True`` as ``"true"``); ``""`` or ``None`` restores a key's
+        default. An unknown key or a bad value raises :class:`InvalidRequestError` naming the key,
+        and changes nothing. Returns the settings as :meth:`get_table_config` does.
+        """
+
+        def text(v: Any) -> str:
+            if v is None:
+                return ""
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            return str(v)
+
+        body = {"table": table, "set": {k: text(v) for k, v in settings.items()}}
+        res = self._action("set_table_config", body) or {}
+        return {s["key"]: s["value"] for s in res.get("settings") or []}
 
     def create_table(
         self,

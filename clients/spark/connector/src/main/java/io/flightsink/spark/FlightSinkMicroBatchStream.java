@@ -192,7 +192,8 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
     Set<Long> missing = new HashSet<>();
     JsonNode hist = opts.client().action("history",
         Map.of("table", opts.table, "limit", Math.max(limit, 1)));
-    for (JsonNode h : hist) {
+    // {"format_version", "table", "latest_version", "versions": [...]}, newest first.
+    for (JsonNode h : hist.isArray() ? hist : hist.path("versions")) {
       long v = h.path("version").asLong();
       ops.put(v, h.path("operation").asText());
       if (h.path("missing").asBoolean(false)) {
