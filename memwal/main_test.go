@@ -225,11 +225,11 @@ func countKeys(t testing.TB, store objstore.Store, prefix string) int {
 type faultStore struct {
 	objstore.Store
 	mu          sync.Mutex
-	failDelete  func(key string) bool // Delete and DeletePrefix
-	failCreate  func(key string) bool // PutIfAbsent
-	failGet     func(key string) bool // Get
-	rewritePut  func(key string, body []byte) []byte
-	blockPut    chan struct{}         // when set, Put of a generation file waits for it to close
+	failDelete  func(key string) bool                // Delete and DeletePrefix
+	failCreate  func(key string) bool                // PutIfAbsent
+	failGet     func(key string) bool                // Get
+	rewritePut  func(key string, body []byte) []byte // Put: replaces the body
+	blockPut    chan struct{}                        // when set, Put of a generation file waits for it to close
 	blockPrefix string
 }
 
