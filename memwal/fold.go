@@ -144,12 +144,13 @@ func (c *Folder) foldShard(ctx context.Context, shard string, minPending int) (i
 	pending := read.GenerationsAbove(watermark)
 	// through is where the fold leaves the watermark: past the pending generations and past any
 	// quarantined one above it (recorded by a fold that stopped before raising the watermark).
-	through := read.quarantinedAbove(watermark)
+	quarantined := read.quarantinedAbove(watermark)
+	through := quarantined
 	if n := len(pending); n > 0 {
 		through = max(through, pending[n-1].Generation)
 	}
-	if len(pending) < minPending && through == 0 {
-		return 0, nil
+	if len(pending) < minPending && (len(pending) > 0 || quarantined == 0) {
+		return 0, nil // with nothing pending, a quarantined generation is passed at once
 	}
 	if through > watermark {
 		watermark, err = c.fold(ctx, shard, ms.paths, base, pending, through)
