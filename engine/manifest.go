@@ -45,8 +45,14 @@ type Manifest struct {
 	Fragments      []Fragment `json:"fragments"`
 	NextFragmentID uint64     `json:"next_fragment_id"`
 
-	// Streams holds every streaming query's last committed epoch (the per-query watermark).
+	// Streams holds the last committed epoch (the per-query watermark) of the streaming queries
+	// that committed most recently, at most Options.StreamWatermarksInManifest of them; the other
+	// queries' watermarks are in StreamsArchive (commit_streams.go). Table.StreamWatermark reads
+	// both.
 	Streams map[string]StreamWatermark `json:"streams,omitempty"`
+	// StreamsArchive is the key, relative to the table, of the immutable object holding the
+	// watermarks of the queries that left Streams; empty when none did.
+	StreamsArchive string `json:"streams_archive,omitempty"`
 
 	// MemWALMerged holds, per MemWAL shard id, the highest flushed generation whose rows are in
 	// the base table (the merged-generation watermark). Generations merge in ascending order, so

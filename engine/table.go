@@ -32,6 +32,10 @@ type Options struct {
 	// StreamWatermarkRetention drops a streaming query's watermark from new manifests once the
 	// query has not committed for this long. Default 30 days.
 	StreamWatermarkRetention time.Duration
+	// StreamWatermarksInManifest bounds the watermarks a manifest carries itself: when a commit
+	// would carry more, the half that committed longest ago move to the table's watermark archive
+	// (commit_streams.go). Default 256.
+	StreamWatermarksInManifest int
 	// Allocator for Arrow memory. Default memory.DefaultAllocator.
 	Allocator memory.Allocator
 	// Logger for warnings. Default slog.Default().
@@ -74,6 +78,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.StreamWatermarkRetention <= 0 {
 		o.StreamWatermarkRetention = 30 * 24 * time.Hour
 	}
+	if o.StreamWatermarksInManifest <= 0 {
+		o.StreamWatermarksInManifest = 256
+	}
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
 	}
@@ -108,6 +115,9 @@ type Table struct {
 
 	mu     sync.Mutex
 	latest *Manifest // newest manifest seen; nil before the first read
+
+	archiveMu sync.Mutex
+	archive   *streamsArchiveCache // the watermark archive read last (commit_streams.go)
 }
 
 func newTable(store objstore.Store, name string, opts *Options) *Table {
