@@ -52,8 +52,8 @@ func historyEpoch(ctx context.Context, s *Sink, table, q string, e int64, column
 //   - queries=N: N streaming queries committed one epoch each (every one has a watermark);
 //   - schemas=N: N epochs of one query each added a column (N schema versions, N+1 columns).
 //
-// It reports the manifest's bytes (manifest-B) and the bytes of every version written during the
-// history (versions-B). Table maintenance is off, so the figure is the commit path's alone. Run it
+// It reports the manifest's bytes (manifest-B), the bytes of every version written during the
+// history (versions-B) and of the watermark archives left at the end (archives-B). Table maintenance is off, so the figure is the commit path's alone. Run it
 // with
 //
 //	go test ./streaming -run '^$' -bench BenchmarkEpochHistory -benchtime 20x
@@ -104,13 +104,17 @@ func BenchmarkEpochHistory(b *testing.B) {
 			}
 			b.ReportMetric(float64(fi.Size()), "manifest-B")
 			b.ReportMetric(float64(historyBytes), "versions-B")
+			b.ReportMetric(float64(dirBytes(b, filepath.Join(root, table, "_streams"))), "archives-B")
 		})
 	}
 }
 
-// dirBytes sums the sizes of the files in dir.
+// dirBytes sums the sizes of the files in dir (0 when there is no dir).
 func dirBytes(tb testing.TB, dir string) int64 {
 	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return 0
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
