@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -82,3 +83,59 @@ func openTable(t testing.TB, store objstore.Store, name string, opts *Options) *
 	}
 	return tbl
 }
+
+// A commit that wrote its watermark archive and stopped before its manifest (a crash between
+// the two) leaves an archive no version names: the table's watermarks are those of the version
+// before, the next commit writes an archive of its own, and cleanup removes the orphan.
+func TestStreamsArchiveWithoutItsManifest(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		const bound = 4
+		crash := false
+		opts := &Options{StreamWatermarksInManifest: bound, BeforeManifestWrite: func(uint64) error {
+			if crash {
+				return errCrash
+			}
+			return nil
+		}}
+		tbl := createRowsTable(t, store, "wmcrash", opts)
+		for i := range bound {
+			if _, err := commitEpoch(t, tbl, fmt.Sprintf("q%d", i), 1, idRange(int64(i), 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		crash = true
+		if _, err := commitEpoch(t, tbl, "q-crash", 1, idRange(10, 1)); !errors.Is(err, errCrash) {
+			t.Fatalf("commit with the crash: %v", err)
+		}
+		crash = false
+		orphans := listKeys(t, tbl, streamsDir)
+		if len(orphans) != 1 {
+			t.Fatalf("archives after the crash: %v, want the one written before it", orphans)
+		}
+		m := mustLatest(t, tbl)
+		if m.StreamsArchive != "" || len(m.Streams) != bound {
+			t.Fatalf("latest after the crash names archive %q and %d watermarks", m.StreamsArchive, len(m.Streams))
+		}
+		m, err := commitEpoch(t, tbl, "q-crash", 1, idRange(10, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.StreamsArchive == "" || m.StreamsArchive == orphans[0] {
+			t.Fatalf("the commit after the crash names archive %q (orphan %s)", m.StreamsArchive, orphans[0])
+		}
+		if _, err := tbl.Cleanup(t.Context(), CleanupPolicy{KeepLast: 1, OlderThan: time.Second, Grace: time.Nanosecond,
+			Now: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if left := listKeys(t, tbl, streamsDir); len(left) != 1 || left[0] != m.StreamsArchive {
+			t.Fatalf("archives after cleanup %v, want only %s", left, m.StreamsArchive)
+		}
+		for i := range bound {
+			if wm, ok, err := tbl.StreamWatermark(t.Context(), m, fmt.Sprintf("q%d", i)); err != nil || !ok || wm.Epoch != 1 {
+				t.Fatalf("q%d: %+v %v %v", i, wm, ok, err)
+			}
+		}
+	})
+}
+
+var errCrash = errors.New("crash before the manifest")
