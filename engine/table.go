@@ -118,6 +118,9 @@ type Table struct {
 
 	archiveMu sync.Mutex
 	archive   *streamsArchiveCache // the watermark archive read last (commit_streams.go)
+
+	schemaMu sync.Mutex
+	schemas  map[string]schemaFile // schema files read or written, by key (commit_schema_file.go)
 }
 
 func newTable(store objstore.Store, name string, opts *Options) *Table {
@@ -368,7 +371,16 @@ func (t *Table) Manifest(ctx context.Context, v uint64) (*Manifest, error) {
 		}
 		return nil, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
 	}
-	return decodeManifest(key, b)
+	m, err := decodeManifest(key, b)
+	if err != nil {
+		return nil, err
+	}
+	if m.schema == nil {
+		if err := t.resolveSchemaFile(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // ManifestAsOf returns the newest version committed at or before ts.
@@ -401,7 +413,15 @@ func (t *Table) ManifestAsOf(ctx context.Context, ts time.Time) (*Manifest, erro
 }
 
 func (t *Table) putManifest(ctx context.Context, m *Manifest) error {
-	b, err := encodeManifest(m)
+	// The schema's file is durable before the manifest that names it can exist; a crash in
+	// between leaves an unreferenced file, which cleanup removes.
+	if err := t.writeSchemaFile(ctx, m); err != nil {
+		return err
+	}
+	m.FormatVersion = FormatVersion
+	onDisk := *m
+	onDisk.Schema = nil // in SchemaFile
+	b, err := encodeManifest(&onDisk)
 	if err != nil {
 		return err
 	}
