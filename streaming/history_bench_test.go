@@ -53,7 +53,8 @@ func historyEpoch(ctx context.Context, s *Sink, table, q string, e int64, column
 //   - schemas=N: N epochs of one query each added a column (N schema versions, N+1 columns).
 //
 // It reports the manifest's bytes (manifest-B), the bytes of every version written during the
-// history (versions-B) and of the watermark archives left at the end (archives-B). Table maintenance is off, so the figure is the commit path's alone. Run it
+// history (versions-B) and of the watermark archives and schema files left at the end
+// (archives-B, schemas-B). Table maintenance is off, so the figure is the commit path's alone. Run it
 // with
 //
 //	go test ./streaming -run '^$' -bench BenchmarkEpochHistory -benchtime 20x
@@ -105,6 +106,7 @@ func BenchmarkEpochHistory(b *testing.B) {
 			b.ReportMetric(float64(fi.Size()), "manifest-B")
 			b.ReportMetric(float64(historyBytes), "versions-B")
 			b.ReportMetric(float64(dirBytes(b, filepath.Join(root, table, "_streams"))), "archives-B")
+			b.ReportMetric(float64(dirBytes(b, filepath.Join(root, table, "_schemas"))), "schemas-B")
 		})
 	}
 }
