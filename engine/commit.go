@@ -90,6 +90,9 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 			}
 			checked = latest.Version
 		}
+		if err := t.checkArchivedEpoch(ctx, latest, txn); err != nil {
+			return nil, err
+		}
 		next, err := t.apply(latest, txn)
 		if err != nil {
 			return nil, err
@@ -105,6 +108,13 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 		if err := t.recordIndexCatchup(ctx, &readState, latest, next); err != nil {
 			t.deleteFiles(ctx, written)
 			return nil, err
+		}
+		// Watermarks past the manifest's bound move to a new archive, written before the manifest.
+		if key, err := t.spillStreams(ctx, latest, next); err != nil {
+			t.deleteFiles(ctx, written)
+			return nil, err
+		} else if key != "" {
+			written = append(written, key)
 		}
 		if !txnWritten {
 			// The transaction file is written once, before the first manifest attempt: the manifest

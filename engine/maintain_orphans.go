@@ -47,7 +47,7 @@ func (t *Table) sweepFiles(ctx context.Context, dropped map[uint64]bool, dropped
 	// younger than the grace period (its writer wrote them recently) or were referenced by the
 	// version it was built on, which is read below.
 	var candidates []objstore.ObjectInfo
-	for _, dir := range []string{dataDir, deletionsDir, transactionsDir, indicesDir} {
+	for _, dir := range []string{dataDir, deletionsDir, transactionsDir, indicesDir, streamsDir, schemasDir} {
 		objs, err := t.store.List(ctx, t.key(dir), "")
 		if err != nil {
 			return rep, nil, fmt.Errorf("table %s: list %s: %w", t.name, dir, err)
@@ -146,6 +146,12 @@ func (t *Table) referencedFiles(ctx context.Context, dropped map[uint64]bool) (m
 				return
 			}
 			referenced[t.key(m.Transaction.File)] = true
+			if m.StreamsArchive != "" {
+				referenced[t.key(m.StreamsArchive)] = true
+			}
+			if m.SchemaFile != "" {
+				referenced[t.key(m.SchemaFile)] = true
+			}
 			for _, f := range m.Fragments {
 				for _, df := range f.Files {
 					referenced[t.key(df.Path)] = true

@@ -13,8 +13,9 @@ import (
 )
 
 // FormatVersion is the manifest format this build writes. A manifest with a higher number was
-// written by a newer flight-sink and is refused rather than misread.
-const FormatVersion = 1
+// written by a newer flight-sink and is refused rather than misread. Format 2 names its schema's
+// file (SchemaFile) instead of holding the schema; this build reads both.
+const FormatVersion = 2
 
 // Manifest is one version of a table: the complete description of what the version contains.
 // Manifests are immutable once committed.
@@ -31,7 +32,13 @@ type Manifest struct {
 	// Schema is the Arrow IPC encoding of the table schema. Every field of it, nested ones
 	// included, carries its stable field id (FieldIDKey) once the table has committed with this
 	// build (arrowschema.FieldID).
-	Schema []byte `json:"schema"`
+	//
+	// A manifest of format 2 does not hold it: SchemaFile names the immutable file that does
+	// (commit_schema_file.go), and Table.Manifest reads it from there.
+	Schema []byte `json:"schema,omitempty"`
+	// SchemaFile is the key, relative to the table, of the file holding Schema's bytes, named by
+	// their SHA-256 (_schemas/<hex>.arrows); empty in a manifest that holds its schema.
+	SchemaFile string `json:"schema_file,omitempty"`
 	// SchemaID numbers the table's schemas: 0 for the schema it was created with, one more on every
 	// change of it (a merge or an Overwrite with another schema). Giving ids to the fields of a
 	// table whose schema has none is not a change.
@@ -45,8 +52,14 @@ type Manifest struct {
 	Fragments      []Fragment `json:"fragments"`
 	NextFragmentID uint64     `json:"next_fragment_id"`
 
-	// Streams holds every streaming query's last committed epoch (the per-query watermark).
+	// Streams holds the last committed epoch (the per-query watermark) of the streaming queries
+	// that committed most recently, at most Options.StreamWatermarksInManifest of them; the other
+	// queries' watermarks are in StreamsArchive (commit_streams.go). Table.StreamWatermark reads
+	// both.
 	Streams map[string]StreamWatermark `json:"streams,omitempty"`
+	// StreamsArchive is the key, relative to the table, of the immutable object holding the
+	// watermarks of the queries that left Streams; empty when none did.
+	StreamsArchive string `json:"streams_archive,omitempty"`
 
 	// MemWALMerged holds, per MemWAL shard id, the highest flushed generation whose rows are in
 	// the base table (the merged-generation watermark). Generations merge in ascending order, so
@@ -180,11 +193,14 @@ func decodeManifest(key string, data []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("%w: %s has format version %d, this build reads up to %d (upgrade flight-sink)",
 			ErrUnsupportedFormat, key, m.FormatVersion, FormatVersion)
 	}
-	if m.FormatVersion < 1 || m.Version == 0 || len(m.Schema) == 0 {
+	if m.FormatVersion < 1 || m.Version == 0 || (len(m.Schema) == 0 && m.SchemaFile == "") {
 		return nil, fmt.Errorf("%w %s: missing format version, version or schema", ErrCorruptManifest, key)
 	}
 	if v, ok := parseManifestKey(key); ok && v != m.Version {
 		return nil, fmt.Errorf("%w %s: file holds version %d", ErrCorruptManifest, key, m.Version)
+	}
+	if len(m.Schema) == 0 {
+		return &m, nil // the schema is in SchemaFile: Table.Manifest reads it
 	}
 	sc, err := arrowschema.DecodeSchema(m.Schema)
 	if err != nil {

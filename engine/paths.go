@@ -17,6 +17,8 @@ const (
 	dataDir         = "data/"
 	deletionsDir    = "_deletions/"
 	stagingDir      = "_staging/"
+	streamsDir      = "_streams/"
+	schemasDir      = "_schemas/"
 	manifestSuffix  = ".manifest"
 	stageSuffix     = ".stage"
 )
@@ -47,6 +49,14 @@ func parseManifestKey(key string) (v uint64, ok bool) {
 func makeTransactionKey(readVersion uint64, id string) string {
 	return fmt.Sprintf("%s%d-%s.txn", transactionsDir, readVersion, id)
 }
+
+// makeStreamsKey returns the key, relative to the table, of a watermark archive
+// (commit_streams.go). Archives are immutable; each rewrite takes a new random name.
+func makeStreamsKey(id string) string { return streamsDir + id + ".json" }
+
+// makeSchemaKey returns the key, relative to the table, of the schema file whose bytes have the
+// SHA-256 sum (hex) sum: equal schemas share one file.
+func makeSchemaKey(sum string) string { return schemasDir + sum + ".arrows" }
 
 // makeDataKey returns the key of a data file relative to the table. Data file names are random:
 // they never derive from a stream's (query_id, epoch_id), so a replay can never overwrite data.

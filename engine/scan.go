@@ -332,13 +332,19 @@ func (s *Scanner) openFragment(f Fragment) error {
 		pr.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
-	// GetRecordReader takes leaf (Parquet column) indices; a nested field has several.
+	// GetRecordReader takes leaf (Parquet column) indices; a nested field has several. Columns are
+	// found by name: a file holds the table's columns its writer was given (Writer), in table
+	// order, and a column it does not hold (added after the file was written, or left out of
+	// the write) is read as nulls by arrowschema.ConformBatch.
+	inFile := make(map[string]int, len(fr.Manifest.Fields))
+	for k := range fr.Manifest.Fields {
+		inFile[fr.Manifest.Fields[k].Field.Name] = k
+	}
 	var cols []int
-	for _, j := range s.fieldIdx {
-		if j >= len(fr.Manifest.Fields) {
-			continue // a column added after the file was written: arrowschema.ConformBatch reads it as nulls
+	for i := range s.fieldIdx {
+		if k, ok := inFile[s.schema.Field(i).Name]; ok {
+			cols = appendLeaves(cols, &fr.Manifest.Fields[k])
 		}
-		cols = appendLeaves(cols, &fr.Manifest.Fields[j])
 	}
 	if len(cols) == 0 {
 		cols = appendLeaves(cols, &fr.Manifest.Fields[0]) // for the row count; arrowschema.ConformBatch drops it

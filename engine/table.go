@@ -32,6 +32,10 @@ type Options struct {
 	// StreamWatermarkRetention drops a streaming query's watermark from new manifests once the
 	// query has not committed for this long. Default 30 days.
 	StreamWatermarkRetention time.Duration
+	// StreamWatermarksInManifest bounds the watermarks a manifest carries itself: when a commit
+	// would carry more, the half that committed longest ago move to the table's watermark archive
+	// (commit_streams.go). Default 256.
+	StreamWatermarksInManifest int
 	// Allocator for Arrow memory. Default memory.DefaultAllocator.
 	Allocator memory.Allocator
 	// Logger for warnings. Default slog.Default().
@@ -78,6 +82,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.StreamWatermarkRetention <= 0 {
 		o.StreamWatermarkRetention = 30 * 24 * time.Hour
 	}
+	if o.StreamWatermarksInManifest <= 0 {
+		o.StreamWatermarksInManifest = 256
+	}
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
 	}
@@ -117,6 +124,12 @@ type Table struct {
 
 	mu     sync.Mutex
 	latest *Manifest // newest manifest seen; nil before the first read
+
+	archiveMu sync.Mutex
+	archive   *streamsArchiveCache // the watermark archive read last (commit_streams.go)
+
+	schemaMu sync.Mutex
+	schemas  map[string]schemaFile // schema files read or written, by key (commit_schema_file.go)
 }
 
 func newTable(store objstore.Store, name string, opts *Options) *Table {
@@ -380,7 +393,16 @@ func (t *Table) Manifest(ctx context.Context, v uint64) (*Manifest, error) {
 		}
 		return nil, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
 	}
-	return decodeManifest(key, b)
+	m, err := decodeManifest(key, b)
+	if err != nil {
+		return nil, err
+	}
+	if m.schema == nil {
+		if err := t.resolveSchemaFile(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // ManifestAsOf returns the newest version committed at or before ts.
@@ -413,7 +435,15 @@ func (t *Table) ManifestAsOf(ctx context.Context, ts time.Time) (*Manifest, erro
 }
 
 func (t *Table) putManifest(ctx context.Context, m *Manifest) error {
-	b, err := encodeManifest(m)
+	// The schema's file is durable before the manifest that names it can exist; a crash in
+	// between leaves an unreferenced file, which cleanup removes.
+	if err := t.writeSchemaFile(ctx, m); err != nil {
+		return err
+	}
+	m.FormatVersion = FormatVersion
+	onDisk := *m
+	onDisk.Schema = nil // in SchemaFile
+	b, err := encodeManifest(&onDisk)
 	if err != nil {
 		return err
 	}

@@ -214,9 +214,9 @@ func TestCorruptManifest(t *testing.T) {
 		{"garbage", func([]byte) []byte { return []byte("\x00\xffnot a manifest at all\n") }, ErrCorruptManifest, true},
 		{"wrong-json", func([]byte) []byte { return []byte(`[1,2,3]`) }, ErrCorruptManifest, true},
 		{"format-99", func(b []byte) []byte {
-			out := bytes.Replace(b, []byte(`"format_version":1,`), []byte(`"format_version":99,`), 1)
+			out := bytes.Replace(b, []byte(fmt.Sprintf(`"format_version":%d,`, FormatVersion)), []byte(`"format_version":99,`), 1)
 			if bytes.Equal(out, b) {
-				panic("manifest does not start with format_version 1")
+				panic("manifest does not start with this build's format_version")
 			}
 			return out
 		}, ErrUnsupportedFormat, true},

@@ -24,7 +24,8 @@ import (
 // A Writer is not safe for concurrent use.
 type Writer struct {
 	t      *Table
-	schema *arrow.Schema // the table schema files are written in
+	schema *arrow.Schema // the table schema
+	file   *arrow.Schema // the columns files hold: the table's that in has, in table order
 	in     *arrow.Schema // the schema of batches given to Write
 	target int64         // rows per fragment; Options.TargetRowsPerFragment unless compaction sets it
 
@@ -66,7 +67,7 @@ func (t *Table) NewWriterFor(target, in *arrow.Schema, opts ...WriterOption) (*W
 	if err := arrowschema.CheckWriteSchema(target, in, nil); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
-	w := &Writer{t: t, schema: target, in: in, target: t.opts.TargetRowsPerFragment, codec: DefaultDataCodec}
+	w := &Writer{t: t, schema: target, file: fileSchema(target, in), in: in, target: t.opts.TargetRowsPerFragment, codec: DefaultDataCodec}
 	if m := t.cachedLatest(); m != nil { // the codec is set at create: any version of the table has it
 		w.codec = DataCodecOf(m)
 	}
@@ -78,6 +79,28 @@ func (t *Table) NewWriterFor(target, in *arrow.Schema, opts ...WriterOption) (*W
 
 // Schema returns the table schema the writer writes.
 func (w *Writer) Schema() *arrow.Schema { return w.schema }
+
+// fileSchema returns the schema of the files a writer of batches of schema in writes into a
+// table of schema target: target's columns that in has, in target's order. Columns the batches
+// omit (nullable ones, CheckWriteSchema) are not written: a reader reads a column a file does
+// not hold as nulls (Scanner.openFragment), so a file's size and its footer's cost follow the
+// columns written, not the table's width.
+func fileSchema(target, in *arrow.Schema) *arrow.Schema {
+	if in == nil || in.NumFields() >= target.NumFields() {
+		return target
+	}
+	fields := make([]arrow.Field, 0, in.NumFields())
+	for _, f := range target.Fields() {
+		if len(in.FieldIndices(f.Name)) > 0 {
+			fields = append(fields, f)
+		}
+	}
+	if len(fields) == 0 {
+		return target
+	}
+	md := target.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
 
 // Write appends rec. rec must have the schema given to NewWriter.
 func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
@@ -93,7 +116,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec.NumRows() == 0 {
 		return nil
 	}
-	conf, err := arrowschema.ConformToTable(w.schema, rec)
+	conf, err := arrowschema.ConformToTable(w.file, rec)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", w.t.name, err)
 	}
@@ -178,7 +201,7 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 		)
 		for i, use := range dictionaryPays(sample) {
 			if use {
-				opts = append(opts, parquet.WithDictionaryFor(w.schema.Field(i).Name, true))
+				opts = append(opts, parquet.WithDictionaryFor(w.file.Field(i).Name, true))
 			}
 		}
 		w.props = parquet.NewWriterProperties(opts...)
@@ -187,7 +210,7 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 		w.buf = getFileBuffer()
 	}
 	w.buf.Reset()
-	fw, err := parquetfile.NewWriter(w.schema, w.buf, w.props, w.background)
+	fw, err := parquetfile.NewWriter(w.file, w.buf, w.props, w.background)
 	if err != nil {
 		return fmt.Errorf("table %s: open parquet writer: %w", w.t.name, err)
 	}

@@ -673,6 +673,28 @@ type ShardStats struct {
 	ReplayAfterWALEntryPosition uint64 `json:"replay_after_wal_entry_position"`
 	NextGeneration              uint64 `json:"next_generation"`
 	Failed                      string `json:"failed,omitempty"`
+	// Quarantined are generations a fold set aside because their data cannot be appended to the
+	// table: acknowledged rows, kept in the generation's files, that the table does not hold.
+	Quarantined []QuarantinedGeneration `json:"quarantined,omitempty"`
+}
+
+// QuarantinedGeneration describes one quarantined MemWAL generation in table_stats.
+type QuarantinedGeneration struct {
+	Generation uint64 `json:"generation"`
+	Rows       int64  `json:"rows"`
+	// Dir is the generation's directory under the table (Arrow IPC or Parquet files).
+	Dir string `json:"dir"`
+	// Epochs are the streaming epochs it holds, per query.
+	Epochs             []EpochSpan `json:"epochs,omitempty"`
+	Error              string      `json:"error"`
+	QuarantinedAtNanos int64       `json:"quarantined_at_nanos"`
+}
+
+// EpochSpan is the lowest and highest epoch of one query in a MemWAL generation.
+type EpochSpan struct {
+	QueryID string `json:"query_id"`
+	First   int64  `json:"first"`
+	Last    int64  `json:"last"`
 }
 
 func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState, shards []memwal.ShardStats) TableStats {
@@ -690,6 +712,14 @@ func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState,
 				Generations: s.Generations, GenerationRows: s.GenerationRows, MemtableRows: s.MemtableRows,
 				SealedMemtables: s.SealedMemtables, UnflushedBytes: s.UnflushedBytes, NextWALPosition: s.NextWALPosition,
 				ReplayAfterWALEntryPosition: s.ReplayAfterWALEntryPosition, NextGeneration: s.NextGeneration, Failed: s.Failed}
+			for _, q := range s.Quarantined {
+				wq := QuarantinedGeneration{Generation: q.Generation, Rows: q.Rows, Dir: memwal.GenerationDir(s.Shard, q.Dir),
+					Error: q.Error, QuarantinedAtNanos: q.QuarantinedAtNanos}
+				for _, e := range q.Epochs {
+					wq.Epochs = append(wq.Epochs, EpochSpan{QueryID: e.QueryID, First: e.First, Last: e.Last})
+				}
+				mw.Shards[i].Quarantined = append(mw.Shards[i].Quarantined, wq)
+			}
 		}
 		st.MemWAL = mw
 	}

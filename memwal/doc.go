@@ -25,7 +25,9 @@
 //  4. The fold (Folder.FoldShard) appends every flushed generation above the base
 //     manifest's merged-generation watermark to the base table in one transaction (an upsert by
 //     the primary key when the table has one) that also raises the watermark, drains exactly
-//     those generations from the shard manifest and deletes their directories.
+//     those generations from the shard manifest and deletes their directories. A generation whose
+//     data the fold cannot append is quarantined instead (fold_quarantine.go): set aside with
+//     the error, its files kept, so the generations after it fold.
 //
 // Ownership. One writer owns a shard under a writer epoch. OpenShard claims the shard: it bumps
 // the epoch in a new manifest version and leaves a data-less fence entry at the WAL tip, then

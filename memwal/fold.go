@@ -142,11 +142,23 @@ func (c *Folder) foldShard(ctx context.Context, shard string, minPending int) (i
 	}
 	watermark := base.MemWALMerged[shard]
 	pending := read.GenerationsAbove(watermark)
-	if len(pending) < minPending {
-		return 0, nil
+	// through is where the fold leaves the watermark: past the pending generations and past any
+	// quarantined one above it (recorded by a fold that stopped before raising the watermark).
+	quarantined := read.quarantinedAbove(watermark)
+	through := quarantined
+	if n := len(pending); n > 0 {
+		through = max(through, pending[n-1].Generation)
 	}
-	if len(pending) > 0 {
-		watermark, err = c.fold(ctx, shard, ms.paths, base, pending)
+	if len(pending) < minPending && (len(pending) > 0 || quarantined == 0) {
+		return 0, nil // with nothing pending, a quarantined generation is passed at once
+	}
+	if through > watermark {
+		watermark, err = c.fold(ctx, shard, ms.paths, base, pending, through)
+		if isFoldDataError(err) {
+			// Some generation's data cannot be appended: fold them one at a time, setting aside
+			// the ones that fail so that the others, and the shard's later generations, fold.
+			watermark, err = c.foldEach(ctx, shard, ms, pending, through, err)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -220,19 +232,28 @@ func (c *Folder) retirePolicy(ctx context.Context) RetirePolicy {
 // Upsert by the primary key when the table has one (so the base table holds one row per key,
 // the newest). It returns the watermark after the fold: the last generation, or whatever a
 // concurrent folder raised it to when the engine finds the generations already merged.
-func (c *Folder) fold(ctx context.Context, shard string, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (uint64, error) {
-	first, last := gens[0].Generation, gens[len(gens)-1].Generation
-	var txn *engine.Transaction
-	var discard func()
+//
+// through (at least the last of gens) is the watermark the fold sets: above the last of gens when
+// quarantined generations follow them. With no gens the fold appends nothing and only raises the
+// watermark past quarantined generations.
+func (c *Folder) fold(ctx context.Context, shard string, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration, through uint64) (uint64, error) {
+	first, last := base.MemWALMerged[shard]+1, through
+	if len(gens) > 0 {
+		first = gens[0].Generation
+	}
+	txn := &engine.Transaction{Operation: engine.OpAppend}
+	discard := func() {}
 	var rows int64
 	var err error
-	if len(base.PrimaryKey) == 0 {
+	switch {
+	case len(gens) == 0:
+	case len(base.PrimaryKey) == 0:
 		txn, discard, rows, err = c.prepareAppend(ctx, paths, base, gens)
-	} else {
+	default:
 		txn, discard, rows, err = c.prepareUpsert(ctx, paths, base, gens)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("memwal shard %s: fold generations %d-%d: %w", shard, first, last, err)
+		return 0, fmt.Errorf("memwal shard %s: fold generations %d-%d: %w", shard, first, last, asFoldDataError(err))
 	}
 	props := make(map[string]string, len(c.opts.Properties)+3)
 	for k, v := range c.opts.Properties {
@@ -350,7 +371,7 @@ func (c *Folder) sweep(ctx context.Context, shard string, ms *ManifestStore, wat
 		if !ok || g > watermark {
 			continue
 		}
-		if _, listed := cur.Generation(g); listed {
+		if _, listed := cur.Generation(g); listed || cur.isQuarantined(g) {
 			continue
 		}
 		c.retire(ctx, shard, ms.paths, g, canRetire, log)

@@ -1,6 +1,7 @@
 package memwal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -213,9 +214,11 @@ func countKeys(t testing.TB, store objstore.Store, prefix string) int {
 type faultStore struct {
 	objstore.Store
 	mu          sync.Mutex
-	failDelete  func(key string) bool // Delete and DeletePrefix
-	failCreate  func(key string) bool // PutIfAbsent
-	blockPut    chan struct{}         // when set, Put of a generation file waits for it to close
+	failDelete  func(key string) bool                // Delete and DeletePrefix
+	failCreate  func(key string) bool                // PutIfAbsent
+	failGet     func(key string) bool                // Get
+	rewritePut  func(key string, body []byte) []byte // Put: replaces the body
+	blockPut    chan struct{}                        // when set, Put of a generation file waits for it to close
 	blockPrefix string
 }
 
@@ -254,7 +257,27 @@ func (f *faultStore) PutIfAbsent(ctx context.Context, key string, data []byte) e
 	return f.Store.PutIfAbsent(ctx, key, data)
 }
 
+func (f *faultStore) Get(ctx context.Context, key string) ([]byte, error) {
+	f.mu.Lock()
+	fail := f.failGet
+	f.mu.Unlock()
+	if fail != nil && fail(key) {
+		return nil, fmt.Errorf("get %s: %w", key, errInjected)
+	}
+	return f.Store.Get(ctx, key)
+}
+
 func (f *faultStore) Put(ctx context.Context, key string, body io.Reader) error {
+	f.mu.Lock()
+	rewrite := f.rewritePut
+	f.mu.Unlock()
+	if rewrite != nil {
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(rewrite(key, b))
+	}
 	if _, _, block, prefix := f.hooks(); block != nil && strings.HasPrefix(key, prefix) {
 		select {
 		case <-block:

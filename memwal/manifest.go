@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,10 @@ type ShardManifest struct {
 	NextGeneration uint64 `json:"next_generation"`
 	// FlushedGenerations lists the generations not yet drained by a fold, ascending.
 	FlushedGenerations []FlushedGeneration `json:"flushed_generations"`
+	// Quarantined lists the generations a fold refused for what their data holds, ascending.
+	// They left FlushedGenerations, so no read and no fold sees them; their files stay under the
+	// shard for inspection and are never deleted by a fold (fold_quarantine.go).
+	Quarantined []QuarantinedGeneration `json:"quarantined_generations,omitempty"`
 	// Queries holds, per streaming query, the highest epoch whose rows reached a flushed
 	// generation, so a replay is recognised after its WAL entries are gone.
 	Queries map[string]QueryWatermark `json:"queries,omitempty"`
@@ -64,6 +69,38 @@ type FlushedGeneration struct {
 	// FirstRowAtNanos is when the generation's oldest row was acknowledged (its memtable's first
 	// put); 0 in generations flushed before it was recorded (FlushedAtNanos stands in).
 	FirstRowAtNanos int64 `json:"first_row_at_nanos,omitempty"`
+	// Epochs are the streaming epochs whose rows the generation holds, one span per query;
+	// absent in generations flushed before it was recorded.
+	Epochs []EpochSpan `json:"epochs,omitempty"`
+}
+
+// EpochSpan is the lowest and highest epoch of one streaming query in a generation.
+type EpochSpan struct {
+	QueryID string `json:"query_id"`
+	First   int64  `json:"first"`
+	Last    int64  `json:"last"`
+}
+
+// epochSpans summarises the epochs of each query in flushed (query → epochs, any order), sorted
+// by query id.
+func epochSpans(flushed map[string][]int64) []EpochSpan {
+	out := make([]EpochSpan, 0, len(flushed))
+	for q, es := range flushed {
+		if len(es) == 0 {
+			continue
+		}
+		out = append(out, EpochSpan{QueryID: q, First: slices.Min(es), Last: slices.Max(es)})
+	}
+	slices.SortFunc(out, func(a, b EpochSpan) int { return strings.Compare(a.QueryID, b.QueryID) })
+	return out
+}
+
+// QuarantinedGeneration is a flushed generation a fold could not append because of what its data
+// holds (Error says why): its rows are acknowledged, kept in its files, and not in the table.
+type QuarantinedGeneration struct {
+	FlushedGeneration
+	Error              string `json:"error"`
+	QuarantinedAtNanos int64  `json:"quarantined_at_nanos"`
 }
 
 // firstRowAt is when the generation's oldest row was acknowledged, as well as it is known.
@@ -181,15 +218,43 @@ func (m *ShardManifest) GenerationsAbove(watermark uint64) []FlushedGeneration {
 	return out
 }
 
+// quarantinedAbove returns the highest quarantined generation above watermark, 0 when none is.
+func (m *ShardManifest) quarantinedAbove(watermark uint64) uint64 {
+	var top uint64
+	for _, q := range m.Quarantined {
+		if q.Generation > watermark {
+			top = max(top, q.Generation)
+		}
+	}
+	return top
+}
+
+// isQuarantined reports whether generation g is quarantined.
+func (m *ShardManifest) isQuarantined(g uint64) bool {
+	for _, q := range m.Quarantined {
+		if q.Generation == g {
+			return true
+		}
+	}
+	return false
+}
+
 // drainedAbove reports whether a generation above watermark that the shard flushed is no longer
 // listed. Generations are numbered 1..NextGeneration-1 in flush order and only a fold's
 // drain unlists one, after the base table's merged watermark passed it: so a gap above watermark
-// means a base version newer than the one watermark came from holds those rows.
+// means a base version newer than the one watermark came from holds those rows. A quarantined
+// generation counts as listed: its rows are in no base version.
 func (m *ShardManifest) drainedAbove(watermark uint64) bool {
 	if m.NextGeneration <= watermark+1 {
 		return false
 	}
-	return uint64(len(m.GenerationsAbove(watermark))) < m.NextGeneration-1-watermark
+	listed := uint64(len(m.GenerationsAbove(watermark)))
+	for _, q := range m.Quarantined {
+		if q.Generation > watermark {
+			listed++
+		}
+	}
+	return listed < m.NextGeneration-1-watermark
 }
 
 // Clone returns a deep copy of m that a CommitUpdate closure may change.
@@ -198,7 +263,16 @@ func (m *ShardManifest) Clone() *ShardManifest {
 	c.FlushedGenerations = make([]FlushedGeneration, len(m.FlushedGenerations))
 	for i, fg := range m.FlushedGenerations {
 		fg.Files = append([]GenerationFile(nil), fg.Files...)
+		fg.Epochs = append([]EpochSpan(nil), fg.Epochs...)
 		c.FlushedGenerations[i] = fg
+	}
+	if m.Quarantined != nil {
+		c.Quarantined = make([]QuarantinedGeneration, len(m.Quarantined))
+		for i, q := range m.Quarantined {
+			q.Files = append([]GenerationFile(nil), q.Files...)
+			q.Epochs = append([]EpochSpan(nil), q.Epochs...)
+			c.Quarantined[i] = q
+		}
 	}
 	c.Queries = make(map[string]QueryWatermark, len(m.Queries))
 	for k, v := range m.Queries {

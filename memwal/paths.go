@@ -32,6 +32,10 @@ func newShardPaths(table, shard string) shardPaths {
 	return shardPaths{root: table + "/" + memWALDir + shard + "/"}
 }
 
+// GenerationDir returns the directory of a shard's generation relative to its table's directory,
+// given the generation's Dir as its manifest records it.
+func GenerationDir(shard, dir string) string { return memWALDir + shard + "/" + dir }
+
 func (p shardPaths) manifestPrefix() string { return p.root + manifestDir }
 func (p shardPaths) walPrefix() string      { return p.root + walDir }
 func (p shardPaths) genPrefix() string      { return p.root + genDir }

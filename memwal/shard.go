@@ -778,13 +778,14 @@ func (s *Shard) flush(mt *memtable) error {
 		if m.NextGeneration > g {
 			return &FencedError{Shard: s.id, WriterEpoch: s.epoch, Op: fmt.Sprintf("flush generation %d (manifest is at %d)", g, m.NextGeneration)}
 		}
-		m.FlushedGenerations = append(m.FlushedGenerations, fg)
 		m.NextGeneration = g + 1
 		if mt.lastPos > m.ReplayAfterWALEntryPosition {
 			m.ReplayAfterWALEntryPosition = mt.lastPos
 		}
 		flushed := map[string][]int64{}
 		mt.identities(func(q string, e int64, _ uint64) { flushed[q] = append(flushed[q], e) })
+		fg.Epochs = epochSpans(flushed)
+		m.FlushedGenerations = append(m.FlushedGenerations, fg)
 		for q, epochs := range flushed {
 			wm, ok := m.Queries[q]
 			m.Queries[q] = wm.advance(ok, epochs, g, now)
@@ -884,6 +885,9 @@ type ShardStats struct {
 	// memtables): zero when there is none. Folds by age (ShardSetOptions.Freshness) and the
 	// freshness lag (rows Iceberg readers cannot see yet) read them.
 	OldestGeneration, OldestUnfolded time.Time
+	// Quarantined are the generations a fold set aside because their data cannot be appended
+	// (fold_quarantine.go): acknowledged rows that are not in the table.
+	Quarantined []QuarantinedGeneration
 }
 
 // Stats returns the writer's view of the shard. Generations reflect the newest manifest the
@@ -898,7 +902,8 @@ func (s *Shard) Stats() ShardStats {
 	}
 	st := ShardStats{Shard: s.id, WriterEpoch: s.epoch, ManifestVersion: m.Version,
 		Generations: len(m.FlushedGenerations), UnflushedBytes: s.unflushed, NextWALPosition: s.nextPos,
-		ReplayAfterWALEntryPosition: s.replayAfter, NextGeneration: s.nextGen, SealedMemtables: len(s.sealed)}
+		ReplayAfterWALEntryPosition: s.replayAfter, NextGeneration: s.nextGen, SealedMemtables: len(s.sealed),
+		Quarantined: m.Quarantined}
 	older := func(cur, t time.Time) time.Time {
 		if cur.IsZero() || t.Before(cur) {
 			return t

@@ -171,6 +171,7 @@ func (ss *StoredShard) Stats(ctx context.Context) (ShardStats, error) {
 	}
 	m := v.manifest
 	st.WriterEpoch, st.ManifestVersion, st.Generations = m.WriterEpoch, m.Version, len(m.FlushedGenerations)
+	st.Quarantined = m.Quarantined
 	st.ReplayAfterWALEntryPosition, st.NextGeneration = m.ReplayAfterWALEntryPosition, m.NextGeneration
 	for _, g := range m.FlushedGenerations {
 		st.GenerationRows += g.Rows

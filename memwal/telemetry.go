@@ -18,6 +18,7 @@ var (
 	generations    metric.Int64ObservableGauge
 	shardClaims    metric.Int64Counter
 	walSync        metric.Float64Histogram
+	quarantined    metric.Int64Counter
 )
 
 func init() {
@@ -35,6 +36,8 @@ func init() {
 	walSync, _ = meter.Float64Histogram(WALSyncMetric, metric.WithUnit("s"),
 		metric.WithDescription("Time the storage took to make one MemWAL WAL entry durable, by store: local (the fdatasync of the segment after the entry is written), object (the entry's put-if-absent). A put's acknowledgement waits for it."),
 		metric.WithExplicitBucketBoundaries(WALSyncBuckets...))
+	quarantined, _ = meter.Int64Counter("flight_sink.memwal.fold.quarantined",
+		metric.WithDescription("MemWAL generations a fold set aside because their data cannot be appended to the table (table_stats lists them with the error)."))
 	generations, _ = meter.Int64ObservableGauge("flight_sink.memwal.generations",
 		metric.WithDescription("Flushed MemWAL generations not yet folded into the base table."))
 }
@@ -92,3 +95,6 @@ func registerBacklogGauges(ss *ShardSet) metric.Registration {
 	}, memtableRows, unflushedBytes, generations)
 	return reg
 }
+
+// recordQuarantine counts one generation a fold quarantined.
+func recordQuarantine(ctx context.Context) { quarantined.Add(ctx, 1) }

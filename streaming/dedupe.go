@@ -45,7 +45,10 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, m *engine.Manifes
 			return EpochState{}, err
 		}
 	}
-	wm, hasWM := m.Streams[q]
+	wm, hasWM, err := t.StreamWatermark(ctx, m, q)
+	if err != nil {
+		return EpochState{}, err
+	}
 	switch {
 	case hasWM && e > wm.Epoch:
 		return EpochState{}, nil // above the watermark: new, no scan needed

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -317,7 +318,7 @@ func TestCLI(t *testing.T) {
 
 	t.Run("version", func(t *testing.T) {
 		out := runCLI(t, bin, nil, "version").mustSucceed(t).stdout
-		if !strings.HasPrefix(out, "flight-sink ") || !strings.Contains(out, "manifest format 1") {
+		if !strings.HasPrefix(out, "flight-sink ") || !strings.Contains(out, fmt.Sprintf("manifest format %d", engine.FormatVersion)) {
 			t.Errorf("version printed %q", out)
 		}
 	})
