@@ -84,6 +84,19 @@ def test_schema_change(client: fs.Client, table_name: str) -> None:
     assert out.schema.field("v").type == pa.int64() and out.sort_by("id").column("extra").to_pylist() == [None, None, "e"]
 
 
+def test_write_omitting_a_column(client: fs.Client, table_name: str) -> None:
+    """A write that leaves a nullable column out writes files of its own columns: the direct read
+    finds the others by name (the omitted one is nulls), alone and projected."""
+    full = pa.table({"id": pa.array([1, 2], pa.int64()), "a": ["a1", "a2"], "b": ["b1", "b2"]})
+    client.put_epoch(table_name, full, query_id="q", epoch_id=0, create=True)
+    client.put_epoch(table_name, pa.table({"id": pa.array([3], pa.int64()), "b": ["b3"]}),
+                     query_id="q", epoch_id=1, merge_schema=True)
+    out = assert_same(client, table_name)
+    assert out.sort_by("id").column("a").to_pylist() == ["a1", "a2", None]
+    assert out.sort_by("id").column("b").to_pylist() == ["b1", "b2", "b3"]
+    assert_same(client, table_name, columns=["b", "id"])
+
+
 def test_filter_and_projection(client: fs.Client, table_name: str) -> None:
     for e in range(2):
         client.put_epoch(table_name, rows(e * 10, 10), query_id="q", epoch_id=e, create=True)

@@ -89,8 +89,10 @@ def _conform(pf: pq.ParquetFile, meta: Dict[str, Any], schema: pa.Schema) -> pa.
     positions: List[int] = meta["columns"]
     if len(positions) != len(schema):
         raise DirectReadError(f"{len(positions)} column positions for a schema of {len(schema)} fields")
-    file_schema = pf.schema_arrow
-    names = [file_schema.field(p).name for p in positions if p < len(file_schema)]
+    # A file holds the columns its write carried, found by name (a write may omit nullable
+    # columns, and files written before a column was added lack it): the server reads them so.
+    file_names = set(pf.schema_arrow.names)
+    names = [f.name for f in schema if f.name in file_names]
     if names:
         tbl = pf.read(columns=names, use_threads=True)
     else:
@@ -103,14 +105,12 @@ def _conform(pf: pq.ParquetFile, meta: Dict[str, Any], schema: pa.Schema) -> pa.
     if tbl.num_rows != meta["rows"]:
         raise DirectReadError(f"{tbl.num_rows} live rows, the endpoint says {meta['rows']}")
     cols = []
-    for field, p in zip(schema, positions):
-        if p >= len(file_schema):
+    for field in schema:
+        if field.name not in file_names:
             if not field.nullable:
                 raise DirectReadError(f"column {field.name!r} is missing from the file and not nullable")
             cols.append(pa.nulls(tbl.num_rows, field.type))
             continue
-        if file_schema.field(p).name != field.name:
-            raise DirectReadError(f"the file's column {p} is {file_schema.field(p).name!r}, not {field.name!r}")
         col = tbl.column(field.name)
         if not col.type.equals(field.type):
             if not _widens(col.type, field.type):
