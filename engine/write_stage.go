@@ -222,3 +222,14 @@ func (t *Table) listStages(ctx context.Context) ([]storedStage, error) {
 	}
 	return out, nil
 }
+
+// ScanStages reads the rows of stages, in their order, through the schema of version m (a
+// column the stages' files lack reads as nulls, as in any older fragment). The stages are read
+// as they are: the caller checked they belong together. The caller must Release the scanner.
+func (t *Table) ScanStages(ctx context.Context, m *Manifest, stages []*Stage) (*Scanner, error) {
+	var frags []Fragment
+	for _, st := range stages {
+		frags = append(frags, st.Fragments...)
+	}
+	return t.scanFragments(ctx, m, frags, ScanOptions{})
+}
