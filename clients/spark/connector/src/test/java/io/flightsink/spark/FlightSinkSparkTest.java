@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -155,6 +156,38 @@ class FlightSinkSparkTest {
     assertNotEquals(q.runId(), q2.runId());
     assertEquals(range(0, 90), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
     assertEquals(List.of(qid + "/0", qid + "/1", qid + "/2"), TestTables.epochCommits(server.uri(), table));
+  }
+
+  @Test
+  void memWalTableWrittenByFourPartitionStream(@TempDir Path tmp) throws Exception {
+    String table = "stream_memwal";
+    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "k", "type", "utf8"),
+            Map.of("name", "v", "type", "int64")),
+        "memwal", Map.of("shards", 2)));
+    Path src = tmp.resolve("in");
+    Path ckpt = tmp.resolve("ckpt");
+    writeJson(src, 0, 0, 40, null);
+    writeJson(src, 1, 40, 80, null);
+    // Four tasks stage each epoch; partition 1's first attempt fails after its stage was
+    // acknowledged and only the retry's stage is committed.
+    StreamingQuery q = runAvailable(sink(files(src).repartition(4).writeStream(), table, ckpt)
+        .option(FlightSinkOptions.TEST_FAIL_AFTER_STAGE, "1:0"));
+    assertEquals(range(0, 80), sorted(TestTables.ids(server.uri(), table)), "every row exactly once");
+    // An epoch on the direct route is a base version stamped with its identity; through MemWAL
+    // no version is (a fold stamps none), and the shards report the query's last epoch.
+    assertEquals(List.of(), TestTables.epochCommits(server.uri(), table), "every epoch landed in MemWAL");
+    JsonNode stream = FlightSinkClient.get(server.uri(), null).action("table_stats", Map.of("table", table))
+        .path("streams").path(q.id().toString());
+    assertEquals(1, stream.path("epoch").asLong(), () -> "table_stats streams: " + stream);
+
+    // The restarted query replays epoch 1 (its commit was forgotten): a duplicate from the shards.
+    Files.delete(ckpt.resolve("commits").resolve("1"));
+    Files.deleteIfExists(ckpt.resolve("commits").resolve(".1.crc"));
+    writeJson(src, 2, 80, 120, null);
+    runAvailable(sink(files(src).repartition(4).writeStream(), table, ckpt));
+    assertEquals(range(0, 120), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
+    assertEquals(List.of(), TestTables.epochCommits(server.uri(), table));
   }
 
   @Test
