@@ -262,7 +262,10 @@ func (s *Sink) landEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, e
 		ack.Version = st.Version
 		return ack, nil
 	}
-	if e.route == RouteMemWAL && e.Partition == nil {
+	if e.route == RouteMemWAL {
+		if e.Partition != nil {
+			return s.stageForMemWAL(ctx, e, src)
+		}
 		return s.writeMemWALEpoch(ctx, e, src)
 	}
 	if e.upsert && e.Partition == nil {

@@ -8,8 +8,99 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 )
+
+// StageDataBytes is the most a staged part bound for MemWAL shards holds in its stage record
+// (engine.Stage.Data: one object to write, no Parquet to encode and decode); a larger part is
+// written into data files as any other stage. A variable only so tests can send parts past it.
+var StageDataBytes int64 = 8 << 20
+
+// stageForMemWAL stages a partition of an epoch bound for the MemWAL shards (e.route): a part of
+// at most StageDataBytes is held in its stage record, a larger one written into data files.
+// Nothing becomes visible.
+func (s *Sink) stageForMemWAL(ctx context.Context, e *epoch, src BatchSource) (Ack, error) {
+	var head []arrow.RecordBatch
+	var bytes int64
+	for bytes <= StageDataBytes && src.Next() {
+		rec := src.RecordBatch()
+		rec.Retain()
+		head = append(head, rec)
+		bytes += arrowschema.RecordBytes(rec)
+	}
+	defer func() { arrowschema.ReleaseBatches(head) }()
+	if bytes > StageDataBytes { // the rest into data files, after the batches read so far
+		w, err := e.table.NewWriterFor(e.stored, src.Schema())
+		if err != nil {
+			return Ack{}, err
+		}
+		frags, rows, w, err := s.writeInto(ctx, w, &joinedSource{head: &batchesSource{schema: src.Schema(), recs: head}, rest: src}, false)
+		if err != nil {
+			return Ack{}, err
+		}
+		return s.stage(ctx, e, frags, rows, w)
+	}
+	if err := src.Err(); err != nil {
+		return Ack{}, fmt.Errorf("read stream: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Ack{}, err
+	}
+	m := e.base
+	conformed := make([]arrow.RecordBatch, 0, len(head))
+	defer func() { arrowschema.ReleaseBatches(conformed) }()
+	for _, rec := range head {
+		if err := arrowschema.CheckWriteSchema(m.ArrowSchema(), rec.Schema(), m.PrimaryKey); err != nil {
+			return Ack{}, fmt.Errorf("table %s: %w", e.table.Name(), err)
+		}
+		c, err := arrowschema.ConformToTable(e.stored, rec)
+		if err != nil {
+			return Ack{}, fmt.Errorf("table %s: %w", e.table.Name(), err)
+		}
+		conformed = append(conformed, c)
+	}
+	data, err := engine.EncodeStageData(e.stored, conformed, s.opts.Engine.Allocator)
+	if err != nil {
+		return Ack{}, err
+	}
+	st := engine.Stage{
+		QueryID: e.QueryID, EpochID: e.EpochID, Mode: string(e.Mode),
+		PartitionID: e.Partition.ID, Attempt: e.Partition.Attempt, Rows: batchRows(head), Data: data,
+	}
+	if err := e.table.WriteStage(ctx, &st); err != nil {
+		return Ack{}, err
+	}
+	ack := newAck(StatusStaged, &e.EpochRequest)
+	ack.Rows, ack.Stage = st.Rows, st.Token
+	return ack, nil
+}
+
+// joinedSource is head's batches, then rest's.
+type joinedSource struct {
+	head, rest BatchSource
+	inRest     bool
+}
+
+func (j *joinedSource) Schema() *arrow.Schema { return j.head.Schema() }
+func (j *joinedSource) Next() bool {
+	if !j.inRest {
+		if j.head.Next() {
+			return true
+		}
+		j.inRest = true
+	}
+	return j.rest.Next()
+}
+func (j *joinedSource) RecordBatch() arrow.RecordBatch {
+	if j.inRest {
+		return j.rest.RecordBatch()
+	}
+	return j.head.RecordBatch()
+}
+func (j *joinedSource) Err() error { return j.rest.Err() }
 
 // stage records a partition's files as a stage of its epoch (engine.Table.WriteStage) under a
 // new token. Nothing becomes visible.
@@ -125,11 +216,11 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 	} else {
 		var frags []engine.Fragment
 		var rows int64
-		for _, rec := range recs {
-			frags = append(frags, rec.Fragments...)
-			rows += rec.Rows
+		var w *engine.Writer
+		if frags, rows, w, err = s.stagedFiles(ctx, e, recs); err != nil {
+			return Ack{}, err
 		}
-		ack, err = s.commitEpoch(ctx, e, frags, rows, nil)
+		ack, err = s.commitEpoch(ctx, e, frags, rows, w)
 	}
 	if err != nil {
 		return Ack{}, err
@@ -147,6 +238,37 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 		}
 	}
 	return ack, nil
+}
+
+// stagedFiles returns the data files of stages recs for a commit on the direct route: the files
+// they name and, for the stages that hold their rows (Stage.Data: parts staged for MemWAL whose
+// commit asks for the direct route), new files written from those rows, with their writer (nil
+// when there are none).
+func (s *Sink) stagedFiles(ctx context.Context, e *epoch, recs []*engine.Stage) ([]engine.Fragment, int64, *engine.Writer, error) {
+	var frags []engine.Fragment
+	var rows int64
+	var held []*engine.Stage
+	for _, rec := range recs {
+		frags = append(frags, rec.Fragments...)
+		if len(rec.Data) > 0 {
+			held = append(held, rec)
+		} else {
+			rows += rec.Rows
+		}
+	}
+	if len(held) == 0 {
+		return frags, rows, nil, nil
+	}
+	rd, err := e.table.ReadStages(ctx, e.base, held)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	defer rd.Release()
+	more, n, w, err := s.writeAll(ctx, e.table, rd, true)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return append(frags, more...), rows + n, w, nil
 }
 
 // readStages reads and checks the stage records tokens name for epoch r: each belongs to r's
@@ -201,7 +323,7 @@ func (s *Sink) committedElsewhere(ctx context.Context, e *epoch, err error) (Ack
 // (writeMemWALEpoch: the replay check, the shard or key split, the ceilings, streaming a large
 // epoch into its shard). Nothing is visible before that put is durable, and all of it after.
 func (s *Sink) commitStagedMemWAL(ctx context.Context, e *epoch, recs []*engine.Stage) (Ack, error) {
-	sc, err := e.table.ScanStages(ctx, e.base, recs)
+	sc, err := e.table.ReadStages(ctx, e.base, recs)
 	if err != nil {
 		return Ack{}, err
 	}

@@ -263,3 +263,45 @@ func TestStagedMemWALEpochSurvivesKill(t *testing.T) {
 	commitKV(t, s, "m", "q", 0, ModeAppend, StatusDuplicate, tokens...)
 	wantKV(t, s, "m", map[int64]string{0: "e0", 1: "e0", 2: "e0", 3: "e0", 10: "e1", 11: "e1"})
 }
+
+// A part bound for MemWAL past StageDataBytes is staged in data files instead of its record, and
+// commits through MemWAL all the same, beside parts held in their records; parts held in their
+// records and committed with route "direct" are written into the version's files. Either way
+// every row is there once.
+func TestStagedMemWALPartsInFilesAndDirectCommit(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newSink(t, nil)
+	spec := memwalSpec(2)
+	commitKV(t, s, "m", "q", 0, ModeAppend, StatusCommitted, stageKV(t, s, "m", "q", 0, ModeAppend, spec, 0, 0, 1, "a"))
+	tbl, _ := s.Table(ctx, "m")
+	held := stageKV(t, s, "m", "q", 1, ModeAppend, spec, 0, 0, 2, "b")
+	defer func(v int64) { StageDataBytes = v }(StageDataBytes)
+	StageDataBytes = 1
+	inFiles := stageKV(t, s, "m", "q", 1, ModeAppend, spec, 1, 0, 3, "b", 4, "b")
+	for tok, wantFiles := range map[string]bool{held: false, inFiles: true} {
+		st, err := tbl.ReadStage(ctx, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(st.Fragments) > 0) != wantFiles || (len(st.Data) > 0) == wantFiles {
+			t.Fatalf("stage %s: %d fragments, %d bytes of rows; want files %v", tok, len(st.Fragments), len(st.Data), wantFiles)
+		}
+	}
+	if ack := commitKV(t, s, "m", "q", 1, ModeAppend, StatusCommitted, held, inFiles); ack.Rows != 3 {
+		t.Fatalf("commit: %+v", ack)
+	}
+	StageDataBytes = 8 << 20
+	before := latestVersion(t, s, "m")
+	direct := []string{
+		stageKV(t, s, "m", "q", 2, ModeAppend, spec, 0, 0, 5, "c"),
+		stageKV(t, s, "m", "q", 2, ModeAppend, spec, 1, 0, 6, "c", 7, "c"),
+	}
+	ack, err := s.CommitStaged(ctx, CommitStagedRequest{Table: "m", QueryID: "q", EpochID: 2, Stages: direct, Route: RouteDirect})
+	if err != nil || ack.Status != StatusCommitted || ack.Route != RouteDirect || ack.Rows != 3 || ack.Version <= before {
+		t.Fatalf("direct commit of held parts: %+v %v", ack, err)
+	}
+	if ack, err := s.CommitStaged(ctx, CommitStagedRequest{Table: "m", QueryID: "q", EpochID: 2, Stages: direct}); err != nil || ack.Status != StatusDuplicate {
+		t.Fatalf("replayed commit of the direct epoch: %+v %v", ack, err)
+	}
+	wantKV(t, s, "m", map[int64]string{1: "a", 2: "b", 3: "b", 4: "b", 5: "c", 6: "c", 7: "c"})
+}
