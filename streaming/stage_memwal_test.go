@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -304,4 +307,57 @@ func TestStagedMemWALPartsInFilesAndDirectCommit(t *testing.T) {
 		t.Fatalf("replayed commit of the direct epoch: %+v %v", ack, err)
 	}
 	wantKV(t, s, "m", map[int64]string{1: "a", 2: "b", 3: "b", 4: "b", 5: "c", 6: "c", 7: "c"})
+}
+
+// A part that adds a column (merge_schema) to a MemWAL table is staged in files with its schema;
+// the commit that merges it, with a part of the old schema held in its record, commits one
+// version on the direct route (a schema change is one base transaction, as for one DoPut), and
+// the next epoch, in the new schema, lands in MemWAL again.
+func TestStagedMemWALEpochWithSchemaChange(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newSink(t, nil)
+	spec := memwalSpec(2)
+	commitKV(t, s, "m", "q", 0, ModeAppend, StatusCommitted, stageKV(t, s, "m", "q", 0, ModeAppend, spec, 0, 0, 1, "a"))
+	wide := arrow.NewSchema(append(kvSchema.Fields(), arrow.Field{Name: "w", Type: arrow.PrimitiveTypes.Int64, Nullable: true}), nil)
+	wideBatch := func(id int64) arrow.RecordBatch {
+		bld := array.NewRecordBuilder(memory.DefaultAllocator, wide)
+		defer bld.Release()
+		bld.Field(0).(*array.Int64Builder).Append(id)
+		bld.Field(1).(*array.StringBuilder).Append("b")
+		bld.Field(2).(*array.Int64Builder).Append(id * 10)
+		return bld.NewRecordBatch()
+	}
+	stageWide := func(e, part, id int64) string {
+		rd, err := array.NewRecordReader(wide, []arrow.RecordBatch{wideBatch(id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := s.WriteEpoch(ctx, EpochRequest{Table: "m", QueryID: "q", EpochID: e, MergeSchema: true,
+			Partition: &Partition{ID: part}}, rd)
+		if err != nil || ack.Status != StatusStaged {
+			t.Fatalf("stage a wider part: %+v %v", ack, err)
+		}
+		return ack.Stage
+	}
+	old := stageKV(t, s, "m", "q", 1, ModeAppend, nil, 0, 0, 2, "b")
+	widened := stageWide(1, 1, 3)
+	if _, err := s.CommitStaged(ctx, CommitStagedRequest{Table: "m", QueryID: "q", EpochID: 1, Stages: []string{old, widened}}); !errors.Is(err, arrowschema.ErrSchemaMismatch) {
+		t.Fatalf("a schema change without merge_schema: %v", err)
+	}
+	ack, err := s.CommitStaged(ctx, CommitStagedRequest{Table: "m", QueryID: "q", EpochID: 1, Stages: []string{old, widened}, MergeSchema: true})
+	if err != nil || ack.Status != StatusCommitted || ack.Route != RouteDirect || ack.Rows != 2 {
+		t.Fatalf("commit with a schema change: %+v %v", ack, err)
+	}
+	if ack := commitKV(t, s, "m", "q", 2, ModeAppend, StatusCommitted, stageWide(2, 0, 4)); ack.Rows != 1 {
+		t.Fatalf("next epoch: %+v", ack)
+	}
+	wantKV(t, s, "m", map[int64]string{1: "a", 2: "b", 3: "b", 4: "b"})
+	tbl, _ := s.Table(ctx, "m")
+	m, err := tbl.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ArrowSchema().NumFields() != 3 {
+		t.Fatalf("schema %v, want the added column", m.ArrowSchema())
+	}
 }
