@@ -265,6 +265,31 @@ class FlightSinkSparkTest {
     assertEquals(List.of(qid + "/0", qid + "/1"), TestTables.epochCommits(server.uri(), table));
   }
 
+  @Test
+  void updateModeUpsertsKeyedMemWalTableFromStagedTasks(@TempDir Path tmp) throws Exception {
+    String table = "stream_update_memwal";
+    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "k", "type", "utf8"), Map.of("name", "n", "type", "int64"),
+            Map.of("name", "maxv", "type", "int64")),
+        "primary_key", List.of("k"), "memwal", Map.of("shards", 2)));
+    FlightSinkOptions opts = FlightSinkOptions.parse(Map.of("uri", server.uri(), "table", table));
+    assertFalse(FlightSinkWriteBuilder.tableKind(opts).collectUpdates(opts),
+        "a keyed MemWAL table's update epochs are staged by the tasks, not collected on the driver");
+    Path src = tmp.resolve("in");
+    writeJson(src, 0, 0, 10, null);
+    writeJson(src, 1, 10, 14, null);
+    Dataset<Row> agg = files(src).groupBy("k")
+        .agg(functions.count("*").as("n"), functions.max("v").as("maxv"));
+    runAvailable(sink(agg.writeStream().outputMode("update"), table, tmp.resolve("ckpt")));
+    Map<String, Long> got = new TreeMap<>();
+    for (Map<String, Object> r : TestTables.rows(server.uri(), table)) {
+      Long prev = got.put((String) r.get("k"), ((Number) r.get("n")).longValue());
+      assertTrue(prev == null, "key " + r.get("k") + " twice");
+    }
+    assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), got, "the latest count of every key, once");
+    assertEquals(List.of(), TestTables.epochCommits(server.uri(), table), "every epoch landed in MemWAL");
+  }
+
   // -- batch writes and reads -------------------------------------------------------------------
 
   @Test
