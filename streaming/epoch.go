@@ -205,8 +205,9 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 		}
 		return s.landEpoch(ctx, on, &batchesSource{schema: e.stored, recs: recs})
 	}
-	// The direct route (and a staged part) streams the epoch into data files of the table-to-be (unreferenced until a
-	// version names them; removed on failure), and creates the table only once they are durable.
+	// The direct route (and a staged part) streams the epoch into data files of the table-to-be
+	// (unreferenced until a version names them; removed on failure), and creates the table only
+	// once they are durable.
 	// Crash order: files, then the Create (version 1), then the epoch's commit (version 2). A crash
 	// before the Create leaves unreferenced files that cleanup reclaims, never a table; a crash
 	// between the two leaves an empty table, and the replayed epoch lands in it.

@@ -148,7 +148,7 @@ type CommitStagedRequest struct {
 //
 // On a MemWAL table the epoch takes the route one DoPut of it would (useMemWAL; a schema change
 // goes direct): the named stages' rows become one MemWAL put of the epoch's identity
-// (putMemWALEpoch), the single point at which they all become visible, recognised as a replay in
+// (commitStagedMemWAL), the single point at which they all become visible, recognised as a replay in
 // whichever shard holds it, as any MemWAL epoch is. A replayed commit after the stage records
 // were removed is answered from the shards (committedElsewhere).
 func (s *Sink) CommitStaged(ctx context.Context, c CommitStagedRequest) (Ack, error) {
