@@ -361,3 +361,35 @@ func TestStagedMemWALEpochWithSchemaChange(t *testing.T) {
 		t.Fatalf("schema %v, want the added column", m.ArrowSchema())
 	}
 }
+
+// A server that crashed after the MemWAL put of a commit and before it removed the stage records
+// (the records are put back here, as the crash leaves them): the replayed commit reads the
+// records, finds the epoch held and answers duplicate, on an unkeyed table and on a keyed one
+// (every shard holds its part); every row is there once.
+func TestStagedMemWALCommitReplayedWithRecordsLeft(t *testing.T) {
+	ctx := context.Background()
+	for _, spec := range []*CreateSpec{memwalSpec(2), memwalSpec(2, "id")} {
+		s, store := newSink(t, nil)
+		tokens := []string{
+			stageKV(t, s, "m", "q", 0, ModeAppend, spec, 0, 0, 1, "a", 2, "a"),
+			stageKV(t, s, "m", "q", 0, ModeAppend, spec, 1, 0, 3, "a"),
+		}
+		records := map[string][]byte{}
+		for _, tok := range tokens {
+			key := "m/_staging/" + tok + ".stage"
+			b, err := store.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			records[key] = b
+		}
+		commitKV(t, s, "m", "q", 0, ModeAppend, StatusCommitted, tokens...)
+		for key, b := range records {
+			if err := store.PutIfAbsent(ctx, key, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		commitKV(t, s, "m", "q", 0, ModeAppend, StatusDuplicate, tokens...)
+		wantKV(t, s, "m", map[int64]string{1: "a", 2: "a", 3: "a"})
+	}
+}
