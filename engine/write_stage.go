@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
@@ -63,6 +67,11 @@ type Stage struct {
 	// Schema, when set, is the Arrow IPC encoding of the table schema the stage's files are
 	// written in: a schema merge (SchemaForWrite) the commit of the epoch makes (SetSchema).
 	Schema []byte
+	// Data, when set, holds the partition's rows in the record itself instead of data files: one
+	// Arrow IPC stream in a schema of the table (a small part of an epoch bound for MemWAL
+	// shards, whose commit reads the rows back into one put: ReadStages). Fragments is then
+	// empty. One object, one write: the record is durable with its rows.
+	Data []byte
 }
 
 // SetSchema records sc as the schema the stage's files are written in (Schema).
@@ -94,6 +103,7 @@ type stageRecord struct {
 	Fragments    []Fragment     `json:"fragments"`
 	CreatedNanos int64          `json:"created_nanos"`
 	Schema       []byte         `json:"schema,omitempty"`
+	Data         []byte         `json:"data,omitempty"`
 }
 
 type stagePartition struct {
@@ -105,7 +115,7 @@ func (s *Stage) record() stageRecord {
 	r := stageRecord{
 		Token: s.Token, QueryID: s.QueryID, EpochID: s.EpochID, Mode: s.Mode,
 		Partition: stagePartition{ID: s.PartitionID, Attempt: s.Attempt}, Rows: s.Rows,
-		Fragments: s.Fragments, CreatedNanos: s.Created.UnixNano(), Schema: s.Schema,
+		Fragments: s.Fragments, CreatedNanos: s.Created.UnixNano(), Schema: s.Schema, Data: s.Data,
 	}
 	if r.Fragments == nil {
 		r.Fragments = []Fragment{}
@@ -117,7 +127,7 @@ func (r *stageRecord) stage() *Stage {
 	return &Stage{
 		Token: r.Token, QueryID: r.QueryID, EpochID: r.EpochID, Mode: r.Mode,
 		PartitionID: r.Partition.ID, Attempt: r.Partition.Attempt, Rows: r.Rows,
-		Fragments: r.Fragments, Created: time.Unix(0, r.CreatedNanos), Schema: r.Schema,
+		Fragments: r.Fragments, Created: time.Unix(0, r.CreatedNanos), Schema: r.Schema, Data: r.Data,
 	}
 }
 
@@ -221,4 +231,114 @@ func (t *Table) listStages(ctx context.Context) ([]storedStage, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// ReadStages reads the rows of stages through the schema of version m (a column a stage lacks
+// reads as nulls, as in any older fragment): first the rows held in the records (Stage.Data),
+// checked by the IPC guard before they are decoded, then the stages' data files. The stages are
+// read as they are: the caller checked they belong together. The caller must Release the reader.
+func (t *Table) ReadStages(ctx context.Context, m *Manifest, stages []*Stage) (array.RecordReader, error) {
+	var frags []Fragment
+	var held []arrow.RecordBatch
+	for _, st := range stages {
+		frags = append(frags, st.Fragments...)
+		if len(st.Data) == 0 {
+			continue
+		}
+		recs, err := t.decodeStageData(m, st)
+		if err != nil {
+			arrowschema.ReleaseBatches(held)
+			return nil, err
+		}
+		held = append(held, recs...)
+	}
+	sc, err := t.scanFragments(ctx, m, frags, ScanOptions{})
+	if err != nil {
+		arrowschema.ReleaseBatches(held)
+		return nil, err
+	}
+	if len(held) == 0 {
+		return sc, nil
+	}
+	return &stagesReader{held: held, files: sc, refs: 1}, nil
+}
+
+// decodeStageData decodes the rows a stage record holds, as batches of m's schema.
+func (t *Table) decodeStageData(m *Manifest, st *Stage) ([]arrow.RecordBatch, error) {
+	if err := arrowschema.CheckIPCStream(st.Data, arrowschema.IPCStreamGuard{}); err != nil {
+		return nil, fmt.Errorf("table %s: corrupt stage %s: %w", t.name, st.Token, err)
+	}
+	limit := int64(len(st.Data))
+	mr := ipc.NewMessageReader(bytes.NewReader(st.Data), ipc.WithAllocator(t.opts.Allocator),
+		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit))
+	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(t.opts.Allocator))
+	if err != nil {
+		return nil, fmt.Errorf("table %s: corrupt stage %s: %w", t.name, st.Token, err)
+	}
+	defer r.Release()
+	var out []arrow.RecordBatch
+	for r.Next() {
+		rec, err := arrowschema.ConformToTable(m.ArrowSchema(), r.RecordBatch())
+		if err != nil {
+			arrowschema.ReleaseBatches(out)
+			return nil, fmt.Errorf("table %s: stage %s: %w", t.name, st.Token, err)
+		}
+		out = append(out, rec)
+	}
+	if err := r.Err(); err != nil {
+		arrowschema.ReleaseBatches(out)
+		return nil, fmt.Errorf("table %s: corrupt stage %s: %w", t.name, st.Token, err)
+	}
+	return out, nil
+}
+
+// EncodeStageData encodes batches (of schema) as a Stage.Data stream.
+func EncodeStageData(schema *arrow.Schema, batches []arrow.RecordBatch, alloc memory.Allocator) ([]byte, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(alloc))
+	for _, b := range batches {
+		if err := w.Write(b); err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("encode stage rows: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode stage rows: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// stagesReader yields the batches stage records hold, then those of the stages' files.
+type stagesReader struct {
+	held  []arrow.RecordBatch
+	next  int
+	files *Scanner
+	cur   arrow.RecordBatch
+	refs  int64
+}
+
+func (r *stagesReader) Schema() *arrow.Schema { return r.files.Schema() }
+func (r *stagesReader) Next() bool {
+	if r.next < len(r.held) {
+		r.cur = r.held[r.next]
+		r.next++
+		return true
+	}
+	r.cur = nil
+	if r.files.Next() {
+		r.cur = r.files.RecordBatch()
+		return true
+	}
+	return false
+}
+func (r *stagesReader) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *stagesReader) Record() arrow.RecordBatch      { return r.cur }
+func (r *stagesReader) Err() error                     { return r.files.Err() }
+func (r *stagesReader) Retain()                        { atomic.AddInt64(&r.refs, 1) }
+func (r *stagesReader) Release() {
+	if atomic.AddInt64(&r.refs, -1) == 0 {
+		arrowschema.ReleaseBatches(r.held)
+		r.held = nil
+		r.files.Release()
+	}
 }

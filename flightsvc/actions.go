@@ -177,7 +177,7 @@ func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack
 	}
 	ack, err := s.sink.CommitStaged(ctx, streaming.CommitStagedRequest{Table: req.Table, QueryID: req.QueryID,
 		EpochID: *req.EpochID, Mode: streaming.Mode(req.Mode), Stages: req.Stages, Lookback: lookback,
-		MergeSchema: req.MergeSchema != nil && *req.MergeSchema})
+		MergeSchema: req.MergeSchema != nil && *req.MergeSchema, Route: streaming.Route(req.Route)})
 	if err != nil {
 		return Ack{}, err
 	}

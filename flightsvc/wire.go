@@ -330,6 +330,8 @@ type CommitEpochRequest struct {
 	Lookback *int     `json:"dedupe_lookback_versions,omitempty"`
 	// MergeSchema lets the stages' schemas change the table schema (merged in one commit).
 	MergeSchema *bool `json:"merge_schema,omitempty"`
+	// Route is auto (absent), direct or memwal: where the epoch lands, as for one DoPut.
+	Route string `json:"route,omitempty"`
 }
 
 // EpochStatusRequest is the body of epoch_status.

@@ -49,6 +49,12 @@
 // shard holds it (ShardSet.EpochHeld). Keyed tables route rows by key hash over all shards, so
 // every server writes every shard.
 //
+// Multi-writer epochs. The parts of a streaming epoch written by several tasks are not shard
+// state: each waits, durable and invisible, as a stage of the base table (engine.Table.WriteStage)
+// on whichever server it reached, and the epoch's commit reads them back and makes them one put
+// (package streaming, stage.go). So every WAL entry is a visible put: a flush, a fold and a
+// replay never meet a part that may still be dropped, and parts claim no shard.
+//
 // Reads. A consistent read of a table is the base table at version V, plus, for every shard, the
 // flushed generations above V's merged watermark for that shard, plus the memtable. With a
 // primary key the newest row of a key wins: MemWAL over base, a later generation over an

@@ -123,7 +123,7 @@ func (s *Sink) planCreate(e *epoch, in *arrow.Schema) error {
 		e.route = RouteMemWAL
 	}
 	e.upsert = e.Mode == ModeUpdate && len(spec.PrimaryKey) > 0
-	if e.route == RouteDirect && !e.upsert {
+	if (e.route == RouteDirect && !e.upsert) || e.Partition != nil { // these stream into data files
 		e.table, err = engine.Handle(s.store, e.Table, &s.opts.Engine)
 	}
 	return err
@@ -186,9 +186,10 @@ func (s *Sink) planOn(ctx context.Context, e *epoch, t *engine.Table, in *arrow.
 // creator lands the epoch in the winner's table.
 func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, error) {
 	spec := *e.Create
-	if e.route == RouteMemWAL || e.upsert {
+	if (e.route == RouteMemWAL || e.upsert) && e.Partition == nil {
 		// These routes hold the epoch in memory anyway (a MemWAL put, an upsert): read it all,
-		// then create, then decide and land it on the table that now exists.
+		// then create, then decide and land it on the table that now exists. A staged part of
+		// any route is written into data files like a direct epoch.
 		recs, err := readBatches(ctx, src)
 		if err != nil {
 			return Ack{}, err
@@ -204,8 +205,9 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 		}
 		return s.landEpoch(ctx, on, &batchesSource{schema: e.stored, recs: recs})
 	}
-	// The direct route streams the epoch into data files of the table-to-be (unreferenced until a
-	// version names them; removed on failure), and creates the table only once they are durable.
+	// The direct route (and a staged part) streams the epoch into data files of the table-to-be
+	// (unreferenced until a version names them; removed on failure), and creates the table only
+	// once they are durable.
 	// Crash order: files, then the Create (version 1), then the epoch's commit (version 2). A crash
 	// before the Create leaves unreferenced files that cleanup reclaims, never a table; a crash
 	// between the two leaves an empty table, and the replayed epoch lands in it.
@@ -266,9 +268,12 @@ func (s *Sink) landEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, e
 		return ack, nil
 	}
 	if e.route == RouteMemWAL {
+		if e.Partition != nil {
+			return s.stageForMemWAL(ctx, e, src)
+		}
 		return s.writeMemWALEpoch(ctx, e, src)
 	}
-	if e.upsert {
+	if e.upsert && e.Partition == nil {
 		return s.upsertEpoch(ctx, e, src)
 	}
 	// A staged partition's files must be stored before it is staged; a direct epoch's last file

@@ -29,9 +29,16 @@ import (
 // Replays are recognised from shard state: the WAL entries not yet flushed carry their epoch
 // identity and each shard manifest keeps a per-query watermark of flushed epochs.
 //
-// Complete epochs and multi-writer (partition) epochs take the direct route. A complete epoch
-// first flushes and folds every shard into the base table, so the Overwrite replaces their rows
-// too.
+// Complete epochs take the direct route: they first flush and fold every shard into the base
+// table, so the Overwrite replaces their rows too.
+//
+// Multi-writer (partition) epochs take the route one DoPut of the whole epoch would: each part
+// is staged (stage.go: files and a stage record, durable and invisible when its DoPut is
+// acknowledged, on whichever server it reached), and commit_epoch lands the parts it names as
+// the epoch's one MemWAL put (commitStagedMemWAL). The parts wait in the table's staging area,
+// not in a shard's WAL: a part needs no shard, so the tasks of one epoch reaching several
+// servers claim and fence nothing, and every WAL entry stays a visible put (a flush, a fold and
+// a replay never meet a part that may still be dropped).
 //
 // The shards themselves (the writers this process claimed, reopening after fencing, folds as a
 // maintenance step, the fold ceiling, flush and fold-shard) are the table's memwal.ShardSet;
@@ -101,11 +108,6 @@ func useMemWAL(r *EpochRequest, hasShards bool) (bool, error) {
 			return false, fmt.Errorf("%w: complete-mode epochs overwrite the table in one base transaction and cannot take route \"memwal\"; send them with route \"auto\" or \"direct\"", ErrUnsupported)
 		}
 		return false, nil // an overwrite is one base transaction by nature
-	case r.Partition != nil:
-		if r.Route == RouteMemWAL {
-			return false, fmt.Errorf("%w: multi-writer (partition) epochs take the direct route; send them with route \"auto\" or \"direct\"", ErrUnsupported)
-		}
-		return false, nil
 	}
 	return true, nil
 }

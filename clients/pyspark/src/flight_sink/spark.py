@@ -19,10 +19,11 @@ How a micro-batch lands (``docs/protocol.md``, *Multi-writer epochs*):
    ``mapInArrow``), in parallel, and returns the stage token. A failed task attempt leaves a
    stage that is never committed; Spark's retry of the task stages again.
 3. The driver collects one token per partition and calls ``commit_epoch``: the whole batch is
-   one transaction, committed exactly once.
+   one transaction, committed exactly once (on a MemWAL table, one MemWAL put).
 
 With ``through_driver=True`` the batch is instead collected to the driver and sent in one DoPut,
-which suits small batches (for example complete-mode aggregates).
+which suits small batches (for example complete-mode aggregates). It is not needed to reach
+MemWAL: staged batches land there too.
 
 ``query_id`` defaults to Spark's ``StreamingQuery.id``, which is stable across restarts from one
 checkpoint, so a restarted query is recognised. Any failure raises inside ``foreachBatch``: the

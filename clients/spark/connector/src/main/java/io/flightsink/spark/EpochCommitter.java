@@ -76,6 +76,9 @@ final class EpochCommitter {
     if (spec.opts.mergeSchema) {
       body.put("merge_schema", true);
     }
+    if (spec.opts.route != null) {
+      body.put("route", spec.opts.route); // on a MemWAL table "auto" lands the epoch in its shards
+    }
     FlightSinkClient client = spec.opts.client();
     try {
       return client.action("commit_epoch", body);

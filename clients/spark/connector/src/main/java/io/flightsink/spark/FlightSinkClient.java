@@ -158,16 +158,29 @@ final class FlightSinkClient {
       }
     }
 
-    /** Sends the root's current batch, waiting while gRPC's buffer is full. */
+    /**
+     * Sends the root's current batch, waiting while gRPC's buffer is full. A call the server
+     * already ended (it refused the stream: a schema mismatch, an unknown table) never becomes
+     * ready again: the wait polls the listener, which then raises the server's error.
+     */
     void putNext() {
       try {
         while (!stream.isReady()) {
-          Thread.sleep(1);
+          PutResult early = listener.poll(1, java.util.concurrent.TimeUnit.MILLISECONDS);
+          if (early != null) {
+            early.close(); // the server acknowledges after the stream's end; nothing to keep
+          }
         }
         stream.putNext();
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new FlightSinkException(what + ": interrupted");
+      } catch (java.util.concurrent.ExecutionException e) {
+        Throwable c = e.getCause();
+        if (c instanceof FlightRuntimeException) {
+          throw FlightSinkException.wrap(what, uri, (FlightRuntimeException) c);
+        }
+        throw new FlightSinkException(what + " on " + uri + ": " + c, null, null, c);
       } catch (FlightRuntimeException e) {
         throw FlightSinkException.wrap(what, uri, e);
       }

@@ -29,10 +29,12 @@ import org.slf4j.LoggerFactory;
  * which one runs), so the mode of a non-complete streaming epoch is decided by the table: on a
  * table with a primary key (or one about to be created with {@code primaryKey}) every such epoch
  * lands as one Upsert (protocol mode {@code update}), which for an append-only stream of new keys
- * is the same as an append; on a table without one, update is append. Staged partitions cannot
- * upsert ({@code UNSUPPORTED}), so a keyed epoch's tasks ship their rows (Arrow IPC) to the driver
- * in their commit messages and the driver lands them in one DoPut: exactly once, one transaction,
- * bounded by the driver's memory ({@code spark.driver.maxResultSize}).
+ * is the same as an append; on a table without one, update is append. On a keyed table with
+ * MemWAL shards the keyed epoch is staged like any other and its commit upserts through the
+ * shards. Elsewhere staged partitions cannot upsert ({@code UNSUPPORTED}), so a keyed epoch's
+ * tasks ship their rows (Arrow IPC) to the driver in their commit messages and the driver lands
+ * them in one DoPut: exactly once, one transaction, bounded by the driver's memory ({@code
+ * spark.driver.maxResultSize}).
  */
 final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
   private static final Logger LOG = LoggerFactory.getLogger(FlightSinkWriteBuilder.class);
@@ -75,21 +77,42 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
         if (complete) {
           return new Streaming(new EpochSpec(opts, info.schema(), qid, "complete", false));
         }
-        boolean keyed = keyed(opts);
-        return new Streaming(new EpochSpec(opts, info.schema(), qid, keyed ? "update" : "append", keyed));
+        TableKind kind = tableKind(opts);
+        return new Streaming(new EpochSpec(opts, info.schema(), qid, kind.keyed ? "update" : "append",
+            kind.collectUpdates(opts)));
       }
     };
   }
 
-  /** Whether the table has a primary key (or will be created with one). */
-  static boolean keyed(FlightSinkOptions opts) {
+  /** Whether a table has a primary key and MemWAL shards. */
+  static final class TableKind {
+    final boolean keyed;
+    final boolean memwal;
+
+    TableKind(boolean keyed, boolean memwal) {
+      this.keyed = keyed;
+      this.memwal = memwal;
+    }
+
+    /**
+     * Whether a keyed epoch goes through the driver: the server upserts staged partitions only
+     * when their commit lands in MemWAL shards (a MemWAL table, route not {@code direct}).
+     */
+    boolean collectUpdates(FlightSinkOptions opts) {
+      return keyed && !(memwal && !"direct".equals(opts.route));
+    }
+  }
+
+  /** The table's kind (or that of the table the write will create: keyed, no shards). */
+  static TableKind tableKind(FlightSinkOptions opts) {
     try {
       JsonNode stats = opts.client().action("table_stats", Map.of("table", opts.table));
       JsonNode pk = stats == null ? null : stats.get("primary_key");
-      return pk != null && pk.isArray() && pk.size() > 0;
+      boolean memwal = stats != null && stats.path("memwal").path("shards").size() > 0;
+      return new TableKind(pk != null && pk.isArray() && pk.size() > 0, memwal);
     } catch (FlightSinkException e) {
       if (e.isTableNotFound()) {
-        return opts.create && !opts.primaryKey.isEmpty();
+        return new TableKind(opts.create && !opts.primaryKey.isEmpty(), false);
       }
       throw e;
     }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -158,6 +159,56 @@ class FlightSinkSparkTest {
   }
 
   @Test
+  void memWalTableWrittenByFourPartitionStream(@TempDir Path tmp) throws Exception {
+    String table = "stream_memwal";
+    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "k", "type", "utf8"),
+            Map.of("name", "v", "type", "int64")),
+        "memwal", Map.of("shards", 2)));
+    Path src = tmp.resolve("in");
+    Path ckpt = tmp.resolve("ckpt");
+    writeJson(src, 0, 0, 40, null);
+    writeJson(src, 1, 40, 80, null);
+    // Four tasks stage each epoch; partition 1's first attempt fails after its stage was
+    // acknowledged and only the retry's stage is committed.
+    StreamingQuery q = runAvailable(sink(files(src).repartition(4).writeStream(), table, ckpt)
+        .option(FlightSinkOptions.TEST_FAIL_AFTER_STAGE, "1:0"));
+    assertEquals(range(0, 80), sorted(TestTables.ids(server.uri(), table)), "every row exactly once");
+    // An epoch on the direct route is a base version stamped with its identity; through MemWAL
+    // no version is (a fold stamps none), and the shards report the query's last epoch.
+    assertEquals(List.of(), TestTables.epochCommits(server.uri(), table), "every epoch landed in MemWAL");
+    JsonNode stream = FlightSinkClient.get(server.uri(), null).action("table_stats", Map.of("table", table))
+        .path("streams").path(q.id().toString());
+    assertEquals(1, stream.path("epoch").asLong(), () -> "table_stats streams: " + stream);
+
+    // The restarted query replays epoch 1 (its commit was forgotten): a duplicate from the shards.
+    Files.delete(ckpt.resolve("commits").resolve("1"));
+    Files.deleteIfExists(ckpt.resolve("commits").resolve(".1.crc"));
+    writeJson(src, 2, 80, 120, null);
+    runAvailable(sink(files(src).repartition(4).writeStream(), table, ckpt));
+    assertEquals(range(0, 120), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
+    assertEquals(List.of(), TestTables.epochCommits(server.uri(), table));
+  }
+
+  @Test
+  void refusedStagedPutFailsTheQuery(@TempDir Path tmp) throws Exception {
+    String table = "stream_refused";
+    // The table requires id; the stream's id is nullable: the server refuses each task's DoPut
+    // at its start, and the task fails with the server's error instead of waiting for a stream
+    // that can no longer take a batch.
+    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "id", "type", "int64", "nullable", false), Map.of("name", "k", "type", "utf8"),
+            Map.of("name", "v", "type", "int64"))));
+    Path src = tmp.resolve("in");
+    writeJson(src, 0, 0, 20000, null); // more than one batch a task
+    StreamingQuery q = sink(files(src).repartition(2).writeStream(), table, tmp.resolve("ckpt"))
+        .trigger(Trigger.AvailableNow()).start();
+    Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, q::awaitTermination);
+    assertTrue(String.valueOf(e.getMessage()).contains("SCHEMA"), () -> "query failed with: " + e);
+    assertEquals(List.of(), TestTables.ids(server.uri(), table), "nothing committed");
+  }
+
+  @Test
   void queryIdOptionWins(@TempDir Path tmp) throws Exception {
     String table = "stream_qid";
     Path src = tmp.resolve("in");
@@ -230,6 +281,31 @@ class FlightSinkSparkTest {
     assertTrue(ops.contains("Upsert"), ops.toString());
     String qid = q.id().toString();
     assertEquals(List.of(qid + "/0", qid + "/1"), TestTables.epochCommits(server.uri(), table));
+  }
+
+  @Test
+  void updateModeUpsertsKeyedMemWalTableFromStagedTasks(@TempDir Path tmp) throws Exception {
+    String table = "stream_update_memwal";
+    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "k", "type", "utf8"), Map.of("name", "n", "type", "int64"),
+            Map.of("name", "maxv", "type", "int64")),
+        "primary_key", List.of("k"), "memwal", Map.of("shards", 2)));
+    FlightSinkOptions opts = FlightSinkOptions.parse(Map.of("uri", server.uri(), "table", table));
+    assertFalse(FlightSinkWriteBuilder.tableKind(opts).collectUpdates(opts),
+        "a keyed MemWAL table's update epochs are staged by the tasks, not collected on the driver");
+    Path src = tmp.resolve("in");
+    writeJson(src, 0, 0, 10, null);
+    writeJson(src, 1, 10, 14, null);
+    Dataset<Row> agg = files(src).groupBy("k")
+        .agg(functions.count("*").as("n"), functions.max("v").as("maxv"));
+    runAvailable(sink(agg.writeStream().outputMode("update"), table, tmp.resolve("ckpt")));
+    Map<String, Long> got = new TreeMap<>();
+    for (Map<String, Object> r : TestTables.rows(server.uri(), table)) {
+      Long prev = got.put((String) r.get("k"), ((Number) r.get("n")).longValue());
+      assertTrue(prev == null, "key " + r.get("k") + " twice");
+    }
+    assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), got, "the latest count of every key, once");
+    assertEquals(List.of(), TestTables.epochCommits(server.uri(), table), "every epoch landed in MemWAL");
   }
 
   // -- batch writes and reads -------------------------------------------------------------------
