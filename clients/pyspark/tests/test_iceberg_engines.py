@@ -217,7 +217,7 @@ def test_every_engine_reads_every_type(server_factory) -> None:
             assert res["iceberg_version"] == c.table_stats(name)["version"], res
             served = c.read(name)
             want[name] = canon_rows(served.to_pylist(), uuid_columns(served.schema))
-        assert [r["id"] for r in want["every"]] == [0, 1, 2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+        assert [r["id"] for r in want["every"]] == [0, 1, 2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
         assert want["every"][3]["extra"] == "x4" and want["every"][0]["extra"] is None
         assert len(want["folded"]) == 16
 
