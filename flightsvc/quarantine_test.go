@@ -1,17 +1,12 @@
 package flightsvc_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-
+	"github.com/flight-sink/flight-sink/engine/typetest"
 	"github.com/flight-sink/flight-sink/flightsvc"
 )
 
@@ -43,7 +38,7 @@ func TestMemWALQuarantineOverFlight(t *testing.T) {
 	if err != nil || len(gens) != 1 {
 		t.Fatalf("generation 2's files: %v %v", gens, err)
 	}
-	if err := os.WriteFile(gens[0], otherSchemaStream(t), 0o644); err != nil {
+	if err := os.WriteFile(gens[0], typetest.StringIDStream(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var folded flightsvc.FoldMemWALResult
@@ -70,25 +65,4 @@ func TestMemWALQuarantineOverFlight(t *testing.T) {
 		want = append(want, 100+e)
 	}
 	s.wantIDs(t, table, want)
-}
-
-// otherSchemaStream is an Arrow IPC stream with one string column "id": well formed, and not of
-// the test tables' schema (id int64).
-func otherSchemaStream(t *testing.T) []byte {
-	t.Helper()
-	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer b.Release()
-	b.Field(0).(*array.StringBuilder).AppendValues([]string{"x", "y"}, nil)
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }

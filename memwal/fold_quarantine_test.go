@@ -8,34 +8,11 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/typetest"
 	"github.com/flight-sink/flight-sink/objstore"
 )
-
-// refusedGeneration returns the bytes of a well-formed generation file (an Arrow IPC stream) whose
-// schema does not fit rowsSchema ("id" is a string): it decodes, and the fold cannot append it.
-func refusedGeneration(t testing.TB) []byte {
-	t.Helper()
-	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	defer b.Release()
-	b.Field(0).(*array.StringBuilder).AppendValues([]string{"x", "y"}, nil)
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // generationOfKey returns the generation whose directory holds key, if key is a generation file.
 func generationOfKey(key string) (uint64, bool) {
@@ -51,7 +28,7 @@ func generationOfKey(key string) (uint64, bool) {
 	return parseGenDir(rest[:j])
 }
 
-// replaceGeneration overwrites the file of generation g of shard with refusedGeneration.
+// replaceGeneration overwrites the file of generation g of shard with typetest.StringIDStream (a stream the fold refuses).
 func replaceGeneration(t testing.TB, tbl *engine.Table, shard string, g uint64) {
 	t.Helper()
 	fg, ok := latestShardManifest(t, tbl, shard).Generation(g)
@@ -59,7 +36,7 @@ func replaceGeneration(t testing.TB, tbl *engine.Table, shard string, g uint64) 
 		t.Fatalf("generation %d: %+v, listed %v", g, fg, ok)
 	}
 	key := newShardPaths(tbl.Name(), shard).root + fg.Dir + fg.Files[0].Name
-	if err := tbl.Store().Put(context.Background(), key, bytes.NewReader(refusedGeneration(t))); err != nil {
+	if err := tbl.Store().Put(context.Background(), key, bytes.NewReader(typetest.StringIDStream(t))); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -222,7 +199,7 @@ func TestShardSetTakesPutsPastTheCeilingWithRefusedGenerations(t *testing.T) {
 	forEachStore(t, func(t *testing.T, real objstore.Store) {
 		ctx := context.Background()
 		store := &faultStore{Store: real}
-		bad := refusedGeneration(t)
+		bad := typetest.StringIDStream(t)
 		store.set(func(f *faultStore) {
 			f.rewritePut = func(key string, body []byte) []byte {
 				if g, ok := generationOfKey(key); ok && g >= 2 && g <= 19 {
