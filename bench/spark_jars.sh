@@ -3,16 +3,19 @@
 # (default ~/.cache/flight-sink/jars, or $FLIGHT_SINK_JARS) and prints their paths, comma-separated,
 # on its last line (a spark.jars value). Idempotent: a jar already present is not fetched again.
 #
-# delta-spark must match the Spark line: 4.4.0 runs on Spark 4.1.4 (and is built against 4.2);
-# 4.1.0 does not run on 4.1.4. The Iceberg runtime's artifact names its Spark line (4.1).
+# delta-spark must match the Spark release it runs on, and its artifact name does not say which:
+# 4.3.1 is built against Spark 4.1.0 and streams into Delta on PySpark 4.1.4; 4.4.0 is built
+# against Spark 4.2.0 and its streaming write fails on 4.1.4 (NoSuchMethodError:
+# DataSourceUtils.mergeWriteOptionsIntoHadoopConf). The Iceberg runtime's artifact names its
+# Spark line (4.1).
 set -euo pipefail
 
 jars="${FLIGHT_SINK_JARS:-$HOME/.cache/flight-sink/jars}"
 central="${MAVEN_CENTRAL:-https://repo1.maven.org/maven2}"
 artifacts=(
 	"org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
-	"io.delta:delta-spark_2.13:4.4.0"
-	"io.delta:delta-storage:4.4.0"
+	"io.delta:delta-spark_2.13:4.3.1"
+	"io.delta:delta-storage:4.3.1"
 )
 
 mkdir -p "$jars"
