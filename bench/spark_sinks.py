@@ -19,7 +19,8 @@ Sinks (--sinks picks some):
   fb              foreachBatch(FlightSink) (Python client), direct (not in the default set)
   fb-memwal       foreachBatch(FlightSink(through_driver=True)) on a MemWAL table (ditto)
 
-Each repetition runs every sink once, in order (ABCABC), for each workload. Reported per sink:
+After one untimed warm-up query per sink, each repetition runs every sink once, in order (ABCABC),
+for each workload. Reported per sink:
 batches/s (small) and rows/s (large) over the query's micro-batches (first batch's trigger start to
 last batch's trigger end, from StreamingQueryProgress), min-max over repetitions; and "batch start ->
 rows readable": the progress' trigger timestamp to the sink's own commit record of that batch
@@ -100,6 +101,8 @@ class Bench:
             .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+            # Delta rebuilds its snapshot state with this many tasks (default 50); local[2] has 2 cores.
+            .config("spark.databricks.delta.snapshotPartitions", "2")
             .config("spark.sql.catalog.bench", "org.apache.iceberg.spark.SparkCatalog")
             .config("spark.sql.catalog.bench.type", "hadoop")
             .config("spark.sql.catalog.bench.warehouse", str(work / "iceberg"))
@@ -129,7 +132,7 @@ class Bench:
         if sink in ("jvm", "jvm-memwal"):
             q = w.format("flight-sink").option("uri", self.uri).option("table", name).start()
         elif sink in ("fb", "fb-memwal"):
-            from flight_sink import FlightSink
+            from flight_sink.spark import FlightSink
 
             q = w.foreachBatch(FlightSink(self.uri, table=name, through_driver=sink == "fb-memwal")).start()
         elif sink == "iceberg":
@@ -293,6 +296,7 @@ def main() -> int:
     ap.add_argument("--large-batches", type=int, default=10)
     ap.add_argument("--only", choices=["small", "large"], help="one workload")
     ap.add_argument("--driver-memory", default="3g")
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed warm-up query of each sink")
     ap.add_argument("--quick", action="store_true", help="smoke run: 10 small batches, 3 large of 100,000 rows, 2 repetitions")
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -311,6 +315,9 @@ def main() -> int:
     peers = subprocess.run([str(REPO / "bench" / "spark_jars.sh")], check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     jars = ",".join([str(Path(jar).resolve()), peers])
 
+    # foreachBatch(FlightSink) unpickles in Python workers: they import this checkout's client.
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "clients" / "pyspark" / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="flight-sink-bench-spark-"))
     t_all = time.perf_counter()
 
@@ -341,6 +348,13 @@ def main() -> int:
         import pyspark
 
         log(f"PySpark {pyspark.__version__}, local[2]")
+        if args.warmup:
+            # One untimed query per sink first, so no sink pays the session's class loading and JIT.
+            warm = work / "in-warm"
+            write_input(warm, 3, args.small_rows, 3)
+            for s in sinks:
+                bench.run(s, "warm", warm)
+            log("warm-up: every sink ran once on 3 small batches (not counted)")
         for rep in range(args.reps):
             for wl in workloads:
                 for s in sinks:
