@@ -193,8 +193,9 @@ class Bench:
                     got[int(params["epochId"])] = to_ns(r.timestamp)
         elif sink == "parquet":
             for p in (out / "_spark_metadata").iterdir():
-                if p.name.isdigit():
-                    got[int(p.name)] = p.stat().st_mtime_ns
+                head = p.name.removesuffix(".compact")  # every 10th batch's log entry is a compaction
+                if head.isdigit():
+                    got[int(head)] = p.stat().st_mtime_ns
         return got
 
     def close(self) -> None:
@@ -302,6 +303,8 @@ def main() -> int:
     ap.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed warm-up query of each sink")
     ap.add_argument("--quick", action="store_true", help="smoke run: 10 small batches, 3 large of 100,000 rows, 2 repetitions")
     ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--profile", type=Path, help="a directory for the server's CPU profile of the whole run (serve "
+                    "--cpuprofile: cpu.pprof, read with `go tool pprof`) and its /metrics at the end (metrics.txt)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
     if args.quick:
@@ -335,8 +338,15 @@ def main() -> int:
     try:
         port = free_port()
         (work / "root").mkdir()
-        server = Proc("flight-sink", [str(args.server_bin), "serve", "--listen", f"127.0.0.1:{port}", "--http-listen", "off",
-                                      "--root", str(work / "root"), "--log-level", "warn"], work / "flight-sink.log")
+        http = "off"
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            http = f"127.0.0.1:{free_port()}"
+        argv = [str(args.server_bin), "serve", "--listen", f"127.0.0.1:{port}", "--http-listen", http,
+                "--root", str(work / "root"), "--log-level", "warn"]
+        if args.profile:
+            argv += ["--cpuprofile", str((args.profile / "cpu.pprof").resolve())]
+        server = Proc("flight-sink", argv, work / "flight-sink.log")
         wait_flight(f"127.0.0.1:{port}", server)
         log(f"flight-sink on 127.0.0.1:{port} (pid {server.p.pid}); jars {jars}")
         inputs = {}
@@ -370,6 +380,11 @@ def main() -> int:
         if bench:
             bench.close()
         if server:
+            if args.profile and server.p.poll() is None:
+                import urllib.request
+
+                with urllib.request.urlopen(f"http://{http}/metrics", timeout=30) as r:
+                    (args.profile / "metrics.txt").write_bytes(r.read())
             server.stop()
         if args.keep:
             print(f"kept {work}")
