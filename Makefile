@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -179,6 +179,17 @@ bench-reads:
 BENCH_FRESHNESS_ARGS ?=
 bench-freshness: pydeps build
 	$(VENV_PYTHON) bench/freshness_bench.py --bin bin/flight-sink $(BENCH_FRESHNESS_ARGS)
+
+# bench-spark: Spark Structured Streaming sinks side by side on PySpark 4.1 (bench/spark_sinks.py):
+# the JVM connector (a plain table and a MemWAL table) against Iceberg, Delta and format("parquet")
+# in one local[2] session on the same input, interleaved repetitions; batches/s (1,000-row
+# batches), rows/s (1 M-row batches) and batch start -> rows readable. Builds the server and the
+# jar, fetches the Iceberg and Delta jars from Maven Central (bench/spark_jars.sh), starts and
+# stops the server itself. BENCH_SPARK_ARGS="--quick" for a smoke run (a few minutes);
+# "--sinks jvm,iceberg,fb" picks sinks (fb: foreachBatch(FlightSink)); see --help.
+BENCH_SPARK_ARGS ?=
+bench-spark: build spark-jar spark41
+	"$$(cat $(VENV)/spark41)" bench/spark_sinks.py --server-bin bin/flight-sink $(BENCH_SPARK_ARGS)
 
 # bench-servers: `flight-sink bench --only memwal-servers` (docs/benchmarks.md) on a versitygw it
 # starts on 127.0.0.1:$(BENCH_S3_PORT) over a fresh temporary directory and stops (and removes)

@@ -23,7 +23,9 @@ def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
     """Which flight-sink Spark picks when the jar is on spark.jars: the jar's (its
     DataSourceRegister); registering the Python data source under the same name is then refused
     (DATA_SOURCE_ALREADY_EXISTS) and format("flight-sink") stays the JVM connector. The class
-    name io.flightsink.spark.FlightSinkDataSource always selects the JVM connector."""
+    name io.flightsink.spark.FlightSinkDataSource always selects the JVM connector. Each write
+    task gets 500 rows: past 256 rows the writer sizes its batch with Spark's
+    ArrowWriter.sizeInBytes, whose JVM signature differs between Spark 4.1.1 and 4.1.4."""
     script = tmp_path / "both.py"
     script.write_text(
         "import sys\n"
@@ -33,7 +35,7 @@ def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
         "spark = (SparkSession.builder.master('local[2]').config('spark.jars', jar)\n"
         "         .config('spark.ui.enabled', 'false').getOrCreate())\n"
         "spark.sparkContext.setLogLevel('ERROR')\n"
-        "df = spark.range(0, 100, 1, 2).selectExpr('id', 'id % 7 AS k')\n"
+        "df = spark.range(0, 1000, 1, 2).selectExpr('id', 'id % 7 AS k')\n"
         "df.write.format('flight-sink').option('uri', uri).option('table', 'side_jvm').mode('append').save()\n"
         "n = spark.read.format('flight-sink').option('uri', uri).option('table', 'side_jvm').load().where('k = 3').count()\n"
         "print('jvm-only', n)\n"
@@ -53,10 +55,10 @@ def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
     text = out.stdout.decode(errors="replace")
     assert out.returncode == 0, text + out.stderr.decode(errors="replace")[-4000:]
     print(text)
-    assert "jvm-only 14" in text  # ids 3, 10, ..., 94
-    assert "class-name 100" in text
+    assert "jvm-only 143" in text  # ids 3, 10, ..., 997
+    assert "class-name 1000" in text
     assert "register refused" in text and "DATA_SOURCE_ALREADY_EXISTS" in text
-    assert "short-name after register 100" in text
+    assert "short-name after register 1000" in text
 
 
 def test_jar_bundles_only_relocated_classes(jar):

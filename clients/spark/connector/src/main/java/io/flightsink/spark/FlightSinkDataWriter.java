@@ -105,7 +105,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
     arrow.write(row);
     pending++;
     rows++;
-    if (pending >= BATCH_ROWS || ((pending & 255) == 0 && arrow.sizeInBytes() >= BATCH_BYTES)) {
+    if (pending >= BATCH_ROWS || ((pending & 255) == 0 && SparkArrow.sizeInBytes(arrow) >= BATCH_BYTES)) {
       flush();
     }
   }
