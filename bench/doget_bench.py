@@ -26,17 +26,15 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "clients" / "pyspark" / "src"))
 import peers  # noqa: E402
-from read_bench import client_cpu, process_cpu  # noqa: E402
+from read_bench import interleaved_medians  # noqa: E402
 
 
 def main() -> int:
@@ -80,28 +78,12 @@ def main() -> int:
                 assert ack.status == "committed", ack
             files[label] = sorted(str(p) for p in (root / "large" / "data").glob("*.parquet"))
             assert len(files[label]) == args.epochs, files[label]
-            readers[f"doget {label}"] = (label, lambda c=client: c.read("large"))
+            readers[f"doget {label}"] = (label, lambda c=client: c.read("large", direct=False))
             readers[f"pyarrow {label}"] = (None, lambda f=files[label]: pq.read_table(f))
 
         names = list(readers)
-        wall: dict[str, list[float]] = {n: [] for n in names}
-        ccpu: dict[str, list[float]] = {n: [] for n in names}
-        scpu: dict[str, list[float]] = {n: [] for n in names}
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for name in order:
-                label, read = readers[name]
-                pid = servers[label].p.pid if label else None
-                s0, c0, t0 = process_cpu(pid) if pid else 0.0, client_cpu(), time.perf_counter()
-                out = read()
-                t1, c1, s1 = time.perf_counter(), client_cpu(), process_cpu(pid) if pid else 0.0
-                assert out.num_rows == rows, (name, out.num_rows, rows)
-                del out
-                wall[name].append(t1 - t0)
-                ccpu[name].append(c1 - c0)
-                scpu[name].append(s1 - s0)
-
-        med = {n: (statistics.median(wall[n]), statistics.median(ccpu[n]), statistics.median(scpu[n])) for n in names}
+        med = interleaved_medians({n: read for n, (_, read) in readers.items()},
+                                  lambda n: servers[readers[n][0]].p.pid if readers[n][0] else None, args.rounds, rows)
         sizes = {label: sum(os.path.getsize(f) for f in fs) for label, fs in files.items()}
         print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {args.epochs} data files per table, {args.rounds} interleaved "
               f"rounds, medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machines: noisy)")

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -93,6 +94,25 @@ def process_cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     # After the command: state is field 3, utime field 14, stime field 15 (1-based).
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def interleaved_medians(readers: Dict[str, Callable[[], Any]], server_pid: Callable[[str], Optional[int]],
+                        rounds: int, rows: int) -> Dict[str, Tuple[float, float, float]]:
+    """Run every reader once per round, rotating the order each round so load shifts fall on all of
+    them; check each read returned ``rows`` rows. Returns per reader the medians of (wall, client
+    CPU, server CPU) seconds; server CPU is that of the process ``server_pid(name)`` (0 if None)."""
+    names = list(readers)
+    samples: Dict[str, List[Tuple[float, float, float]]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            pid = server_pid(name)
+            s0, c0, t0 = process_cpu(pid) if pid else 0.0, client_cpu(), time.perf_counter()
+            out = readers[name]()
+            t1, c1, s1 = time.perf_counter(), client_cpu(), process_cpu(pid) if pid else 0.0
+            assert out.num_rows == rows, (name, out.num_rows, rows)
+            del out
+            samples[name].append((t1 - t0, c1 - c0, s1 - s0))
+    return {n: tuple(statistics.median(x[i] for x in samples[n]) for i in range(3)) for n in names}  # type: ignore[misc]
 
 
 def main() -> int:
@@ -162,22 +182,7 @@ def main() -> int:
             "pyarrow.parquet": lambda: pq.read_table(files),
         }
         names = list(readers)
-        wall: dict[str, list[float]] = {n: [] for n in names}
-        ccpu: dict[str, list[float]] = {n: [] for n in names}
-        scpu: dict[str, list[float]] = {n: [] for n in names}
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for name in order:
-                s0, c0, t0 = process_cpu(server.p.pid), client_cpu(), time.perf_counter()
-                out = readers[name]()
-                t1, c1, s1 = time.perf_counter(), client_cpu(), process_cpu(server.p.pid)
-                assert out.num_rows == rows, (name, out.num_rows, rows)
-                del out
-                wall[name].append(t1 - t0)
-                ccpu[name].append(c1 - c0)
-                scpu[name].append(s1 - s0)
-
-        med = {n: (statistics.median(wall[n]), statistics.median(ccpu[n]), statistics.median(scpu[n])) for n in names}
+        med = interleaved_medians(readers, lambda _: server.p.pid, args.rounds, rows)
         print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {len(files)} data files ({args.data_codec or 'default codec'}), "
               f"{args.rounds} interleaved rounds, "
               f"medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machines: noisy)")
