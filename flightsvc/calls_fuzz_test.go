@@ -45,10 +45,8 @@ func fuzzCalls(ex map[string]docExample) []fuzzCall {
 			_, err := c.get(testCtx(t), arg)
 			return err
 		}},
-		fuzzCall{"GetFlightInfo CMD", ex["flightinfo filter"].body, func(c *flightConn, t *testing.T, arg []byte) error {
-			_, err := c.Client.GetFlightInfo(testCtx(t), &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: arg})
-			return err
-		}},
+		fuzzCall{"GetFlightInfo CMD", ex["flightinfo filter"].body, flightInfoCMD},
+		fuzzCall{"GetFlightInfo CMD direct", ex["flightinfo direct"].body, flightInfoCMD},
 		fuzzCall{"GetFlightInfo PATH", []byte("clicks"), func(c *flightConn, t *testing.T, arg []byte) error {
 			_, err := c.Client.GetFlightInfo(testCtx(t), pathDesc(strings.Split(string(arg), "\x00")...))
 			return err
@@ -68,6 +66,12 @@ func fuzzCalls(ex map[string]docExample) []fuzzCall {
 			return err
 		}},
 	)
+}
+
+// flightInfoCMD calls GetFlightInfo with arg as the descriptor's command.
+func flightInfoCMD(c *flightConn, t *testing.T, arg []byte) error {
+	_, err := c.Client.GetFlightInfo(testCtx(t), &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: arg})
+	return err
 }
 
 // FuzzCalls runs on a server holding the tables the documented examples name: "events" (keyed
