@@ -1,6 +1,7 @@
 package memwal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,7 +110,7 @@ func (c *Folder) quarantine(ctx context.Context, shard string, ms *ManifestStore
 		q := QuarantinedGeneration{FlushedGeneration: cur.FlushedGenerations[i], Error: msg, QuarantinedAtNanos: time.Now().UnixNano()}
 		cur.FlushedGenerations = slices.Delete(cur.FlushedGenerations, i, i+1)
 		cur.Quarantined = append(cur.Quarantined, q)
-		slices.SortFunc(cur.Quarantined, func(a, b QuarantinedGeneration) int { return compareUint64(a.Generation, b.Generation) })
+		slices.SortFunc(cur.Quarantined, func(a, b QuarantinedGeneration) int { return cmp.Compare(a.Generation, b.Generation) })
 		moved = true
 		return nil
 	})
@@ -123,14 +124,4 @@ func (c *Folder) quarantine(ctx context.Context, shard string, ms *ManifestStore
 			"dir", ms.paths.root+g.Dir, "epochs", g.Epochs, "err", msg)
 	}
 	return nil
-}
-
-func compareUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
