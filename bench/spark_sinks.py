@@ -18,6 +18,8 @@ Sinks (--sinks picks some):
   parquet         format("parquet") (the file sink and its _spark_metadata log)
   fb              foreachBatch(FlightSink) (Python client), direct (not in the default set)
   fb-memwal       foreachBatch(FlightSink(through_driver=True)) on a MemWAL table (ditto)
+  noop            format("noop"), Spark's own sink that discards every row: the floor of any
+                  DataSource V2 sink in this session (ditto)
 
 After one untimed warm-up query per sink, each repetition runs every sink once, in order (ABCABC),
 for each workload. Reported per sink:
@@ -54,7 +56,7 @@ sys.path.insert(0, str(REPO / "clients" / "pyspark" / "src"))
 from peers import Proc, free_port, make_batch, wait_flight  # noqa: E402
 
 DEFAULT_SINKS = ["jvm", "jvm-memwal", "iceberg", "delta", "parquet"]
-ALL_SINKS = DEFAULT_SINKS + ["fb", "fb-memwal"]
+ALL_SINKS = DEFAULT_SINKS + ["fb", "fb-memwal", "noop"]
 PHASES = ["latestOffset", "walCommit", "getBatch", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution"]
 # Phases that run before the sink's commit is done (MicroBatchExecution's order); commitOffsets follows.
 PHASES_TO_COMMIT = ["latestOffset", "walCommit", "getBatch", "queryPlanning", "addBatch"]
@@ -143,6 +145,8 @@ class Bench:
             q = w.format("delta").start(str(out))
         elif sink == "parquet":
             q = w.format("parquet").start(str(out))
+        elif sink == "noop":
+            q = w.format("noop").start()
         else:
             raise ValueError(sink)
         t0 = time.perf_counter()
@@ -285,6 +289,7 @@ LABELS = {
     "parquet": '`format("parquet")`',
     "fb": "`foreachBatch(FlightSink)`, direct",
     "fb-memwal": "`foreachBatch(FlightSink(through_driver=True))`, MemWAL table",
+    "noop": '`format("noop")` (discards every row)',
 }
 
 

@@ -26,7 +26,9 @@ import org.slf4j.LoggerFactory;
  *   <li>staged partitions: {@code commit_epoch} with the stage tokens of the attempts Spark kept
  *       (one per partition); {@code duplicate} (a replayed epoch) is success;
  *   <li>collected partitions (a keyed update epoch): one non-staged DoPut of every partition's
- *       rows with mode {@code update}: one Upsert, or {@code duplicate} on a replay.
+ *       rows with mode {@code update}: one Upsert, or {@code duplicate} on a replay;
+ *   <li>a single-partition write whose task committed the epoch with its own DoPut: nothing left
+ *       to do (the task's acknowledgement is the epoch's).
  * </ul>
  */
 final class EpochCommitter {
@@ -43,7 +45,9 @@ final class EpochCommitter {
       }
       msgs.add((FlightSinkCommitMessage) m);
     }
-    JsonNode ack = spec.collect ? putCollected(spec, queryId, epochId, msgs)
+    JsonNode ack = msgs.size() == 1 && msgs.get(0).ack != null ? FlightSinkClient.parse(
+        msgs.get(0).ack.getBytes(java.nio.charset.StandardCharsets.UTF_8))
+        : spec.collect ? putCollected(spec, queryId, epochId, msgs)
         : commitStages(spec, queryId, epochId, msgs);
     String status = ack.path("status").asText();
     if (!status.equals("committed") && !status.equals("duplicate") && !status.equals("empty")) {

@@ -22,6 +22,13 @@ import org.apache.spark.sql.util.ArrowUtils;
  * commit message. An empty partition sends nothing. In collect mode (a keyed update epoch, which
  * the server cannot stage) the rows go to the driver in the commit message instead.
  *
+ * <p>The one task of a single-partition write ({@code whole}) lands the epoch itself: one
+ * non-staged DoPut with {@code (query id, epoch id)}, which commits the epoch in one transaction
+ * (an upsert for a keyed update epoch) or answers {@code duplicate} for an epoch the server already
+ * has, so a retried attempt or a replayed epoch commits nothing twice. The driver then has nothing
+ * left to commit. An empty partition still leaves the epoch to the driver (an empty complete epoch
+ * truncates).
+ *
  * <p>The DoPut starts with the first row, so a task streams its rows while Spark computes them;
  * the stage stays invisible until the driver's {@code commit_epoch} names it. A failure or abort
  * cancels the stream (nothing is staged); a stage of an attempt that failed later is never
@@ -37,6 +44,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
   private final long epochId;
   private final int partition;
   private final int attempt;
+  private final boolean whole;
 
   private BufferAllocator allocator;
   private VectorSchemaRoot root;
@@ -47,12 +55,14 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
   private int pending;
   private long rows;
 
-  FlightSinkDataWriter(EpochSpec spec, String queryId, long epochId, int partition, int attempt) {
+  /** whole: this is the write's only partition, whose DoPut commits the epoch (above). */
+  FlightSinkDataWriter(EpochSpec spec, String queryId, long epochId, int partition, int attempt, boolean whole) {
     this.spec = spec;
     this.queryId = queryId;
     this.epochId = epochId;
     this.partition = partition;
     this.attempt = attempt;
+    this.whole = whole;
   }
 
   static Schema arrowSchema(org.apache.spark.sql.types.StructType schema) {
@@ -64,7 +74,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
         .newChildAllocator("flight-sink writer " + partition + "." + attempt, 0, Long.MAX_VALUE);
     root = VectorSchemaRoot.create(arrowSchema(spec.schema), allocator);
     arrow = ArrowWriter.create(root);
-    if (spec.collect) {
+    if (spec.collect && !whole) {
       ipc = new ByteArrayOutputStream();
       ipcWriter = new ArrowStreamWriter(root, null, Channels.newChannel(ipc));
       try {
@@ -83,10 +93,12 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
     cmd.put("query_id", queryId);
     cmd.put("epoch_id", epochId);
     cmd.put("mode", spec.mode);
-    Map<String, Object> part = new LinkedHashMap<>();
-    part.put("id", partition);
-    part.put("attempt", attempt);
-    cmd.put("partition", part);
+    if (!whole) {
+      Map<String, Object> part = new LinkedHashMap<>();
+      part.put("id", partition);
+      part.put("attempt", attempt);
+      cmd.put("partition", part);
+    }
     cmd.put("create", spec.opts.createValue());
     if (spec.opts.route != null) {
       cmd.put("route", spec.opts.route);
@@ -115,7 +127,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
       return;
     }
     arrow.finish();
-    if (spec.collect) {
+    if (ipcWriter != null) {
       try {
         ipcWriter.writeBatch();
       } catch (IOException e) {
@@ -131,31 +143,44 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
   @Override
   public WriterCommitMessage commit() {
     if (root == null) {
-      return new FlightSinkCommitMessage(partition, attempt, "empty", null, 0, null);
+      return new FlightSinkCommitMessage(partition, attempt, "empty", null, 0, null, null);
     }
     flush();
-    if (spec.collect) {
+    if (ipcWriter != null) {
       try {
         ipcWriter.end();
       } catch (IOException e) {
         throw new IllegalStateException(e);
       }
-      return new FlightSinkCommitMessage(partition, attempt, "collected", null, rows, ipc.toByteArray());
+      return new FlightSinkCommitMessage(partition, attempt, "collected", null, rows, ipc.toByteArray(), null);
     }
     JsonNode ack = put.finish();
     String status = ack.path("status").asText();
+    if (whole) {
+      if (!status.equals("committed") && !status.equals("duplicate")) {
+        throw new FlightSinkException("flight-sink: epoch " + epochId + " of " + queryId
+            + " was not committed to " + spec.opts.table + ": " + ack);
+      }
+      failIfInjected(ack.toString());
+      return new FlightSinkCommitMessage(partition, attempt, status, null, ack.path("rows").asLong(rows), null, ack);
+    }
     if (!status.equals("staged") && !status.equals("duplicate")) {
       throw new FlightSinkException("flight-sink: partition " + partition + " of epoch " + epochId
           + " of " + queryId + ": unexpected acknowledgement " + ack);
     }
     String stage = ack.hasNonNull("stage") ? ack.get("stage").asText() : null;
+    failIfInjected("stage " + stage);
+    return new FlightSinkCommitMessage(partition, attempt, status, stage, ack.path("rows").asLong(rows), null, null);
+  }
+
+  /** The test hook {@link FlightSinkOptions#TEST_FAIL_AFTER_STAGE}: fails this attempt once its rows were sent. */
+  private void failIfInjected(String what) {
     int[] fail = spec.opts.failAfterStage;
     if (fail != null && fail[0] == partition && fail[1] == attempt) {
       throw new IllegalStateException(FlightSinkOptions.TEST_FAIL_AFTER_STAGE
-          + ": injected failure after staging partition " + partition + " attempt " + attempt
-          + " (stage " + stage + ")");
+          + ": injected failure after sending partition " + partition + " attempt " + attempt
+          + " (" + what + ")");
     }
-    return new FlightSinkCommitMessage(partition, attempt, status, stage, ack.path("rows").asLong(rows), null);
   }
 
   @Override

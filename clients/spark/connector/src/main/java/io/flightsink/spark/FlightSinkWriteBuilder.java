@@ -3,6 +3,7 @@ package io.flightsink.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.BatchWrite;
@@ -77,7 +78,7 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
         if (complete) {
           return new Streaming(new EpochSpec(opts, info.schema(), qid, "complete", false));
         }
-        TableKind kind = tableKind(opts);
+        TableKind kind = streamingTableKind(opts, qid);
         return new Streaming(new EpochSpec(opts, info.schema(), qid, kind.keyed ? "update" : "append",
             kind.collectUpdates(opts)));
       }
@@ -103,6 +104,28 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
     }
   }
 
+  /**
+   * Table kinds of running streaming queries, by server, table and query id. Spark builds a
+   * streaming query's write anew for every micro-batch; the kind is asked for once (one {@code
+   * table_stats}) and asked again after an epoch of that query failed or was aborted.
+   */
+  private static final Map<String, TableKind> KINDS = new ConcurrentHashMap<>();
+
+  private static String kindKey(FlightSinkOptions opts, String queryId) {
+    return opts.uri + "\u0000" + opts.table + "\u0000" + queryId;
+  }
+
+  static TableKind streamingTableKind(FlightSinkOptions opts, String queryId) {
+    if (KINDS.size() > 10_000) {
+      KINDS.clear(); // entries of queries long gone; the running ones ask once more
+    }
+    return KINDS.computeIfAbsent(kindKey(opts, queryId), k -> tableKind(opts));
+  }
+
+  static void forgetTableKind(FlightSinkOptions opts, String queryId) {
+    KINDS.remove(kindKey(opts, queryId));
+  }
+
   /** The table's kind (or that of the table the write will create: keyed, no shards). */
   static TableKind tableKind(FlightSinkOptions opts) {
     try {
@@ -123,15 +146,39 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
     return ctx == null ? 0 : ctx.attemptNumber();
   }
 
-  /** {@code df.write}: every task stages, the driver commits once (epoch 0 of a fresh query id). */
-  static final class Batch implements BatchWrite, DataWriterFactory {
+  /** The tasks' writers; whole: the write has one partition, whose task commits the epoch. */
+  static final class Writers implements DataWriterFactory, StreamingDataWriterFactory {
+    private static final long serialVersionUID = 1L;
+    private final EpochSpec spec;
+    private final boolean whole;
+
+    Writers(EpochSpec spec, boolean whole) {
+      this.spec = spec;
+      this.whole = whole;
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+      return createWriter(partitionId, taskId, 0);
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
+      return new FlightSinkDataWriter(spec, spec.queryId, epochId, partitionId, attempt(), whole);
+    }
+  }
+
+  /**
+   * {@code df.write}: every task stages, the driver commits once (epoch 0 of a fresh query id); a
+   * single-partition write is committed by its task.
+   */
+  static final class Batch implements BatchWrite {
     // As for streaming writes (below): the commit names the stages of the messages it is given.
     @Override
     public boolean useCommitCoordinator() {
       return false;
     }
 
-    private static final long serialVersionUID = 1L;
     private final EpochSpec spec;
 
     Batch(EpochSpec spec) {
@@ -140,12 +187,7 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-      return this;
-    }
-
-    @Override
-    public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-      return new FlightSinkDataWriter(spec, spec.queryId, 0, partitionId, attempt());
+      return new Writers(spec, info.numPartitions() == 1);
     }
 
     @Override
@@ -160,9 +202,11 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
     }
   }
 
-  /** Streaming: stage per task, one {@code commit_epoch} per micro-batch on the driver. */
-  static final class Streaming implements StreamingWrite, StreamingDataWriterFactory {
-    private static final long serialVersionUID = 1L;
+  /**
+   * Streaming: stage per task, one {@code commit_epoch} per micro-batch on the driver; a
+   * single-partition micro-batch is committed by its task's DoPut (FlightSinkDataWriter).
+   */
+  static final class Streaming implements StreamingWrite {
     private final EpochSpec spec;
 
     Streaming(EpochSpec spec) {
@@ -171,12 +215,7 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
 
     @Override
     public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
-      return this;
-    }
-
-    @Override
-    public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
-      return new FlightSinkDataWriter(spec, spec.queryId, epochId, partitionId, attempt());
+      return new Writers(spec, info.numPartitions() == 1);
     }
 
     // No commit coordinator: the driver commits exactly the stages of the messages Spark hands
@@ -190,11 +229,17 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
 
     @Override
     public void commit(long epochId, WriterCommitMessage[] messages) {
-      EpochCommitter.commit(spec, spec.queryId, epochId, messages);
+      try {
+        EpochCommitter.commit(spec, spec.queryId, epochId, messages);
+      } catch (RuntimeException e) {
+        forgetTableKind(spec.opts, spec.queryId);
+        throw e;
+      }
     }
 
     @Override
     public void abort(long epochId, WriterCommitMessage[] messages) {
+      forgetTableKind(spec.opts, spec.queryId);
       LOG.warn("flight-sink: epoch {} of {} aborted; nothing was committed (its stages expire)",
           epochId, spec.queryId);
     }

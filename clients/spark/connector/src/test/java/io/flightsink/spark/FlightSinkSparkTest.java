@@ -115,6 +115,17 @@ class FlightSinkSparkTest {
     return q;
   }
 
+  /** Stage files (staged partitions of multi-writer epochs) the server holds for table. */
+  private long stagedParts(String table) throws IOException {
+    Path dir = server.root.resolve(table).resolve("_staging");
+    if (!Files.isDirectory(dir)) {
+      return 0;
+    }
+    try (var files = Files.list(dir)) {
+      return files.count();
+    }
+  }
+
   private static List<Long> range(long from, long to) {
     return LongStream.range(from, to).boxed().collect(Collectors.toList());
   }
@@ -156,6 +167,61 @@ class FlightSinkSparkTest {
     assertNotEquals(q.runId(), q2.runId());
     assertEquals(range(0, 90), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
     assertEquals(List.of(qid + "/0", qid + "/1", qid + "/2"), TestTables.epochCommits(server.uri(), table));
+  }
+
+  @Test
+  void singlePartitionEpochsCommittedByTheirTaskLandOnce(@TempDir Path tmp) throws Exception {
+    String table = "stream_whole";
+    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "k", "type", "utf8"),
+            Map.of("name", "v", "type", "int64")),
+        "memwal", Map.of("shards", 2)));
+    Path src = tmp.resolve("in");
+    Path ckpt = tmp.resolve("ckpt");
+    writeJson(src, 0, 0, 25, null);
+    writeJson(src, 1, 25, 50, null);
+    // One partition a micro-batch: its task's DoPut commits the epoch. The first attempt of every
+    // epoch fails right after that DoPut was acknowledged; the retry's DoPut answers duplicate.
+    StreamingQuery q = runAvailable(sink(files(src).writeStream(), table, ckpt)
+        .option(FlightSinkOptions.TEST_FAIL_AFTER_STAGE, "0:0"));
+    assertEquals(range(0, 50), sorted(TestTables.ids(server.uri(), table)), "every row exactly once");
+    assertEquals(List.of(), TestTables.epochCommits(server.uri(), table), "every epoch landed in MemWAL");
+    JsonNode stream = FlightSinkClient.get(server.uri(), null).action("table_stats", Map.of("table", table))
+        .path("streams").path(q.id().toString());
+    assertEquals(1, stream.path("epoch").asLong(), () -> "table_stats streams: " + stream);
+    assertEquals(0, stagedParts(table), "no task staged a part");
+
+    // The restarted query replays epoch 1 (its commit was forgotten): a duplicate.
+    Files.delete(ckpt.resolve("commits").resolve("1"));
+    Files.deleteIfExists(ckpt.resolve("commits").resolve(".1.crc"));
+    writeJson(src, 2, 50, 75, null);
+    runAvailable(sink(files(src).writeStream(), table, ckpt));
+    assertEquals(range(0, 75), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
+  }
+
+  @Test
+  void singlePartitionUpdateEpochUpsertsFromItsTask(@TempDir Path tmp) throws Exception {
+    String table = "stream_update_whole";
+    Path src = tmp.resolve("in");
+    writeJson(src, 0, 0, 10, null);
+    writeJson(src, 1, 10, 14, null);
+    // A keyed table without MemWAL shards: a multi-partition update epoch goes through the
+    // driver; a single-partition one is upserted by its task's DoPut.
+    Dataset<Row> agg = files(src).groupBy("k")
+        .agg(functions.count("*").as("n"), functions.max("v").as("maxv")).coalesce(1);
+    StreamingQuery q = runAvailable(sink(agg.writeStream().outputMode("update"), table, tmp.resolve("ckpt"))
+        .option("primaryKey", "k"));
+    Map<String, Long> got = new TreeMap<>();
+    for (Map<String, Object> r : TestTables.rows(server.uri(), table)) {
+      Long prev = got.put((String) r.get("k"), ((Number) r.get("n")).longValue());
+      assertTrue(prev == null, "key " + r.get("k") + " twice");
+    }
+    assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), got, "the latest count of every key, once");
+    assertEquals(0, stagedParts(table), "no task staged a part");
+    List<String> ops = TestTables.operations(server.uri(), table);
+    assertTrue(ops.contains("Upsert"), ops.toString());
+    String qid = q.id().toString();
+    assertEquals(List.of(qid + "/0", qid + "/1"), TestTables.epochCommits(server.uri(), table));
   }
 
   @Test
