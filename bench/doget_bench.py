@@ -17,6 +17,10 @@ and each DoGet's ratio to pyarrow.parquet of its own files and of the first targ
 1.0: DoGet is faster). The tables are append-only and maintenance is off, so every data file is
 one of the version read.
 
+With --floor it also reads the same rows from a pyarrow.flight server that holds them in memory
+(`floor`: no storage, no decoding, Arrow C++'s own Flight transport): the least any DoGet of these
+rows costs on this machine, and how much of a DoGet's time is left for the server's decoding.
+
   python bench/doget_bench.py --target base=/tmp/base/flight-sink --target new=bin/flight-sink@lz4_raw
 """
 
@@ -45,7 +49,11 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--batch-rows", type=int, default=65536)
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (every reader once each)")
+    ap.add_argument("--floor", action="store_true", help="also read the rows from an in-memory pyarrow.flight server")
+    ap.add_argument("--serve-memory", action="store_true", help=argparse.SUPPRESS)  # the --floor server process
     args = ap.parse_args()
+    if args.serve_memory:
+        return serve_memory(args)
 
     import pyarrow.parquet as pq
 
@@ -81,16 +89,24 @@ def main() -> int:
             readers[f"doget {label}"] = (label, lambda c=client: c.read("large", direct=False))
             readers[f"pyarrow {label}"] = (None, lambda f=files[label]: pq.read_table(f))
 
+        if args.floor:
+            readers["floor memory"] = ("memory", start_memory_server(args, work, servers))
         names = list(readers)
         med = interleaved_medians({n: read for n, (_, read) in readers.items()},
                                   lambda n: servers[readers[n][0]].p.pid if readers[n][0] else None, args.rounds, rows)
         sizes = {label: sum(os.path.getsize(f) for f in fs) for label, fs in files.items()}
+        sizes["memory"] = 0
         print(f"{rows:,} rows, {nbytes / 1e6:.1f} MB Arrow, {args.epochs} data files per table, {args.rounds} interleaved "
               f"rounds, medians; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared machines: noisy)")
         print(f"{'reader':22s} {'wall ms':>9s} {'client CPU ms':>14s} {'server CPU ms':>14s} {'total CPU ms':>13s} {'file MB':>8s}")
         for n in names:
             w, c, s = med[n]
             label = n.split(" ", 1)[1]
+            if n == "floor memory":
+                rw, rc, rs = med[f"pyarrow {args.target[0].partition('=')[0]}"]
+                print(f"{n:22s} {w * 1000:9.1f} {c * 1000:14.1f} {s * 1000:14.1f} {(c + s) * 1000:13.1f} {'-':>8s}"
+                      f"   (pyarrow {args.target[0].partition('=')[0]} / floor: {rw / w:4.2f}x wall)")
+                continue
             print(f"{n:22s} {w * 1000:9.1f} {c * 1000:14.1f} {s * 1000:14.1f} {(c + s) * 1000:13.1f} {sizes[label] / 1e6:8.1f}")
         first = args.target[0].partition("=")[0]
         print("\nDoGet against pyarrow.parquet (pyarrow / DoGet: above 1.0, DoGet is faster), wall | total CPU")
@@ -109,6 +125,37 @@ def main() -> int:
         for p in servers.values():
             p.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def start_memory_server(args, work: Path, servers: dict):
+    """Starts this script with --serve-memory (the --floor server) and returns its reader."""
+    import pyarrow.flight as fl
+
+    argv = [sys.executable, __file__, "--serve-memory", "--target", "memory=-", "--epochs", str(args.epochs),
+            "--batches", str(args.batches), "--batch-rows", str(args.batch_rows)]
+    servers["memory"] = peers.Proc("in-memory pyarrow.flight", argv, work / "memory.log")
+    port = int(servers["memory"].p.stdout.readline())
+    client = fl.connect(f"grpc://127.0.0.1:{port}")
+    return lambda: client.do_get(fl.Ticket(b"large")).read_all()
+
+
+def serve_memory(args) -> int:
+    """A pyarrow.flight server whose DoGet streams the benchmark's rows from memory."""
+    import pyarrow as pa
+    import pyarrow.flight as fl
+
+    batches = [peers.make_batch(e * args.batches * args.batch_rows + i * args.batch_rows, args.batch_rows, 1)
+               for e in range(args.epochs) for i in range(args.batches)]
+    table = pa.Table.from_batches(batches)
+
+    class Memory(fl.FlightServerBase):
+        def do_get(self, context, ticket):
+            return fl.RecordBatchStream(table)
+
+    server = Memory("grpc://127.0.0.1:0")
+    print(server.port, flush=True)
+    server.serve()
+    return 0
 
 
 if __name__ == "__main__":

@@ -166,7 +166,7 @@ final class FlightSinkClient {
     void putNext() {
       try {
         while (!stream.isReady()) {
-          PutResult early = listener.poll(1, java.util.concurrent.TimeUnit.MILLISECONDS);
+          PutResult early = listener.poll(50, java.util.concurrent.TimeUnit.MICROSECONDS);
           if (early != null) {
             early.close(); // the server acknowledges after the stream's end; nothing to keep
           }
