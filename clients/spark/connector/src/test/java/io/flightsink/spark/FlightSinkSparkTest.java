@@ -115,6 +115,41 @@ class FlightSinkSparkTest {
     return q;
   }
 
+  /** Creates table (id long, k string, v long) with two MemWAL shards. */
+  private void createMemWalTable(String table) {
+    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "k", "type", "utf8"),
+            Map.of("name", "v", "type", "int64")),
+        "memwal", Map.of("shards", 2)));
+  }
+
+  /**
+   * Makes the checkpoint forget that epoch was committed (as after a crash between the sink's
+   * commit and Spark's commit log): a restarted query replays it.
+   */
+  private static void forgetCommit(Path ckpt, int epoch) throws IOException {
+    Files.delete(ckpt.resolve("commits").resolve(Integer.toString(epoch)));
+    Files.deleteIfExists(ckpt.resolve("commits").resolve("." + epoch + ".crc"));
+  }
+
+  /** Two input files (rows 0..9 and 10..13 over keys k0..k2) as the count and max of v by k. */
+  private Dataset<Row> keyCounts(Path tmp) throws IOException {
+    Path src = tmp.resolve("in");
+    writeJson(src, 0, 0, 10, null);
+    writeJson(src, 1, 10, 14, null);
+    return files(src).groupBy("k").agg(functions.count("*").as("n"), functions.max("v").as("maxv"));
+  }
+
+  /** Column n of every row of a table keyed by k, by key; fails on a key seen twice. */
+  private Map<String, Long> counts(String table) {
+    Map<String, Long> got = new TreeMap<>();
+    for (Map<String, Object> r : TestTables.rows(server.uri(), table)) {
+      Long prev = got.put((String) r.get("k"), ((Number) r.get("n")).longValue());
+      assertTrue(prev == null, "key " + r.get("k") + " twice");
+    }
+    return got;
+  }
+
   /** Stage files (staged partitions of multi-writer epochs) the server holds for table. */
   private long stagedParts(String table) throws IOException {
     Path dir = server.root.resolve(table).resolve("_staging");
@@ -158,8 +193,7 @@ class FlightSinkSparkTest {
     // Spark forgets it committed epoch 1 (as after a crash between the sink's commit and the
     // commit log): the restarted query replays epoch 1, which the server answers `duplicate`,
     // then runs epoch 2.
-    Files.delete(ckpt.resolve("commits").resolve("1"));
-    Files.deleteIfExists(ckpt.resolve("commits").resolve(".1.crc"));
+    forgetCommit(ckpt, 1);
     writeJson(src, 2, 60, 90, null);
     StreamingQuery q2 = runAvailable(sink(files(src).repartition(2).writeStream(), table, ckpt)
         .option(FlightSinkOptions.TEST_FAIL_AFTER_STAGE, "1:0"));
@@ -172,10 +206,7 @@ class FlightSinkSparkTest {
   @Test
   void singlePartitionEpochsCommittedByTheirTaskLandOnce(@TempDir Path tmp) throws Exception {
     String table = "stream_whole";
-    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
-        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "k", "type", "utf8"),
-            Map.of("name", "v", "type", "int64")),
-        "memwal", Map.of("shards", 2)));
+    createMemWalTable(table);
     Path src = tmp.resolve("in");
     Path ckpt = tmp.resolve("ckpt");
     writeJson(src, 0, 0, 25, null);
@@ -192,8 +223,7 @@ class FlightSinkSparkTest {
     assertEquals(0, stagedParts(table), "no task staged a part");
 
     // The restarted query replays epoch 1 (its commit was forgotten): a duplicate.
-    Files.delete(ckpt.resolve("commits").resolve("1"));
-    Files.deleteIfExists(ckpt.resolve("commits").resolve(".1.crc"));
+    forgetCommit(ckpt, 1);
     writeJson(src, 2, 50, 75, null);
     runAvailable(sink(files(src).writeStream(), table, ckpt));
     assertEquals(range(0, 75), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
@@ -202,21 +232,12 @@ class FlightSinkSparkTest {
   @Test
   void singlePartitionUpdateEpochUpsertsFromItsTask(@TempDir Path tmp) throws Exception {
     String table = "stream_update_whole";
-    Path src = tmp.resolve("in");
-    writeJson(src, 0, 0, 10, null);
-    writeJson(src, 1, 10, 14, null);
     // A keyed table without MemWAL shards: a multi-partition update epoch goes through the
     // driver; a single-partition one is upserted by its task's DoPut.
-    Dataset<Row> agg = files(src).groupBy("k")
-        .agg(functions.count("*").as("n"), functions.max("v").as("maxv")).coalesce(1);
+    Dataset<Row> agg = keyCounts(tmp).coalesce(1);
     StreamingQuery q = runAvailable(sink(agg.writeStream().outputMode("update"), table, tmp.resolve("ckpt"))
         .option("primaryKey", "k"));
-    Map<String, Long> got = new TreeMap<>();
-    for (Map<String, Object> r : TestTables.rows(server.uri(), table)) {
-      Long prev = got.put((String) r.get("k"), ((Number) r.get("n")).longValue());
-      assertTrue(prev == null, "key " + r.get("k") + " twice");
-    }
-    assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), got, "the latest count of every key, once");
+    assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), counts(table), "the latest count of every key, once");
     assertEquals(0, stagedParts(table), "no task staged a part");
     List<String> ops = TestTables.operations(server.uri(), table);
     assertTrue(ops.contains("Upsert"), ops.toString());
@@ -227,10 +248,7 @@ class FlightSinkSparkTest {
   @Test
   void memWalTableWrittenByFourPartitionStream(@TempDir Path tmp) throws Exception {
     String table = "stream_memwal";
-    FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
-        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "k", "type", "utf8"),
-            Map.of("name", "v", "type", "int64")),
-        "memwal", Map.of("shards", 2)));
+    createMemWalTable(table);
     Path src = tmp.resolve("in");
     Path ckpt = tmp.resolve("ckpt");
     writeJson(src, 0, 0, 40, null);
@@ -248,8 +266,7 @@ class FlightSinkSparkTest {
     assertEquals(1, stream.path("epoch").asLong(), () -> "table_stats streams: " + stream);
 
     // The restarted query replays epoch 1 (its commit was forgotten): a duplicate from the shards.
-    Files.delete(ckpt.resolve("commits").resolve("1"));
-    Files.deleteIfExists(ckpt.resolve("commits").resolve(".1.crc"));
+    forgetCommit(ckpt, 1);
     writeJson(src, 2, 80, 120, null);
     runAvailable(sink(files(src).repartition(4).writeStream(), table, ckpt));
     assertEquals(range(0, 120), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
@@ -319,11 +336,7 @@ class FlightSinkSparkTest {
   @Test
   void updateModeUpsertsKeyedTable(@TempDir Path tmp) throws Exception {
     String table = "stream_update";
-    Path src = tmp.resolve("in");
-    writeJson(src, 0, 0, 10, null);
-    writeJson(src, 1, 10, 14, null);
-    Dataset<Row> agg = files(src).groupBy("k")
-        .agg(functions.count("*").as("n"), functions.max("v").as("maxv"));
+    Dataset<Row> agg = keyCounts(tmp);
     StreamingQuery q = runAvailable(sink(agg.writeStream().outputMode("update"), table, tmp.resolve("ckpt"))
         .option("primaryKey", "k"));
     Map<String, long[]> want = new TreeMap<>();
@@ -359,18 +372,9 @@ class FlightSinkSparkTest {
     FlightSinkOptions opts = FlightSinkOptions.parse(Map.of("uri", server.uri(), "table", table));
     assertFalse(FlightSinkWriteBuilder.tableKind(opts).collectUpdates(opts),
         "a keyed MemWAL table's update epochs are staged by the tasks, not collected on the driver");
-    Path src = tmp.resolve("in");
-    writeJson(src, 0, 0, 10, null);
-    writeJson(src, 1, 10, 14, null);
-    Dataset<Row> agg = files(src).groupBy("k")
-        .agg(functions.count("*").as("n"), functions.max("v").as("maxv"));
+    Dataset<Row> agg = keyCounts(tmp);
     runAvailable(sink(agg.writeStream().outputMode("update"), table, tmp.resolve("ckpt")));
-    Map<String, Long> got = new TreeMap<>();
-    for (Map<String, Object> r : TestTables.rows(server.uri(), table)) {
-      Long prev = got.put((String) r.get("k"), ((Number) r.get("n")).longValue());
-      assertTrue(prev == null, "key " + r.get("k") + " twice");
-    }
-    assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), got, "the latest count of every key, once");
+    assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), counts(table), "the latest count of every key, once");
     assertEquals(List.of(), TestTables.epochCommits(server.uri(), table), "every epoch landed in MemWAL");
   }
 
