@@ -3,6 +3,7 @@ package io.flightsink.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -45,8 +46,8 @@ final class EpochCommitter {
       }
       msgs.add((FlightSinkCommitMessage) m);
     }
-    JsonNode ack = msgs.size() == 1 && msgs.get(0).ack != null ? FlightSinkClient.parse(
-        msgs.get(0).ack.getBytes(java.nio.charset.StandardCharsets.UTF_8))
+    JsonNode ack = msgs.size() == 1 && msgs.get(0).ack != null
+        ? FlightSinkClient.parse(msgs.get(0).ack.getBytes(StandardCharsets.UTF_8))
         : spec.collect ? putCollected(spec, queryId, epochId, msgs)
         : commitStages(spec, queryId, epochId, msgs);
     String status = ack.path("status").asText();

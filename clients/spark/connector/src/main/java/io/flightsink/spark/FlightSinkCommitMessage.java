@@ -1,5 +1,6 @@
 package io.flightsink.spark;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 
 /**
@@ -23,7 +24,7 @@ public final class FlightSinkCommitMessage implements WriterCommitMessage {
   public final String ack;
 
   FlightSinkCommitMessage(int partition, int attempt, String status, String stage, long rows, byte[] ipc,
-      com.fasterxml.jackson.databind.JsonNode ack) {
+      JsonNode ack) {
     this.partition = partition;
     this.attempt = attempt;
     this.status = status;
