@@ -73,7 +73,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
     allocator = ArrowUtils.rootAllocator()
         .newChildAllocator("flight-sink writer " + partition + "." + attempt, 0, Long.MAX_VALUE);
     root = VectorSchemaRoot.create(arrowSchema(spec.schema), allocator);
-    arrow = ArrowWriter.create(root);
+    arrow = SparkArrow.writer(root);
     if (spec.collect && !whole) {
       ipc = new ByteArrayOutputStream();
       ipcWriter = new ArrowStreamWriter(root, null, Channels.newChannel(ipc));

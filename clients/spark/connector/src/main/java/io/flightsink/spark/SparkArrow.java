@@ -1,9 +1,14 @@
 package io.flightsink.spark;
 
 import java.lang.reflect.Method;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.execution.arrow.ArrowFieldWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.execution.arrow.ArrowWriter$;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.ArrowUtils;
@@ -71,6 +76,22 @@ final class SparkArrow {
   static Field toArrowField(String name, DataType type, boolean nullable) {
     // (name, dataType, nullable, timeZoneId, largeVarTypes, ...)
     return (Field) call(TO_FIELD, name, type, nullable, "UTC", false);
+  }
+
+  /**
+   * Spark's ArrowWriter for {@code root} (allocating its vectors), with {@link Utf8FieldWriter} for
+   * the top-level string columns.
+   */
+  static ArrowWriter writer(VectorSchemaRoot root) {
+    java.util.List<FieldVector> vectors = root.getFieldVectors();
+    ArrowFieldWriter[] fields = new ArrowFieldWriter[vectors.size()];
+    for (int i = 0; i < fields.length; i++) {
+      FieldVector v = vectors.get(i);
+      v.allocateNew();
+      fields[i] = v instanceof VarCharVector ? new Utf8FieldWriter((VarCharVector) v)
+          : ArrowWriter$.MODULE$.createFieldWriter(v);
+    }
+    return new ArrowWriter(root, fields);
   }
 
   /** The bytes {@code writer} holds (Spark's {@code ArrowWriter.sizeInBytes()}, int or long). */
