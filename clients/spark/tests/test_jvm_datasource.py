@@ -25,7 +25,9 @@ def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
     (DATA_SOURCE_ALREADY_EXISTS) and format("flight-sink") stays the JVM connector. The class
     name io.flightsink.spark.FlightSinkDataSource always selects the JVM connector. Each write
     task gets 500 rows: past 256 rows the writer sizes its batch with Spark's
-    ArrowWriter.sizeInBytes, whose JVM signature differs between Spark 4.1.1 and 4.1.4."""
+    ArrowWriter.sizeInBytes, whose JVM signature differs between Spark 4.1.1 and 4.1.4. A string
+    column with nulls goes through the connector's own string writer (a subclass of Spark's
+    ArrowFieldWriter) on this Spark version."""
     script = tmp_path / "both.py"
     script.write_text(
         "import sys\n"
@@ -35,10 +37,13 @@ def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
         "spark = (SparkSession.builder.master('local[2]').config('spark.jars', jar)\n"
         "         .config('spark.ui.enabled', 'false').getOrCreate())\n"
         "spark.sparkContext.setLogLevel('ERROR')\n"
-        "df = spark.range(0, 1000, 1, 2).selectExpr('id', 'id % 7 AS k')\n"
+        "df = spark.range(0, 1000, 1, 2).selectExpr('id', 'id % 7 AS k',\n"
+        "                                           \"IF(id % 3 = 0, NULL, CONCAT('s', CAST(id AS STRING))) AS s\")\n"
         "df.write.format('flight-sink').option('uri', uri).option('table', 'side_jvm').mode('append').save()\n"
-        "n = spark.read.format('flight-sink').option('uri', uri).option('table', 'side_jvm').load().where('k = 3').count()\n"
+        "back = spark.read.format('flight-sink').option('uri', uri).option('table', 'side_jvm').load()\n"
+        "n = back.where('k = 3').count()\n"
         "print('jvm-only', n)\n"
+        "print('strings same', sorted(back.collect()) == sorted(df.collect()))\n"
         "try:\n"
         "    register(spark)\n"
         "    print('register ok')\n"
@@ -56,6 +61,7 @@ def test_jvm_and_python_sources_side_by_side(jar, server, tmp_path):
     assert out.returncode == 0, text + out.stderr.decode(errors="replace")[-4000:]
     print(text)
     assert "jvm-only 143" in text  # ids 3, 10, ..., 997
+    assert "strings same True" in text  # the string column (nulls included) as written
     assert "class-name 1000" in text
     assert "register refused" in text and "DATA_SOURCE_ALREADY_EXISTS" in text
     assert "short-name after register 1000" in text
