@@ -186,7 +186,8 @@ bench-freshness: pydeps build
 # batches), rows/s (1 M-row batches) and batch start -> rows readable. Builds the server and the
 # jar, fetches the Iceberg and Delta jars from Maven Central (bench/spark_jars.sh), starts and
 # stops the server itself. BENCH_SPARK_ARGS="--quick" for a smoke run (a few minutes);
-# "--sinks jvm,iceberg,fb" picks sinks (fb: foreachBatch(FlightSink)); see --help.
+# "--sinks jvm,iceberg,fb,noop" picks sinks (fb: foreachBatch(FlightSink); noop: Spark's
+# format("noop"), the floor of any DataSource V2 sink); see --help.
 BENCH_SPARK_ARGS ?=
 bench-spark: build spark-jar spark41
 	"$$(cat $(VENV)/spark41)" bench/spark_sinks.py --server-bin bin/flight-sink $(BENCH_SPARK_ARGS)
