@@ -233,12 +233,12 @@ class FlightSinkSparkTest {
   void singlePartitionUpdateEpochUpsertsFromItsTask(@TempDir Path tmp) throws Exception {
     String table = "stream_update_whole";
     // A keyed table without MemWAL shards: a multi-partition update epoch goes through the
-    // driver; a single-partition one is upserted by its task's DoPut.
+    // driver; a single-partition one is upserted by its task's DoPut. Both land the same table
+    // (neither stages), so this checks the task's upsert is right, not which path ran.
     Dataset<Row> agg = keyCounts(tmp).coalesce(1);
     StreamingQuery q = runAvailable(sink(agg.writeStream().outputMode("update"), table, tmp.resolve("ckpt"))
         .option("primaryKey", "k"));
     assertEquals(Map.of("k0", 5L, "k1", 5L, "k2", 4L), counts(table), "the latest count of every key, once");
-    assertEquals(0, stagedParts(table), "no task staged a part");
     List<String> ops = TestTables.operations(server.uri(), table);
     assertTrue(ops.contains("Upsert"), ops.toString());
     String qid = q.id().toString();
