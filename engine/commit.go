@@ -53,6 +53,9 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 		return nil, err
 	}
 	checked := txn.ReadVersion
+	// The transaction belongs to the incarnation it first read: a retry that finds another one
+	// (the table was dropped and created anew meanwhile) never lands in it.
+	tableID := latest.TableID
 	readState := readVersionState{txn: txn}
 	txnWritten := false
 	var summary TransactionSummary
@@ -62,6 +65,10 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 		// which the conflict check below covers.
 		if latest, err = t.holdFragmentCeiling(ctx, txn, latest); err != nil {
 			return nil, err
+		}
+		if latest.TableID != tableID {
+			return nil, fmt.Errorf("table %s at %s: dropped and created anew while %s was committed, refused: %w: %w",
+				t.name, t.store, txn.Operation, ErrTableNotFound, errTableDropped)
 		}
 		// Check what landed since we last looked before rebasing onto it.
 		if latest.Version > checked {
@@ -144,6 +151,11 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 		// half-visible version.
 		err = t.putManifest(ctx, next)
 		if err == nil {
+			// The drop fence, after the manifest landed: a drop that began before this put finds
+			// nothing it could miss (Drop writes its marker before it deletes anything).
+			if err := t.refuseIfDropped(ctx, next); err != nil {
+				return nil, err
+			}
 			t.setLatest(next)
 			recordCommit(ctx, txn.Operation, start, attempt)
 			span.SetAttributes(attribute.Int64("version", int64(next.Version)), attribute.Int("retries", attempt))
@@ -152,6 +164,9 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 		if !errors.Is(err, objstore.ErrExists) {
 			// The outcome is unknown (the create may have landed before the error): look.
 			if m, rerr := t.Manifest(ctx, next.Version); rerr == nil && m.Transaction.File == summary.File {
+				if err := t.refuseIfDropped(ctx, m); err != nil {
+					return nil, err
+				}
 				t.setLatest(m)
 				return m, nil
 			}
@@ -327,7 +342,7 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 // transaction, so its data files may be deleted at once.
 func CommitDefinitelyFailed(err error) bool {
 	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochCommitted) || errors.Is(err, errFilesNotDurable) ||
-		errors.Is(err, errStalled) ||
+		errors.Is(err, errStalled) || errors.Is(err, errTableDropped) ||
 		errors.Is(err, ErrGenerationAlreadyMerged) ||
 		errors.Is(err, ErrTooManyRetries) || errors.Is(err, arrowschema.ErrSchemaMismatch)
 }

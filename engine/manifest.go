@@ -20,14 +20,19 @@ const FormatVersion = 2
 // Manifest is one version of a table: the complete description of what the version contains.
 // Manifests are immutable once committed.
 //
-// NB: the field order is the JSON order. The header fields (format, version, timestamp,
-// transaction summary) come first so History can decode them from a short ranged read without
+// NB: the field order is the JSON order. The header fields (format, version, timestamp, table
+// id, transaction summary) come first so History can decode them from a short ranged read without
 // parsing the fragment list.
 type Manifest struct {
-	FormatVersion  int                `json:"format_version"`
-	Version        uint64             `json:"version"`
-	TimestampNanos int64              `json:"timestamp_nanos"`
-	Transaction    TransactionSummary `json:"transaction"`
+	FormatVersion  int    `json:"format_version"`
+	Version        uint64 `json:"version"`
+	TimestampNanos int64  `json:"timestamp_nanos"`
+	// TableID names the table's incarnation: a random id given at Create and carried by every
+	// version after it. A table dropped and created again under the same name has a new one, so
+	// a writer or a ticket of the dropped table can tell (Drop). Empty for a table created
+	// before the field existed.
+	TableID     string             `json:"table_id,omitempty"`
+	Transaction TransactionSummary `json:"transaction"`
 
 	// Schema is the Arrow IPC encoding of the table schema. Every field of it, nested ones
 	// included, carries its stable field id (FieldIDKey) once the table has committed with this
@@ -215,6 +220,7 @@ type manifestHeader struct {
 	FormatVersion  int
 	Version        uint64
 	TimestampNanos int64
+	TableID        string
 	Transaction    TransactionSummary
 }
 
@@ -245,6 +251,8 @@ func decodeManifestHeader(key string, prefix []byte) (manifestHeader, error) {
 			target = &h.Version
 		case "timestamp_nanos":
 			target = &h.TimestampNanos
+		case "table_id":
+			target = &h.TableID
 		case "transaction":
 			target = &h.Transaction
 			seenTxn = true

@@ -23,6 +23,20 @@ const (
 	stageSuffix     = ".stage"
 )
 
+// droppedDir holds the drop markers, at the root beside the tables: outside every table's
+// directory, so the drop's deletion of that directory leaves them (table_drop.go).
+const droppedDir = "_dropped/"
+
+// makeDropMarkerKey returns the store key, from the root, of the marker saying that incarnation
+// tableID (Manifest.TableID) of table name is dropped. A table without an id has one marker of
+// its own name, "legacy".
+func makeDropMarkerKey(name, tableID string) string {
+	if tableID == "" {
+		tableID = "legacy"
+	}
+	return droppedDir + name + "/" + tableID
+}
+
 // tableNameRE is the grammar of table names: they become one path element under the root, so they
 // may never contain a separator, start with a dot or underscore, or be empty.
 var tableNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)

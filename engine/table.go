@@ -170,6 +170,11 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 		return nil, err
 	}
 	if len(existing) > 0 {
+		if h, herr := t.manifestHeader(ctx, existing[len(existing)-1]); herr == nil {
+			if dropped, _ := t.isDropped(ctx, h.TableID); dropped {
+				return nil, fmt.Errorf("create table %s: %w: the files of its dropped table are not all removed yet (a drop cut short: drop it again)", name, ErrTableExists)
+			}
+		}
 		return nil, fmt.Errorf("create table %s: %w", name, ErrTableExists)
 	}
 	sb, err := arrowschema.EncodeSchema(schema)
@@ -185,7 +190,7 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	}
 	txn := &Transaction{ID: uuid.NewString(), ReadVersion: 0, Operation: OpCreate, Properties: co.Properties, Schema: sb}
 	m := &Manifest{
-		FormatVersion: FormatVersion, Version: 1, TimestampNanos: t.opts.Now().UnixNano(),
+		FormatVersion: FormatVersion, Version: 1, TimestampNanos: t.opts.Now().UnixNano(), TableID: uuid.NewString(),
 		Schema: sb, LastFieldID: arrowschema.MaxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: config, NextFragmentID: 1,
 		Fragments: []Fragment{}, schema: schema,
 	}
@@ -281,6 +286,13 @@ func (t *Table) cachedLatest() *Manifest {
 	return t.latest
 }
 
+// forgetLatest drops the cached manifest: the next Latest lists the table anew.
+func (t *Table) forgetLatest() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.latest = nil
+}
+
 func (t *Table) setLatest(m *Manifest) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -372,9 +384,21 @@ func (t *Table) latestByList(ctx context.Context, after uint64) (*Manifest, erro
 	if newest == 0 {
 		return nil, fmt.Errorf("table %s at %s: %w", t.name, t.store, ErrTableNotFound)
 	}
-	m, err := t.Manifest(ctx, newest)
+	m, err := t.readManifest(ctx, newest)
 	if err != nil {
 		return nil, err
+	}
+	// A table whose drop has begun (or was cut short) reads as gone, before anything its
+	// manifest names (the schema file first) is read: the drop may have removed it.
+	if dropped, err := t.isDropped(ctx, m.TableID); err != nil {
+		return nil, err
+	} else if dropped {
+		return nil, fmt.Errorf("table %s at %s: %w (dropped; its files are still being removed)", t.name, t.store, ErrTableNotFound)
+	}
+	if m.schema == nil {
+		if err := t.resolveSchemaFile(ctx, m); err != nil {
+			return nil, err
+		}
 	}
 	t.setLatest(m)
 	return m, nil
@@ -385,15 +409,7 @@ func (t *Table) Manifest(ctx context.Context, v uint64) (*Manifest, error) {
 	if c := t.cachedLatest(); c != nil && c.Version == v {
 		return c, nil
 	}
-	key := t.key(makeManifestKey(v))
-	b, err := t.store.Get(ctx, key)
-	if err != nil {
-		if errors.Is(err, objstore.ErrNotFound) {
-			return nil, fmt.Errorf("table %s version %d: %w", t.name, v, ErrVersionNotFound)
-		}
-		return nil, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
-	}
-	m, err := decodeManifest(key, b)
+	m, err := t.readManifest(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -403,6 +419,19 @@ func (t *Table) Manifest(ctx context.Context, v uint64) (*Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// readManifest reads and decodes version v's manifest without the schema file it names.
+func (t *Table) readManifest(ctx context.Context, v uint64) (*Manifest, error) {
+	key := t.key(makeManifestKey(v))
+	b, err := t.store.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return nil, fmt.Errorf("table %s version %d: %w", t.name, v, ErrVersionNotFound)
+		}
+		return nil, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
+	}
+	return decodeManifest(key, b)
 }
 
 // ManifestAsOf returns the newest version committed at or before ts.
@@ -536,13 +565,29 @@ func (t *Table) HistoryFrom(ctx context.Context, newest uint64, lookback int) ([
 }
 
 func (t *Table) historyEntry(ctx context.Context, v uint64) (HistoryEntry, error) {
+	h, err := t.manifestHeader(ctx, v)
+	if errors.Is(err, ErrVersionNotFound) {
+		return HistoryEntry{Version: v, Missing: true}, nil
+	}
+	if err != nil {
+		return HistoryEntry{}, err
+	}
+	return HistoryEntry{
+		Version: h.Version, Timestamp: time.Unix(0, h.TimestampNanos), Operation: h.Transaction.Operation,
+		ReadVersion: h.Transaction.ReadVersion, Properties: h.Transaction.Properties, TransactionFile: h.Transaction.File,
+	}, nil
+}
+
+// manifestHeader reads the header of version v's manifest (decodeManifestHeader), with one short
+// ranged read when the header fits in it. A missing manifest is ErrVersionNotFound.
+func (t *Table) manifestHeader(ctx context.Context, v uint64) (manifestHeader, error) {
 	key := t.key(makeManifestKey(v))
 	b, err := t.store.GetRange(ctx, key, 0, headerReadSize)
 	if err != nil {
 		if errors.Is(err, objstore.ErrNotFound) {
-			return HistoryEntry{Version: v, Missing: true}, nil
+			return manifestHeader{}, fmt.Errorf("table %s version %d: %w", t.name, v, ErrVersionNotFound)
 		}
-		return HistoryEntry{}, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
+		return manifestHeader{}, fmt.Errorf("table %s: read manifest %s: %w", t.name, key, err)
 	}
 	h, err := decodeManifestHeader(key, b)
 	if errors.Is(err, io.ErrUnexpectedEOF) && len(b) == headerReadSize {
@@ -550,16 +595,10 @@ func (t *Table) historyEntry(ctx context.Context, v uint64) (HistoryEntry, error
 			h, err = decodeManifestHeader(key, b)
 		}
 	}
-	if err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = fmt.Errorf("%w %s: truncated", ErrCorruptManifest, key)
-		}
-		return HistoryEntry{}, err
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%w %s: truncated", ErrCorruptManifest, key)
 	}
-	return HistoryEntry{
-		Version: h.Version, Timestamp: time.Unix(0, h.TimestampNanos), Operation: h.Transaction.Operation,
-		ReadVersion: h.Transaction.ReadVersion, Properties: h.Transaction.Properties, TransactionFile: h.Transaction.File,
-	}, nil
+	return h, err
 }
 
 // ListTables returns the names of the tables under the store's root: every valid table name
