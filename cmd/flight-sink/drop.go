@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
-	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // DropCmd deletes a table and every object under it, as the drop_table action does.
@@ -19,22 +19,22 @@ type DropCmd struct {
 	JSON  bool   `name:"json" env:"FLIGHT_SINK_JSON" help:"Print JSON (the drop_table action's result) instead of text."`
 }
 
-// Run drops the table. Servers serving the table's root find it gone at their next request for
-// it (TABLE_NOT_FOUND); stop its writers first.
+// Run drops the table. Servers serving the table's root refuse its writers' next commits and
+// find it gone at their next request for it (TABLE_NOT_FOUND). With --yes it reads nothing of
+// the table first, so a table too damaged to open is dropped too.
 func (c *DropCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error {
-	t, latest, err := openTableLatest(ctx, g, c.Table)
-	if err != nil {
-		return err
-	}
 	if !c.Yes {
+		t, latest, err := openTableLatest(ctx, g, c.Table)
+		if errors.Is(err, engine.ErrTableNotFound) {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("drop %s: would delete the table, which cannot be read (%w), and every file under it; run again with --yes", c.Table, err)
+		}
 		return fmt.Errorf("drop %s: would delete table %s (version %d, %d rows) and every file under it; run again with --yes",
 			c.Table, t.Name(), latest.Version, latest.Rows())
 	}
-	root, name, err := parseTableURI(c.Table)
-	if err != nil {
-		return err
-	}
-	store, err := objstore.Open(ctx, root, g.S3Options())
+	store, name, err := openTableStore(ctx, g, c.Table)
 	if err != nil {
 		return err
 	}
@@ -48,6 +48,6 @@ func (c *DropCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	_, err = fmt.Fprintf(kctx.Stdout, "dropped table %s (%s), newest version %d\n", out.Table, t.URI(), out.Version)
+	_, err = fmt.Fprintf(kctx.Stdout, "dropped table %s (%s/%s), newest version %d\n", out.Table, store, name, out.Version)
 	return err
 }

@@ -66,3 +66,34 @@ func TestDropText(t *testing.T) {
 	}
 	golden(t, "drop.golden", strings.ReplaceAll(refused+out, root, "ROOT"))
 }
+
+// TestDropDamagedTable: a table too damaged to open (its schema files removed, as a drop racing a
+// writer used to leave it) is dropped by `drop --yes`; without --yes the refusal says why it
+// cannot describe the table. Afterwards the name is free.
+func TestDropDamagedTable(t *testing.T) {
+	root := t.TempDir()
+	store, err := objstore.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeTable(t, store)
+	uri := filepath.Join(root, "events")
+	if err := os.RemoveAll(filepath.Join(uri, "_schemas")); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runInProcess(t, "inspect", uri); code == 0 {
+		t.Fatalf("inspect of the damaged table succeeded (%q)", errOut)
+	}
+	_, refused, code := runInProcess(t, "drop", uri)
+	if code != 1 || !strings.Contains(refused, "cannot be read") || !strings.Contains(refused, "--yes") {
+		t.Fatalf("drop without --yes: exit %d, stderr %q", code, refused)
+	}
+	out, errOut, code := runInProcess(t, "drop", "--yes", uri)
+	if code != 0 || !strings.Contains(out, "newest version 3") {
+		t.Fatalf("drop --yes of the damaged table: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, errOut, code := runInProcess(t, "inspect", uri); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("inspect after the drop: exit %d, stderr %q", code, errOut)
+	}
+	makeTable(t, store)
+}

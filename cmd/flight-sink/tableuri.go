@@ -87,19 +87,29 @@ func localDir(root string) (string, bool) {
 	}
 }
 
-// openTable opens the existing table a table URI names. It never creates anything: a local root
-// directory that does not exist means the table does not exist (objstore.Open would create it).
-func openTable(ctx context.Context, g *Globals, uri string) (*engine.Table, error) {
+// openTableStore opens the store of the root a table URI names and returns it with the table's
+// name. It never creates anything: a local root directory that does not exist means the table
+// does not exist (objstore.Open would create it).
+func openTableStore(ctx context.Context, g *Globals, uri string) (objstore.Store, string, error) {
 	root, name, err := parseTableURI(uri)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if dir, ok := localDir(root); ok {
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("table %s at %s: %w (directory %s does not exist)", name, root, engine.ErrTableNotFound, dir)
+			return nil, "", fmt.Errorf("table %s at %s: %w (directory %s does not exist)", name, root, engine.ErrTableNotFound, dir)
 		}
 	}
 	store, err := objstore.Open(ctx, root, g.S3Options())
+	if err != nil {
+		return nil, "", err
+	}
+	return store, name, nil
+}
+
+// openTable opens the existing table a table URI names (openTableStore).
+func openTable(ctx context.Context, g *Globals, uri string) (*engine.Table, error) {
+	store, name, err := openTableStore(ctx, g, uri)
 	if err != nil {
 		return nil, err
 	}
