@@ -72,7 +72,7 @@ func parseTicket(body []byte) (streaming.ReadRequest, error) {
 	if err != nil {
 		return streaming.ReadRequest{}, err
 	}
-	r := streaming.ReadRequest{Table: t.Table, Version: v, Columns: cols, Filter: filter, Snapshot: t.Snapshot, MemWAL: t.MemWAL}
+	r := streaming.ReadRequest{Table: t.Table, Version: v, Columns: cols, Filter: filter, Snapshot: t.Snapshot, MemWAL: t.MemWAL, TableID: t.TableID}
 	if t.Fragments != nil {
 		r.Fragments = *t.Fragments
 		if r.Fragments == nil {

@@ -74,7 +74,7 @@ func (d *directPlanner) endpoints(ctx context.Context, t tableVersion, ids []uin
 	var out []*flight.FlightEndpoint
 	var pending []uint64 // fragments read by DoGet only, not yet in an endpoint
 	ticket := func(frags []uint64) ([]byte, error) {
-		return json.Marshal(Ticket{Table: t.table, Version: &d.m.Version, Columns: t.columns, Fragments: &frags})
+		return json.Marshal(Ticket{Table: t.table, Version: &d.m.Version, Columns: t.columns, Fragments: &frags, TableID: d.m.TableID})
 	}
 	flush := func() error {
 		if len(pending) == 0 {

@@ -103,3 +103,35 @@ func TestTableDirectoryRemoved(t *testing.T) {
 		t.Fatalf("the re-created table has %d versions, want 2", len(h.Versions))
 	}
 }
+
+// TestDropTicketOfDroppedTable: a ticket GetFlightInfo made before a drop names the table it was
+// made for; after the drop, with the name created anew and past the ticket's version, it answers
+// TABLE_NOT_FOUND instead of the new table's rows.
+func TestDropTicketOfDroppedTable(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{})
+	for e := int64(0); e < 2; e++ {
+		s.putEpoch(t, "tk", "q", e, idRange(e*10, 2)) // versions 1 (create) to 3
+	}
+	info, err := s.Client.GetFlightInfo(testCtx(t), pathDesc("tk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Endpoint) != 1 {
+		t.Fatalf("%d endpoints, want 1", len(info.Endpoint))
+	}
+	ticket := info.Endpoint[0].Ticket.Ticket
+	if r, err := s.get(testCtx(t), ticket); err != nil || r.Rows != 4 {
+		t.Fatalf("the ticket before the drop: %d rows, %v", r.Rows, err)
+	}
+	s.mustAction(t, "drop_table", cmd{"table": "tk"}, nil)
+	for e := int64(0); e < 3; e++ {
+		s.putEpoch(t, "tk", "q", e, idRange(100+e*10, 3)) // versions 1 to 4 of the new table
+	}
+	s.wantIDs(t, "tk", []int64{100, 101, 102, 110, 111, 112, 120, 121, 122})
+	r, err := s.get(testCtx(t), ticket)
+	if err == nil {
+		t.Fatalf("the dropped table's ticket read %d rows of the new table %v", r.Rows, r.IDs)
+	}
+	wantReason(t, err, codes.NotFound, "TABLE_NOT_FOUND")
+}

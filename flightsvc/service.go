@@ -476,7 +476,7 @@ func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.Fligh
 		}
 		frags := p.Fragments
 		tb, err := json.Marshal(Ticket{Table: t.table, Version: &m.Version, Columns: t.columns, Filter: t.filter,
-			Fragments: &frags, Snapshot: p.Snapshot, MemWAL: p.MemWAL})
+			Fragments: &frags, Snapshot: p.Snapshot, MemWAL: p.MemWAL, TableID: m.TableID})
 		if err != nil {
 			return nil, err
 		}

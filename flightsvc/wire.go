@@ -177,6 +177,9 @@ type Ticket struct {
 	Snapshot string `json:"snapshot,omitempty"`
 	// MemWAL reads the snapshot's MemWAL rows (Snapshot required).
 	MemWAL bool `json:"memwal,omitempty"`
+	// TableID is the table incarnation the ticket was made for (engine.Manifest.TableID): once
+	// the table is dropped, even if created anew, the ticket is TABLE_NOT_FOUND; absent: any.
+	TableID string `json:"table_id,omitempty"`
 }
 
 // DescriptorCommand is the JSON command of a CMD descriptor given to GetFlightInfo or GetSchema.

@@ -66,6 +66,10 @@ type ReadRequest struct {
 	Snapshot string
 	// MemWAL reads the snapshot's MemWAL rows too (Snapshot required).
 	MemWAL bool
+	// TableID, when set, is the table incarnation (engine.Manifest.TableID) the read was planned
+	// on: a version of another one (the table was dropped, perhaps created anew) is
+	// engine.ErrTableNotFound.
+	TableID string
 	// Allocator, when set, holds the buffers of the base table's batches
 	// (engine.ScanOptions.Allocator); a read merged with MemWAL rows by key uses the table's.
 	Allocator memory.Allocator
@@ -219,6 +223,15 @@ func (s *Sink) Read(ctx context.Context, r ReadRequest) (array.RecordReader, err
 		r.Version = pv
 	}
 	if pin == nil && r.Fragments == nil && r.Version == 0 {
+		if r.TableID != "" {
+			m, err := t.Latest(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := sameIncarnation(r, m); err != nil {
+				return nil, err
+			}
+		}
 		return s.scanLatest(ctx, t, engine.ScanOptions{Columns: r.Columns, Filter: r.Filter, Allocator: r.Allocator})
 	}
 	rd, err := s.readPart(ctx, t, r, pin)
@@ -265,6 +278,9 @@ func (s *Sink) readPart(ctx context.Context, t *engine.Table, r ReadRequest, pin
 	if err != nil {
 		return nil, err
 	}
+	if err := sameIncarnation(r, m); err != nil {
+		return nil, err
+	}
 	o := engine.ScanOptions{Columns: r.Columns, Filter: r.Filter, Fragments: r.Fragments, Allocator: r.Allocator}
 	if pin != nil {
 		o.Exclude = pin.superseded
@@ -282,6 +298,16 @@ func (s *Sink) readPart(ctx context.Context, t *engine.Table, r ReadRequest, pin
 		return nil, err
 	}
 	return &chainReader{readers: []array.RecordReader{base, mem}, schema: base.Schema(), refs: 1}, nil
+}
+
+// sameIncarnation checks that m is of the table incarnation r was planned on (r.TableID), so
+// that a ticket of a dropped table never reads the table created anew under its name.
+func sameIncarnation(r ReadRequest, m *engine.Manifest) error {
+	if r.TableID == "" || r.TableID == m.TableID {
+		return nil
+	}
+	return fmt.Errorf("%w: table %s was dropped after the read was planned (table id %s, now %s): describe it again",
+		engine.ErrTableNotFound, r.Table, r.TableID, m.TableID)
 }
 
 // cleanedUp marks a read error caused by a removed file of the version as the version being gone
