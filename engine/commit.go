@@ -56,6 +56,7 @@ func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err 
 	// The transaction belongs to the incarnation it first read: a retry that finds another one
 	// (the table was dropped and created anew meanwhile) never lands in it.
 	tableID := latest.TableID
+	defer func() { err = t.droppedWhileCommitting(ctx, tableID, err) }()
 	readState := readVersionState{txn: txn}
 	txnWritten := false
 	var summary TransactionSummary

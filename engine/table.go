@@ -341,12 +341,20 @@ func (t *Table) Latest(ctx context.Context) (*Manifest, error) {
 		return cached, nil
 	}
 	m, err := t.Manifest(ctx, v)
+	if errors.Is(err, ErrVersionNotFound) {
+		// Removed since the probe found it: the table was dropped, or its directory removed.
+		return t.latestAfterGone(ctx, v)
+	}
 	if err != nil {
 		return nil, err
 	}
 	t.setLatest(m)
 	return m, nil
 }
+
+// maxRelists bounds how often Latest lists the table again when the newest version it listed
+// vanished before it was read.
+const maxRelists = 3
 
 // maxLatestProbes bounds the forward probes Latest makes before it lists instead.
 const maxLatestProbes = 4
@@ -373,20 +381,30 @@ func (t *Table) latestAfterGone(ctx context.Context, gone uint64) (*Manifest, er
 }
 
 func (t *Table) latestByList(ctx context.Context, after uint64) (*Manifest, error) {
-	vs, err := t.listVersions(ctx, after)
-	if err != nil {
-		return nil, err
-	}
-	newest := after
-	if len(vs) > 0 {
-		newest = vs[len(vs)-1]
-	}
-	if newest == 0 {
-		return nil, fmt.Errorf("table %s at %s: %w", t.name, t.store, ErrTableNotFound)
-	}
-	m, err := t.readManifest(ctx, newest)
-	if err != nil {
-		return nil, err
+	var m *Manifest
+	for attempt := 0; ; attempt++ {
+		vs, err := t.listVersions(ctx, after)
+		if err != nil {
+			return nil, err
+		}
+		newest := after
+		if len(vs) > 0 {
+			newest = vs[len(vs)-1]
+		}
+		if newest == 0 {
+			return nil, fmt.Errorf("table %s at %s: %w", t.name, t.store, ErrTableNotFound)
+		}
+		m, err = t.readManifest(ctx, newest)
+		if errors.Is(err, ErrVersionNotFound) && attempt < maxRelists {
+			// The newest version vanished since the listing (a drop under way, or a fenced
+			// commit's version removed): list the whole table again.
+			after = 0
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	// A table whose drop has begun (or was cut short) reads as gone, before anything its
 	// manifest names (the schema file first) is read: the drop may have removed it.

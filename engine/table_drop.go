@@ -143,3 +143,19 @@ func (t *Table) refuseIfDropped(ctx context.Context, m *Manifest) error {
 	return fmt.Errorf("table %s at %s: version %d landed after the table's drop began, refused: %w: %w",
 		t.name, t.store, m.Version, ErrTableNotFound, errTableDropped)
 }
+
+// droppedWhileCommitting returns the error err of a commit on incarnation id, as
+// ErrTableNotFound (and errTableDropped) when the incarnation has a drop marker: a commit racing
+// a drop fails on whatever the drop removed first (a manifest, a directory, a file the commit
+// reads), and its caller is told the table is gone. The marker is read only for errors a drop
+// can explain.
+func (t *Table) droppedWhileCommitting(ctx context.Context, id string, err error) error {
+	if err == nil || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrEpochCommitted) || ctx.Err() != nil {
+		return err
+	}
+	if dropped, derr := t.isDropped(ctx, id); derr != nil || !dropped {
+		return err
+	}
+	t.forgetLatest()
+	return fmt.Errorf("table %s at %s: dropped while committing: %w: %w (%v)", t.name, t.store, ErrTableNotFound, errTableDropped, err)
+}
