@@ -25,8 +25,7 @@ const schemaCacheEntries = 8
 // writeSchemaFile makes sure m.SchemaFile names a stored file holding m.Schema: the file m
 // inherited when its schema is unchanged, else a new one, written now.
 func (t *Table) writeSchemaFile(ctx context.Context, m *Manifest) error {
-	sum := sha256.Sum256(m.Schema)
-	key := makeSchemaKey(hex.EncodeToString(sum[:]))
+	key := makeSchemaKey(schemaSum(m.Schema))
 	if key == m.SchemaFile {
 		return nil
 	}
@@ -48,6 +47,12 @@ func (t *Table) resolveSchemaFile(ctx context.Context, m *Manifest) error {
 		if err != nil {
 			return fmt.Errorf("table %s version %d: read schema file %s: %w", t.name, m.Version, m.SchemaFile, err)
 		}
+		// The name is the bytes' SHA-256: a file damaged in storage (one byte is enough to rename
+		// a column) is refused here, never read as another schema.
+		if want, ok := parseSchemaKey(m.SchemaFile); !ok || schemaSum(b) != want {
+			return fmt.Errorf("%w: table %s version %d: schema file %s is damaged: the SHA-256 of its %d bytes is %s, not the one its name gives",
+				ErrCorruptManifest, t.name, m.Version, t.key(m.SchemaFile), len(b), schemaSum(b))
+		}
 		sc, err := arrowschema.DecodeSchema(b)
 		if err != nil {
 			return fmt.Errorf("%w: table %s version %d: schema file %s: %v", ErrCorruptManifest, t.name, m.Version, m.SchemaFile, err)
@@ -57,6 +62,12 @@ func (t *Table) resolveSchemaFile(ctx context.Context, m *Manifest) error {
 	}
 	m.Schema, m.schema = c.bytes, c.schema
 	return nil
+}
+
+// schemaSum returns the SHA-256 (hex) of a schema file's bytes: its name (makeSchemaKey).
+func schemaSum(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // schemaFile is a schema file's bytes and their decoding; both are never modified.

@@ -88,3 +88,37 @@ func TestManifestNamesItsSchemaFile(t *testing.T) {
 		}
 	})
 }
+
+// TestDamagedSchemaFile: a schema file with one byte changed in storage (a column's name, which
+// still decodes as a schema) is refused by every handle that reads it, with ErrCorruptManifest
+// naming the file, never read as another schema.
+func TestDamagedSchemaFile(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		ctx := t.Context()
+		tbl := createRowsTable(t, store, "damaged", nil)
+		m := appendIDs(t, tbl, idRange(0, 5), nil)
+		key := tbl.key(m.SchemaFile)
+		b, err := store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := strings.Index(string(b), "score")
+		if i < 0 {
+			t.Fatalf("schema file %s does not hold the column name", key)
+		}
+		b[i] = 'S' // "Score": a valid schema, another column
+		if err := store.Put(ctx, key, strings.NewReader(string(b))); err != nil {
+			t.Fatal(err)
+		}
+		other, err := Open(ctx, store, "damaged", nil)
+		if err == nil {
+			t.Fatalf("opened with the damaged schema: %s", mustLatest(t, other).ArrowSchema())
+		}
+		if !errors.Is(err, ErrCorruptManifest) || !strings.Contains(err.Error(), key) {
+			t.Fatalf("open: %v; want ErrCorruptManifest naming %s", err, key)
+		}
+		if _, err := Drop(ctx, store, "damaged"); err != nil {
+			t.Fatalf("drop of the table with a damaged schema file: %v", err)
+		}
+	})
+}

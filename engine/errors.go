@@ -15,7 +15,9 @@ var (
 	ErrVersionNotFound = errors.New("version not found")
 	// ErrInvalidTableName: the name does not follow ValidateTableName's grammar.
 	ErrInvalidTableName = errors.New("invalid table name")
-	// ErrCorruptManifest: a manifest could not be decoded.
+	// ErrCorruptManifest: a manifest, or a file it names by its content (the schema file, whose
+	// name is its bytes' SHA-256; the watermark archive), could not be decoded or does not match
+	// its name: the stored data is damaged.
 	ErrCorruptManifest = errors.New("corrupt manifest")
 	// ErrUnsupportedFormat: a manifest was written by a newer, unknown format version.
 	ErrUnsupportedFormat = errors.New("unsupported manifest format version")

@@ -21,6 +21,7 @@ const (
 	schemasDir      = "_schemas/"
 	manifestSuffix  = ".manifest"
 	stageSuffix     = ".stage"
+	schemaSuffix    = ".arrows"
 )
 
 // droppedDir holds the drop markers, at the root beside the tables: outside every table's
@@ -70,7 +71,20 @@ func makeStreamsKey(id string) string { return streamsDir + id + ".json" }
 
 // makeSchemaKey returns the key, relative to the table, of the schema file whose bytes have the
 // SHA-256 sum (hex) sum: equal schemas share one file.
-func makeSchemaKey(sum string) string { return schemasDir + sum + ".arrows" }
+func makeSchemaKey(sum string) string { return schemasDir + sum + schemaSuffix }
+
+// parseSchemaKey is the inverse of makeSchemaKey; ok is false for any other key.
+func parseSchemaKey(key string) (sum string, ok bool) {
+	rest, found := strings.CutPrefix(key, schemasDir)
+	if !found {
+		return "", false
+	}
+	sum, found = strings.CutSuffix(rest, schemaSuffix)
+	if !found || sum == "" || strings.Contains(sum, "/") {
+		return "", false
+	}
+	return sum, true
+}
 
 // makeDataKey returns the key of a data file relative to the table. Data file names are random:
 // they never derive from a stream's (query_id, epoch_id), so a replay can never overwrite data.

@@ -79,6 +79,7 @@ var errorReasons = []errorReason{
 	{err: memwal.ErrFenced, code: codes.FailedPrecondition, reason: "FENCED"},
 	{err: engine.ErrTooManyRetries, code: codes.Aborted, reason: "TOO_MANY_RETRIES"},
 	{err: objstore.ErrUnavailable, code: codes.Unavailable, reason: "STORAGE_UNAVAILABLE"},
+	{err: engine.ErrCorruptManifest, code: codes.DataLoss, reason: "DATA_CORRUPT"},
 	{err: errUnimplemented, code: codes.Unimplemented, reason: "UNIMPLEMENTED", codeDefault: true},
 	{err: errInternal, code: codes.Internal, reason: reasonInternal, codeDefault: true},
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -163,6 +164,11 @@ func (c *icebergREST) loadTable(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusInternalServerError, "ServiceFailureException", err.Error())
 		return
 	}
+	if err := checkMetadataFile(meta); err != nil {
+		restError(w, http.StatusInternalServerError, "ServiceFailureException",
+			fmt.Sprintf("table %s: metadata file %s (%d bytes) is damaged: %v", name, loc, len(meta), err))
+		return
+	}
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -170,9 +176,32 @@ func (c *icebergREST) loadTable(w http.ResponseWriter, r *http.Request) {
 	restJSON(w, map[string]any{"metadata-location": loc, "metadata": json.RawMessage(meta), "config": map[string]string{}})
 }
 
+// checkMetadataFile checks that b is a whole Iceberg table metadata file: a JSON object with a
+// format-version and a table-uuid. A file cut short or damaged in storage fails it.
+func checkMetadataFile(b []byte) error {
+	var head struct {
+		FormatVersion *int   `json:"format-version"`
+		TableUUID     string `json:"table-uuid"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return err
+	}
+	if head.FormatVersion == nil || head.TableUUID == "" {
+		return errors.New("no format-version or table-uuid")
+	}
+	return nil
+}
+
+// restJSON answers 200 with v, or, when v does not encode, a 500 ErrorModel: never a 200
+// with a partial body.
 func restJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		restError(w, http.StatusInternalServerError, "ServiceFailureException", "encode the answer: "+err.Error())
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // restError writes the REST spec's ErrorModel.
