@@ -3,6 +3,7 @@ package flightsvc_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -121,5 +123,44 @@ func TestDamagedIcebergMetadataFile(t *testing.T) {
 			!strings.Contains(e.Error.Message, filepath.Base(newest)) {
 			t.Fatalf("the 500's body %q is not an ErrorModel naming %s (%v)", body, filepath.Base(newest), err)
 		}
+	}
+}
+
+// TestLocalRootRemoved: with the server's local root directory removed, a put that would
+// create its table answers Unavailable (STORAGE_UNAVAILABLE) naming the root and creates nothing
+// (the root stays gone), and /readyz turns 503 at the readiness probe's next look.
+func TestLocalRootRemoved(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{HTTPListen: "127.0.0.1:0"})
+	s.putEpoch(t, "kept", "q", 0, []int64{1})
+	if err := os.RemoveAll(s.Root); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.putCmd(testCtx(t), t, cmd{"table": "fresh", "query_id": "q", "epoch_id": 0, "create": true}, []int64{1})
+	wantReason(t, err, codes.Unavailable, "STORAGE_UNAVAILABLE")
+	if !strings.Contains(err.Error(), s.Root) {
+		t.Fatalf("the put's error %q does not name the root %s", err, s.Root)
+	}
+	_, err = s.putCmd(testCtx(t), t, epochCmd("kept", "q", 1), []int64{2})
+	wantCode(t, err, codes.Unavailable)
+	if _, err := os.Stat(s.Root); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the removed root was created again: %v", err)
+	}
+	// The probe looks every few seconds: wait for its verdict, bounded generously.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://%s/readyz", s.Srv.HTTPAddr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), s.Root) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz with the root removed: %s %q; want 503 naming the root", resp.Status, body)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -123,10 +123,47 @@ func (l *Local) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	return ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
+// rootMissing returns an error wrapping ErrUnavailable when the store's root directory no
+// longer exists (removed behind the store's back), else nil. The store never creates its root
+// again after NewLocal: a removed root is a failure of the storage to report, not an empty store
+// to fill. Operations call it only after a path was not found, so it costs nothing otherwise.
+func (l *Local) rootMissing() error {
+	if _, err := os.Stat(l.root); errors.Is(err, fs.ErrNotExist) {
+		return unavailable(fmt.Errorf("local root directory %s is missing", l.root))
+	}
+	return nil
+}
+
+// mkdirs creates dir and its missing parents below the store's root (os.MkdirAll that never
+// creates the root itself: a missing root is rootMissing's error).
+func (l *Local) mkdirs(dir string) error {
+	under := l.root
+	if !strings.HasSuffix(under, string(filepath.Separator)) {
+		under += string(filepath.Separator)
+	}
+	if !strings.HasPrefix(dir, under) {
+		return l.rootMissing()
+	}
+	err := os.Mkdir(dir, 0o755)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := l.mkdirs(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
 // writeTemp writes body to a synced temporary file in the directory of p and returns its path.
-func writeTemp(p string, body io.Reader) (string, error) {
+func (l *Local) writeTemp(p string, body io.Reader) (string, error) {
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := l.mkdirs(dir); err != nil {
 		return "", err
 	}
 	tmp := filepath.Join(dir, tmpPrefix+uuid.NewString())
@@ -205,7 +242,7 @@ func (l *Local) Put(ctx context.Context, key string, body io.Reader) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := writeTemp(p, body)
+	tmp, err := l.writeTemp(p, body)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -226,7 +263,7 @@ func (l *Local) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	if err != nil {
 		return err
 	}
-	tmp, err := writeTemp(p, bytes.NewReader(data))
+	tmp, err := l.writeTemp(p, bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("put-if-absent %s: %w", key, err)
 	}
@@ -262,6 +299,11 @@ func (l *Local) List(ctx context.Context, prefix, startAfter string) ([]ObjectIn
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
+				if p == start {
+					// Nothing under the prefix, or no root at all: a listing must not read a
+					// removed root as an empty store (a table put would then create it anew).
+					return l.rootMissing()
+				}
 				return nil
 			}
 			return err

@@ -24,7 +24,8 @@ var ErrExists = errors.New("object already exists")
 
 // ErrUnavailable is wrapped by the errors of an S3 store's requests that the store did not answer
 // with an object or a missing key: the endpoint could not be reached, the credentials or the
-// bucket were refused, the server failed. Such a failure says nothing about the data and may pass
+// bucket were refused, the server failed; and by a local store's listings and writes once its
+// root directory is gone (it is never created again behind the operator's back). Such a failure says nothing about the data and may pass
 // once the store is back, so callers may retry. A cancelled or expired context is not wrapped.
 var ErrUnavailable = errors.New("object store unavailable")
 

@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -70,5 +71,42 @@ func TestS3MissingKeyIsNotUnavailable(t *testing.T) {
 	}
 	if _, err := s.Stat(t.Context(), "missing"); !errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrUnavailable) {
 		t.Fatalf("stat of a missing key: got %v, want ErrNotFound only", err)
+	}
+}
+
+// TestLocalRootRemoved: a local store whose root directory is removed behind its back answers
+// its listings and writes with ErrUnavailable naming the root, never an empty listing, and never
+// creates the root again; a missing key inside an existing root is still an empty listing.
+func TestLocalRootRemoved(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir() + "/root"
+	s, err := objstore.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if objs, err := s.List(ctx, "events/_versions/", ""); err != nil || len(objs) != 0 {
+		t.Fatalf("listing an absent prefix: %v, %v; want empty", objs, err)
+	}
+	if err := s.PutIfAbsent(ctx, "events/_versions/1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, op := range map[string]func() error{
+		"list":          func() error { _, err := s.List(ctx, "events/_versions/", ""); return err },
+		"list root":     func() error { _, err := s.List(ctx, "", ""); return err },
+		"put":           func() error { return s.Put(ctx, "events/_versions/2", strings.NewReader("y")) },
+		"put-if-absent": func() error { return s.PutIfAbsent(ctx, "events/_versions/2", []byte("y")) },
+		"delete prefix": func() error { return s.DeletePrefix(ctx, "events/") },
+	} {
+		err := op()
+		if !errors.Is(err, objstore.ErrUnavailable) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("%s with the root removed: %v; want ErrUnavailable naming %s", name, err, dir)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the removed root was created again: %v", err)
 	}
 }
