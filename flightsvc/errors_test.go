@@ -79,7 +79,7 @@ func TestToStatusEdges(t *testing.T) {
 		reason string
 	}{
 		{"unknown error", errors.New("disk on fire"), codes.Internal, "INTERNAL"},
-		{"corrupt manifest", fmt.Errorf("read v3: %w", engine.ErrCorruptManifest), codes.Internal, "INTERNAL"},
+		{"corrupt manifest", fmt.Errorf("read v3: %w", engine.ErrCorruptManifest), codes.DataLoss, "DATA_CORRUPT"},
 		{"cancelled stream (gRPC's status)", status.Error(codes.Canceled, "context canceled"), codes.Canceled, "CANCELLED"},
 		{"message over the receive limit", status.Error(codes.ResourceExhausted, "grpc: received message larger than max"), codes.ResourceExhausted, "LIMIT_EXCEEDED"},
 		{"wrapped gRPC status", fmt.Errorf("recv: %w", status.Error(codes.DeadlineExceeded, "late")), codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
