@@ -282,6 +282,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "PERMISSION_DENIED": PermissionDeniedError,
     "UNIMPLEMENTED": UnsupportedError,
     "STORAGE_UNAVAILABLE": ServerUnavailableError,
+    "DATA_CORRUPT": ServerInternalError,
     "INTERNAL": ServerInternalError,
 }
 
