@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -433,28 +431,17 @@ func convertLiteral(f arrow.Field, k valueKind, v any) (literal, error) {
 				return literal{i: i}, nil
 			}
 		}
-		i, ok := toInt64(v)
-		if !ok {
-			return bad("want an integer")
+		w, err := integerLiteral(f, v)
+		if err != nil {
+			return bad(err.Error())
 		}
-		return literal{i: i}, nil
+		return literal{i: w.int64Value()}, nil
 	case kindUint:
-		i, ok := toInt64(v)
-		if ok && i >= 0 {
-			return literal{u: uint64(i)}, nil
+		w, err := integerLiteral(f, v)
+		if err != nil {
+			return bad(err.Error())
 		}
-		if n, isNum := v.(json.Number); isNum {
-			if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
-				return literal{u: u}, nil
-			}
-		}
-		if u, isU := v.(uint64); isU {
-			return literal{u: u}, nil
-		}
-		if u, isU := v.(uint); isU {
-			return literal{u: uint64(u)}, nil
-		}
-		return bad("want a non-negative integer")
+		return literal{u: w.mag}, nil
 	case kindFloat:
 		x, ok := toFloat64(v)
 		if !ok {
@@ -478,52 +465,20 @@ func convertLiteral(f arrow.Field, k valueKind, v any) (literal, error) {
 	return bad("unsupported column type")
 }
 
-func toInt64(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int:
-		return int64(x), true
-	case int8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case uint8:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case uint:
-		if uint64(x) <= math.MaxInt64 {
-			return int64(x), true
-		}
-	case uint64:
-		if x <= math.MaxInt64 {
-			return int64(x), true
-		}
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i, true
-		}
-		if f, err := x.Float64(); err == nil {
-			return floatToInt(f)
-		}
-	case float64:
-		return floatToInt(x)
-	case float32:
-		return floatToInt(float64(x))
+// integerLiteral returns the exact value of v for integer column f: a whole number within the
+// range of f's type (an out-of-range literal is refused, whatever its sign or f's width).
+func integerLiteral(f arrow.Field, v any) (wholeNumber, error) {
+	w, st := wholeNumberOf(v)
+	lo, hi := integerRange(f.Type)
+	switch {
+	case st == numberMalformed:
+		return w, fmt.Errorf("want an integer")
+	case st == numberFractional:
+		return w, fmt.Errorf("want an integer, not a fraction")
+	case st == numberHuge || !w.inRange(lo, hi):
+		return w, fmt.Errorf("out of the range of %s (%s..%s)", f.Type, lo, hi)
 	}
-	return 0, false
-}
-
-func floatToInt(f float64) (int64, bool) {
-	if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-		return 0, false
-	}
-	return int64(f), true
+	return w, nil
 }
 
 func toFloat64(v any) (float64, bool) {
@@ -536,13 +491,14 @@ func toFloat64(v any) (float64, bool) {
 		f, err := x.Float64()
 		return f, err == nil
 	}
-	if i, ok := toInt64(v); ok {
-		return float64(i), true
+	w, st := wholeNumberOf(v)
+	if st != numberWhole {
+		return 0, false
 	}
-	if u, ok := v.(uint64); ok {
-		return float64(u), true
+	if w.neg {
+		return -float64(w.mag), true
 	}
-	return 0, false
+	return float64(w.mag), true
 }
 
 // parseTemporal parses a string literal for a date or timestamp column. ok is false when the
