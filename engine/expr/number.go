@@ -192,7 +192,9 @@ func cmpUint(a, b uint64) int {
 }
 
 // inRange reports whether w lies within [lo, hi].
-func (w wholeNumber) inRange(lo, hi wholeNumber) bool { return cmpWhole(lo, w) <= 0 && cmpWhole(w, hi) <= 0 }
+func (w wholeNumber) inRange(lo, hi wholeNumber) bool {
+	return cmpWhole(lo, w) <= 0 && cmpWhole(w, hi) <= 0
+}
 
 // int64Value is w as an int64; w must lie within the int64 range.
 func (w wholeNumber) int64Value() int64 {
