@@ -55,7 +55,8 @@ const (
 //   - "and", "or" (one or more Args), "not" (exactly one Arg).
 //
 // Literals are JSON scalars (Go: integers, floats, strings, bools, time.Time). They must fit the
-// column's type: integer columns take integral numbers, float columns any number, string and
+// column's type: integer columns take whole numbers within the range of their type, read exactly
+// from the literal's digits (never rounded through a float64), float columns any number, string and
 // binary columns strings, bool columns booleans, timestamp and date columns an integer in the
 // column's unit (days for date32, milliseconds for date64) or an RFC 3339 time (a date
 // "2006-01-02" for date columns). A null literal is only allowed in an "in" list; compare with
