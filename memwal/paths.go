@@ -12,17 +12,15 @@ import (
 // name with a suffix, and every directory is a fixed name or a zero-padded number, so no key is
 // ever also the prefix of another key (S3 servers such as versitygw cannot hold both x and x/y).
 const (
-	memWALDir   = "_mem_wal/"
-	manifestDir = "manifest/"
-	walDir      = wal.Dir
-	genDir      = "gen/"
-	// queriesArchiveDir holds the shard's query watermark archives (<uuid>.json).
-	queriesArchiveDir = "queries/"
-	manifestExt       = ".json"
-	walEntryExt       = wal.EntryExt
-	genFileExt        = ".arrows"  // Arrow IPC stream (generation.go)
-	genParquetExt     = ".parquet" // generations flushed before the IPC format
-	numberDigits      = 20
+	memWALDir     = "_mem_wal/"
+	manifestDir   = "manifest/"
+	walDir        = wal.Dir
+	genDir        = "gen/"
+	manifestExt   = ".json"
+	walEntryExt   = wal.EntryExt
+	genFileExt    = ".arrows"  // Arrow IPC stream (generation.go)
+	genParquetExt = ".parquet" // generations flushed before the IPC format
+	numberDigits  = 20
 )
 
 // shardPaths makes the keys of one shard's objects.
@@ -51,6 +49,9 @@ func (p shardPaths) makeManifestKey(v uint64) string {
 func parseManifestKey(key string) (v uint64, ok bool) {
 	return numbered.Parse(key, manifestDir, manifestExt)
 }
+
+// queriesArchiveDir holds a shard's query watermark archives (<uuid>.json), under its root.
+const queriesArchiveDir = "queries/"
 
 // makeQueriesArchiveKey returns the key, relative to the shard root, of the query watermark
 // archive named id.
