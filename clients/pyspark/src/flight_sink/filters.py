@@ -198,7 +198,9 @@ class _Parser:
         self.depth += 1
         if self.depth > MAX_FILTER_DEPTH:
             raise FilterSyntaxError(
-                f"filter nested deeper than {MAX_FILTER_DEPTH} levels (parentheses and 'not's)", self.text, self.peek().pos
+                f"filter nested deeper than {MAX_FILTER_DEPTH} levels (parentheses and 'not's)",
+                self.text,
+                self.peek().pos,
             )
 
     def node(self, n: int = 1) -> None:
