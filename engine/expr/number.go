@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -31,53 +30,25 @@ const (
 // parseWholeNumber reads a JSON number's text exactly. Its cost is linear in len(s): an exponent
 // never expands into digits, so "1e999999999" is numberHuge at once.
 func parseWholeNumber(s string) (wholeNumber, numberStatus) {
-	var w wholeNumber
-	if strings.HasPrefix(s, "-") {
-		w.neg, s = true, s[1:]
-	}
-	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
-	intPart, frac, _ := strings.Cut(mant, ".")
-	if intPart == "" && frac == "" || !allDigits(intPart) || !allDigits(frac) {
-		return w, numberMalformed
-	}
-	exp := 0
-	if hasExp {
-		neg := strings.HasPrefix(expText, "-")
-		e := strings.TrimLeft(strings.TrimPrefix(strings.TrimPrefix(expText, "-"), "+"), "0")
-		if len(expText) == 0 || !allDigits(e) || strings.Trim(expText, "+-") == "" {
-			return w, numberMalformed
-		}
-		// An exponent past 10^9 decides as 10^9 does: a nonzero value is huge, or a fraction.
-		if len(e) > 9 {
-			e = "1000000000"
-		}
-		exp, _ = strconv.Atoi(e)
-		if neg {
-			exp = -exp
-		}
-	}
-	// value = digits × 10^(exp - len(frac)), digits without leading or trailing zeros.
-	digits := intPart + frac
-	exp -= len(frac)
-	trimmed := strings.TrimRight(digits, "0")
-	exp += len(digits) - len(trimmed)
-	digits = strings.TrimLeft(trimmed, "0")
-	if digits == "" {
+	neg, digits, exp, ok := decimalDigits(s)
+	switch {
+	case !ok:
+		return wholeNumber{}, numberMalformed
+	case digits == "":
 		return wholeNumber{}, numberWhole // zero, whatever its sign
+	case exp < 0:
+		return wholeNumber{}, numberFractional // the last digit is not zero, so 10^-exp does not divide
+	case len(digits)+exp > 20:
+		return wholeNumber{}, numberHuge // at least 10^20 > 2^64
 	}
-	if exp < 0 {
-		return w, numberFractional // the last digit is not zero, so 10^-exp does not divide
-	}
-	if len(digits)+exp > 20 {
-		return w, numberHuge // at least 10^20 > 2^64
-	}
+	w := wholeNumber{neg: neg}
 	for i := 0; i < len(digits)+exp; i++ {
 		d := uint64(0)
 		if i < len(digits) {
 			d = uint64(digits[i] - '0')
 		}
 		if w.mag > (math.MaxUint64-d)/10 {
-			return w, numberHuge
+			return wholeNumber{}, numberHuge
 		}
 		w.mag = w.mag*10 + d
 	}

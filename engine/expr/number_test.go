@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -151,5 +152,74 @@ func TestIntegerLiteralExact(t *testing.T) {
 	}
 	if err := Eq("id", uint64(math.MaxUint64)).Validate(schema); err == nil {
 		t.Error("id = MaxUint64: taken, want it refused")
+	}
+}
+
+// TestDecimalLiteralExact: a decimal128 column compares a literal exactly at its scale. A literal
+// with more fractional digits than the scale equals no value and orders between its two
+// neighbours; one past the precision is refused; and nothing rounds through a float64.
+func TestDecimalLiteralExact(t *testing.T) {
+	dt := &arrow.Decimal128Type{Precision: 20, Scale: 2}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dt}}, nil)
+	b := array.NewDecimal128Builder(memory.DefaultAllocator, dt)
+	defer b.Release()
+	unscaled := []int64{-150, 0, 125, 900719925474099200, 900719925474099300} // -1.50 0 1.25 2^53 2^53+1
+	for _, u := range unscaled {
+		b.Append(decimal128.FromI64(u))
+	}
+	col := b.NewArray()
+	defer col.Release()
+	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(unscaled)))
+	defer rec.Release()
+	matches := func(op, lit string) ([]int64, error) {
+		p, err := ParsePredicate([]byte(`{"op": "` + op + `", "column": "d", "value": ` + lit + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := p.Match(rec)
+		var got []int64
+		for i, ok := range m {
+			if ok {
+				got = append(got, unscaled[i])
+			}
+		}
+		return got, err
+	}
+	for _, tc := range []struct {
+		op, lit string
+		want    []int64
+	}{
+		{"=", "9007199254740993.0", []int64{900719925474099300}},
+		{"=", "9007199254740993", []int64{900719925474099300}},
+		{"=", "9007199254740992.00", []int64{900719925474099200}},
+		{"=", "1.25", []int64{125}},
+		{"=", "125e-2", []int64{125}},
+		{"=", "1.251", nil},
+		{"!=", "1.251", unscaled},
+		{"<", "1.251", []int64{-150, 0, 125}},
+		{"<=", "1.249", []int64{-150, 0}},
+		{">", "1.249", []int64{125, 900719925474099200, 900719925474099300}},
+		{">=", "-1.501", unscaled},
+		{"<", "-1.499", []int64{-150}},
+		{"=", "-1.5", []int64{-150}},
+		{"<", "1e-999999999", []int64{-150, 0}},
+		{">", "-1e-999999999", []int64{0, 125, 900719925474099200, 900719925474099300}},
+	} {
+		got, err := matches(tc.op, tc.lit)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("d %s %s matched %v, %v; want %v", tc.op, tc.lit, got, err, tc.want)
+		}
+	}
+	for _, lit := range []string{"1e18", "-1e18", "999999999999999999.995", "1e999999999", `"1.25"`, "true"} {
+		if got, err := matches("=", lit); err == nil {
+			t.Errorf("d = %s matched %v, want it refused", lit, got)
+		}
+	}
+	p, err := ParsePredicate([]byte(`{"op": "in", "column": "d", "values": [1.25, 1.251, -1.50]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := p.Match(rec); err != nil || !slices.Equal(m, []bool{true, false, true, false, false}) {
+		t.Errorf("d in (1.25, 1.251, -1.50): %v, %v", m, err)
 	}
 }

@@ -56,7 +56,8 @@ const (
 //
 // Literals are JSON scalars (Go: integers, floats, strings, bools, time.Time). They must fit the
 // column's type: integer columns take whole numbers within the range of their type, read exactly
-// from the literal's digits (never rounded through a float64), float columns any number, string and
+// from the literal's digits (never rounded through a float64), decimal128 columns any number,
+// compared exactly at the column's scale (decimal.go), float columns any number, string and
 // binary columns strings, bool columns booleans, timestamp and date columns an integer in the
 // column's unit (days for date32, milliseconds for date64) or an RFC 3339 time (a date
 // "2006-01-02" for date columns). A null literal is only allowed in an "in" list; compare with
@@ -385,6 +386,7 @@ const (
 	kindFloat
 	kindString // strings and binaries
 	kindBool
+	kindDecimal // decimal128, compared exactly at the column's scale (decimal.go)
 )
 
 func kindOf(f arrow.Field) (valueKind, error) {
@@ -400,17 +402,20 @@ func kindOf(f arrow.Field) (valueKind, error) {
 		return kindString, nil
 	case arrow.BOOL:
 		return kindBool, nil
+	case arrow.DECIMAL128:
+		return kindDecimal, nil
 	}
 	return 0, fmt.Errorf("predicate: column %q has type %s, which predicates cannot compare", f.Name, f.Type)
 }
 
 // literal is a literal converted to its column's comparison domain; exactly one field is used.
 type literal struct {
-	i int64
-	u uint64
-	f float64
-	s string
-	b bool
+	i   int64
+	u   uint64
+	f   float64
+	s   string
+	b   bool
+	dec decimalLiteral
 }
 
 func convertLiteral(f arrow.Field, k valueKind, v any) (literal, error) {
@@ -462,6 +467,12 @@ func convertLiteral(f arrow.Field, k valueKind, v any) (literal, error) {
 			return literal{b: x}, nil
 		}
 		return bad("want true or false")
+	case kindDecimal:
+		d, err := decimalLiteralOf(f.Type.(*arrow.Decimal128Type), v)
+		if err != nil {
+			return bad(err.Error())
+		}
+		return literal{dec: d}, nil
 	}
 	return bad("unsupported column type")
 }
@@ -630,6 +641,12 @@ func literalGetter(arr arrow.Array, k valueKind) (func(int) literal, error) {
 			return nil, fmt.Errorf("predicate: unexpected array %s for a bool column", arr.DataType())
 		}
 		return func(i int) literal { return literal{b: a.Value(i)} }, nil
+	case kindDecimal:
+		a, ok := arr.(*array.Decimal128)
+		if !ok {
+			return nil, fmt.Errorf("predicate: unexpected array %s for a decimal128 column", arr.DataType())
+		}
+		return func(i int) literal { return literal{dec: decimalLiteral{d: a.Value(i)}} }, nil
 	}
 	return nil, fmt.Errorf("predicate: unsupported column kind")
 }
@@ -680,17 +697,29 @@ func (e *compareEval) eval(rec arrow.RecordBatch, out []tri) error {
 			return 0
 		}
 		compareRows(arr, func(i int) int { return b2i(a.Value(i)) }, b2i(e.lit.b), e.op, out)
+	case kindDecimal:
+		a, ok := arr.(*array.Decimal128)
+		if !ok {
+			return fmt.Errorf("predicate: unexpected array %s for a decimal128 column", arr.DataType())
+		}
+		compareRowsBy(arr, func(i int) int { return compareDecimal(a.Value(i), e.lit.dec) }, e.op, out)
 	}
 	return nil
 }
 
 func compareRows[V cmp.Ordered](arr arrow.Array, get func(int) V, lit V, op PredicateOp, out []tri) {
+	compareRowsBy(arr, func(i int) int { return cmp.Compare(get(i), lit) }, op, out)
+}
+
+// compareRowsBy sets out[i] to op applied to compare(i), row i's value compared with the
+// literal (-1, 0, 1); unknown for a null row.
+func compareRowsBy(arr arrow.Array, compare func(int) int, op PredicateOp, out []tri) {
 	for i := range out {
 		if arr.IsNull(i) {
 			out[i] = triNull
 			continue
 		}
-		c := cmp.Compare(get(i), lit)
+		c := compare(i)
 		var ok bool
 		switch op {
 		case PredEq:
