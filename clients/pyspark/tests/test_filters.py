@@ -56,6 +56,8 @@ def test_unknown_escapes_are_errors(text: str, position: int) -> None:
         ("id = 007", 7),
         ("id = 1.", 1),
         ("id = 0.5", 0.5),
+        ("id = 0.1", 0.1),
+        ("id = -1.25e-3", -0.00125),
     ],
 )
 def test_numbers_are_exact(text: str, value: object) -> None:
@@ -63,7 +65,9 @@ def test_numbers_are_exact(text: str, value: object) -> None:
     assert got == value and type(got) is type(value)
 
 
-@pytest.mark.parametrize("text", ["id = 9007199254740992.5", "id = 1e400", "id = " + "9" * 5000])
+@pytest.mark.parametrize(
+    "text", ["id = 9007199254740992.5", "id = 1.2500000000000000001", "id = 1e400", "id = " + "9" * 5000]
+)
 def test_numbers_no_float_can_carry_are_refused(text: str) -> None:
     with pytest.raises(FilterSyntaxError) as e:
         parse_filter(text)

@@ -10,9 +10,10 @@ The server takes a predicate as JSON (``docs/protocol.md``, *DoAction*: ``{"op":
   decimals, ``'single'`` or ``"double"`` quoted strings, ``true``/``false``. Inside a string its
   quote is written twice or escaped, and a backslash starts one of the escapes ``\\ \' \" \n
   \r \t \uXXXX \UXXXXXXXX`` (a code point, not a surrogate); any other backslash is an error at
-  its position. A whole number (``9007199254740993.0``, ``1e3``) is sent as the exact integer; a
-  fraction as the nearest float, and one whose nearest float is a whole number
-  (``9007199254740992.5``) is refused, since the float would change what it compares equal to.
+  its position. A whole number (``9007199254740993.0``, ``1e3``) is sent as the exact integer, a
+  fraction as a float whose shortest text is exactly the literal (``0.1``, ``1.25``); a fraction
+  no float spells exactly (``9007199254740992.5``, ``1.2500000000000000001``) is refused, since
+  the server would compare another number with an integer or decimal column.
   Keywords are case-insensitive; a column name is an identifier (letters, digits, ``_``, ``.``)
   or is written in backquotes (`` `my col` ``). The text has the server's bounds on a predicate:
   at most 1 MiB (UTF-8), parentheses, ``not`` and ``invert`` nested at most 100 deep, at most
@@ -130,9 +131,8 @@ def _unquote(tok: _Tok, text: str) -> str:
 
 
 def _number(tok: _Tok, text: str) -> Union[int, float]:
-    """The JSON value of a number token: a whole number as the exact int, a fraction as its
-    nearest float (refused when that float is whole: it would compare equal to an integer the
-    literal is not)."""
+    """The JSON value of a number token: a whole number as the exact int, a fraction as the
+    float whose shortest text is the literal's exact value (refused when there is none)."""
     if re.fullmatch(r"[-+]?\d+", tok.value) and len(tok.value.lstrip("+-").lstrip("0")) <= 309:
         return int(tok.value)
     try:
@@ -146,9 +146,11 @@ def _number(tok: _Tok, text: str) -> Union[int, float]:
     if d == d.to_integral_value():
         return int(d)
     f = float(d)
-    if f.is_integer():
+    if Decimal(repr(f)) != d:
+        # JSON carries the float's shortest text: it must be the literal's exact value, or an
+        # integer or decimal column would compare another number.
         raise FilterSyntaxError(
-            f"number {tok.value} has more digits than a float64 keeps (its nearest float is {f!r}, a whole number)",
+            f"number {tok.value} has more digits than a float64 keeps (it would be sent as {f!r})",
             text,
             tok.pos,
         )
