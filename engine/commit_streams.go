@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -23,13 +25,66 @@ import (
 // from the archive, until it has been idle for Options.StreamWatermarkRetention (the archive drops
 // those when it is next rewritten, a manifest at its next commit).
 
-// streamsArchiveFormat is the archive format this build writes; a higher one is refused.
-const streamsArchiveFormat = 1
+// WatermarkArchiveFormat is the watermark archive format this build writes; a higher one is
+// refused.
+const WatermarkArchiveFormat = 1
 
-// streamsArchive is the encoding of a watermark archive.
-type streamsArchive struct {
-	FormatVersion int                        `json:"format_version"`
-	Streams       map[string]StreamWatermark `json:"streams"`
+// watermarkArchive is the encoding of a watermark archive.
+type watermarkArchive[W any] struct {
+	FormatVersion int          `json:"format_version"`
+	Streams       map[string]W `json:"streams"`
+}
+
+// EncodeWatermarkArchive encodes the watermarks of an archive. The table's archive and a MemWAL
+// shard manifest's archive share the format, and the policy of SpillWatermarks.
+func EncodeWatermarkArchive[W any](streams map[string]W) ([]byte, error) {
+	return json.Marshal(watermarkArchive[W]{FormatVersion: WatermarkArchiveFormat, Streams: streams})
+}
+
+// DecodeWatermarkArchive decodes an archive EncodeWatermarkArchive wrote. Its errors wrap
+// ErrCorruptManifest or ErrUnsupportedFormat.
+func DecodeWatermarkArchive[W any](b []byte) (map[string]W, error) {
+	var a watermarkArchive[W]
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptManifest, err)
+	}
+	if a.FormatVersion > WatermarkArchiveFormat {
+		return nil, fmt.Errorf("format version %d: %w", a.FormatVersion, ErrUnsupportedFormat)
+	}
+	return a.Streams, nil
+}
+
+// SpillWatermarks is the one policy of a manifest that keeps at most limit watermarks itself.
+// When hot holds more than limit, it moves out of hot the ones that committed longest ago
+// (ascending by order, ties by query id), leaving the newest limit/2, and returns the new
+// archive: those plus the watermarks of old (the current archive) that keep accepts and hot does
+// not hold. It returns nil, changing nothing, when hot is within limit. The caller writes the
+// new archive (EncodeWatermarkArchive) under a new key before the manifest that names it.
+func SpillWatermarks[W any](hot, old map[string]W, limit int, order func(W) uint64, keep func(W) bool) map[string]W {
+	if len(hot) <= limit {
+		return nil
+	}
+	queries := make([]string, 0, len(hot))
+	for q := range hot {
+		queries = append(queries, q)
+	}
+	slices.SortFunc(queries, func(a, b string) int {
+		if c := cmp.Compare(order(hot[a]), order(hot[b])); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	archived := make(map[string]W, len(old)+len(queries))
+	for q, wm := range old {
+		if _, inHot := hot[q]; !inHot && keep(wm) {
+			archived[q] = wm
+		}
+	}
+	for _, q := range queries[:len(queries)-limit/2] {
+		archived[q] = hot[q]
+		delete(hot, q)
+	}
+	return archived
 }
 
 // streamsArchiveCache is an archive as read: its key and its watermarks (never modified).
@@ -54,17 +109,14 @@ func (t *Table) readStreamsArchive(ctx context.Context, key string) (map[string]
 	if err != nil {
 		return nil, fmt.Errorf("table %s: read watermark archive %s: %w", t.name, key, err)
 	}
-	var a streamsArchive
-	if err := json.Unmarshal(b, &a); err != nil {
-		return nil, fmt.Errorf("table %s: watermark archive %s: %w: %v", t.name, key, ErrCorruptManifest, err)
-	}
-	if a.FormatVersion > streamsArchiveFormat {
-		return nil, fmt.Errorf("table %s: watermark archive %s has format version %d: %w", t.name, key, a.FormatVersion, ErrUnsupportedFormat)
+	streams, err := DecodeWatermarkArchive[StreamWatermark](b)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: watermark archive %s: %w", t.name, key, err)
 	}
 	t.archiveMu.Lock()
-	t.archive = &streamsArchiveCache{key: key, streams: a.Streams}
+	t.archive = &streamsArchiveCache{key: key, streams: streams}
 	t.archiveMu.Unlock()
-	return a.Streams, nil
+	return streams, nil
 }
 
 // StreamWatermark returns query q's watermark as of version m: the manifest's, or the archive's
@@ -112,45 +164,20 @@ func (t *Table) checkArchivedEpoch(ctx context.Context, base *Manifest, txn *Tra
 // before returning. It returns the new archive's key ("" when nothing moved): the caller's
 // manifest names it and deletes it if that manifest is not created.
 func (t *Table) spillStreams(ctx context.Context, base, next *Manifest) (string, error) {
-	limit := t.opts.StreamWatermarksInManifest
-	if len(next.Streams) <= limit {
+	if len(next.Streams) <= t.opts.StreamWatermarksInManifest {
 		return "", nil
 	}
 	old, err := t.readStreamsArchive(ctx, base.StreamsArchive)
 	if err != nil {
 		return "", err
 	}
-	queries := make([]string, 0, len(next.Streams))
-	for q := range next.Streams {
-		queries = append(queries, q)
-	}
-	// Oldest commit first; ties (one version never holds two epochs of one query, but several
-	// queries' watermarks may share a version through a multi-writer stage) by query id.
-	slices.SortFunc(queries, func(a, b string) int {
-		va, vb := next.Streams[a].Version, next.Streams[b].Version
-		switch {
-		case va < vb:
-			return -1
-		case va > vb:
-			return 1
-		}
-		if a < b {
-			return -1
-		}
-		return 1
-	})
+	// Oldest commit first: one version never holds two epochs of one query, but several
+	// queries' watermarks may share a version through a multi-writer stage (then by query id).
 	cutoff := next.TimestampNanos - int64(t.opts.StreamWatermarkRetention)
-	archived := make(map[string]StreamWatermark, len(old)+len(queries))
-	for q, wm := range old {
-		if _, hot := next.Streams[q]; !hot && wm.TimestampNanos >= cutoff {
-			archived[q] = wm
-		}
-	}
-	for _, q := range queries[:len(queries)-limit/2] {
-		archived[q] = next.Streams[q]
-		delete(next.Streams, q)
-	}
-	b, err := json.Marshal(streamsArchive{FormatVersion: streamsArchiveFormat, Streams: archived})
+	archived := SpillWatermarks(next.Streams, old, t.opts.StreamWatermarksInManifest,
+		func(wm StreamWatermark) uint64 { return wm.Version },
+		func(wm StreamWatermark) bool { return wm.TimestampNanos >= cutoff })
+	b, err := EncodeWatermarkArchive(archived)
 	if err != nil {
 		return "", err
 	}

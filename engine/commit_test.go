@@ -75,7 +75,7 @@ func TestConcurrentAppends(t *testing.T) {
 		// appendCheck counts one version and one fragment per append: the ceiling sits above the
 		// 80 appends, so no stalled commit compacts in between (TestFragmentCeiling* cover that).
 		cfg := MaintenanceConfig{Compaction: CompactionMaintenance{MaxFragments: 2 * writers * appends}}
-		tbl, err := Create(ctx, store, "concurrent", rowsSchema, CreateOptions{Config: map[string]string{ConfigMaintenance: cfg.String()}}, nil)
+		tbl, err := Create(ctx, store, "concurrent", rowsSchema, CreateOptions{Config: map[string]string{ConfigMaintenance: encodeConfig(t, cfg)}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 // ceilingTable creates a table whose maintenance configuration is cfg.
 func ceilingTable(t *testing.T, store objstore.Store, name string, cfg MaintenanceConfig, opts *Options) *Table {
 	t.Helper()
-	tbl, err := Create(t.Context(), store, name, rowsSchema, CreateOptions{Config: map[string]string{ConfigMaintenance: cfg.String()}}, opts)
+	tbl, err := Create(t.Context(), store, name, rowsSchema, CreateOptions{Config: map[string]string{ConfigMaintenance: encodeConfig(t, cfg)}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

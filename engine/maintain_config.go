@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -143,8 +144,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: want a string like \"90s\" or a number of seconds", b)
+	// A number of seconds beyond MaxSettingDuration (or below its negative) is refused before the
+	// conversion, which would overflow.
+	if err != nil || math.Abs(f) > MaxSettingDuration.Seconds() {
+		return fmt.Errorf("duration %s: want a string like \"90s\" or a number of seconds up to %v", b, MaxSettingDuration.Seconds())
 	}
 	*d = Duration(f * float64(time.Second))
 	return nil
@@ -192,26 +195,17 @@ func (c *MaintenanceConfig) EnsureDefaults() *MaintenanceConfig {
 	return c
 }
 
-// Validate reports a configuration no maintainer can follow.
+// Validate reports a configuration no maintainer can follow: a *ConfigKeyError (wrapping
+// ErrInvalidConfig) naming the first key, in listing order, whose value the key does not take.
+// Every key's check runs, so each numeric field is finite and within its bounds.
 func (c *MaintenanceConfig) Validate() error {
-	switch c.Mode {
-	case "", MaintenanceBackground, MaintenanceInline, MaintenanceOff:
-	default:
-		return fmt.Errorf("maintenance mode %q: use background, inline or off", c.Mode)
-	}
-	for op, p := range map[string]FailurePolicy{"optimize_indices": c.OptimizeIndices.FailurePolicy,
-		"compaction": c.Compaction.FailurePolicy, "cleanup": c.Cleanup.FailurePolicy} {
-		switch p {
-		case "", BestEffort, Strict:
-		default:
-			return fmt.Errorf("maintenance %s failure_policy %q: use best_effort or strict", op, p)
+	for _, k := range settingKeys {
+		if k.check == nil {
+			continue
 		}
-	}
-	if c.Compaction.MaxDeletedShare < 0 || c.Compaction.MaxDeletedShare >= 1 {
-		return fmt.Errorf("maintenance compaction max_deleted_share %v: want 0 (default) or a share in (0, 1)", c.Compaction.MaxDeletedShare)
-	}
-	if n := c.Compaction.MaxFragments; n != 0 && (n < MinMaxFragments || n > MaxMaxFragments) {
-		return fmt.Errorf("maintenance compaction max_fragments %d: want 0 (default %d) or %d..%d", n, defaultMaxFragments, MinMaxFragments, MaxMaxFragments)
+		if err := k.check(c); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -234,10 +228,17 @@ func ParseMaintenanceConfig(s string) (MaintenanceConfig, error) {
 	return c, nil
 }
 
-// String encodes c as the ConfigMaintenance value.
-func (c MaintenanceConfig) String() string {
-	b, _ := json.Marshal(c)
-	return string(b)
+// Encode encodes c as the ConfigMaintenance value. It fails on a configuration Validate
+// refuses, so what it returns always parses back to c.
+func (c MaintenanceConfig) Encode() (string, error) {
+	if err := c.Validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("encode table config %s: %w", ConfigMaintenance, err)
+	}
+	return string(b), nil
 }
 
 // MaintenanceConfigOf returns the maintenance configuration of table version m, defaults filled.

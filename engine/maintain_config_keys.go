@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,15 +26,132 @@ type MaintenanceSetting struct {
 	Stored bool `json:"stored"`
 }
 
-// settingKey reads and writes one field of a MaintenanceConfig.
+// settingKey reads, writes and checks one field of a MaintenanceConfig.
 type settingKey struct {
 	name string
 	// get renders the field; "" when it is unset.
 	get func(c *MaintenanceConfig) string
-	// set parses v into the field; "" unsets it (the default).
+	// set parses v into the field; "" unsets it (the default). It refuses what check refuses.
 	set func(c *MaintenanceConfig, v string) error
+	// check reports a field value no maintainer can follow, however it was set (a text value
+	// through set, or a decoded ConfigMaintenance); nil when the field takes any value.
+	check func(c *MaintenanceConfig) error
 	// unset renders the default of a field EnsureDefaults leaves unset.
 	unset string
+}
+
+// ConfigKeyError is a maintenance setting refused: the key, and the values the key takes. It
+// wraps ErrInvalidConfig.
+type ConfigKeyError struct {
+	Key string
+	// Value is the value refused, as given.
+	Value string
+	// Want says what the key takes.
+	Want string
+}
+
+func (e *ConfigKeyError) Error() string {
+	return fmt.Sprintf("%s=%q: want %s", e.Key, e.Value, e.Want)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigKeyError) Unwrap() error { return ErrInvalidConfig }
+
+// numberBounds are the values a numeric setting takes besides 0 (unset: the default). Every
+// numeric key has them; the key's set and check both test them, so NaN, an infinity or a number
+// out of range is refused whichever way it arrives.
+type numberBounds struct {
+	min, max         float64
+	openMin, openMax bool // the bound itself is excluded
+}
+
+func (b numberBounds) contains(x float64) bool {
+	return !math.IsNaN(x) && !math.IsInf(x, 0) &&
+		(x > b.min || !b.openMin && x == b.min) && (x < b.max || !b.openMax && x == b.max)
+}
+
+func (b numberBounds) String() string {
+	lo, hi := "[", "]"
+	if b.openMin {
+		lo = "("
+	}
+	if b.openMax {
+		hi = ")"
+	}
+	return lo + strconv.FormatFloat(b.min, 'f', -1, 64) + ", " + strconv.FormatFloat(b.max, 'f', -1, 64) + hi
+}
+
+// Bounds of the numeric settings.
+var (
+	countBounds     = numberBounds{min: 1, max: math.MaxInt32}
+	rowsBounds      = numberBounds{min: 1, max: 1 << 40}
+	shareBounds     = numberBounds{min: 0, max: 1, openMin: true, openMax: true}
+	ratioBounds     = numberBounds{min: 0, max: 1_000_000, openMin: true}
+	ceilingBounds   = numberBounds{min: MinMaxFragments, max: MaxMaxFragments}
+	durationBounds  = numberBounds{min: 0, max: float64(MaxSettingDuration), openMin: true}
+	maxDurationText = time.Duration(MaxSettingDuration).String()
+)
+
+// MaxSettingDuration is the longest duration a maintenance setting takes (about 100 years).
+const MaxSettingDuration = 100 * 365 * 24 * time.Hour
+
+// number is the Go type of a numeric setting's field.
+type number interface{ ~int | ~int64 | ~float64 }
+
+// numberKey is a numeric setting: whole numbers for int fields, any finite number for float64
+// fields, always within b.
+func numberKey[T number](name, unset string, b numberBounds, f func(c *MaintenanceConfig) *T) settingKey {
+	_, isFloat := any(T(0)).(float64)
+	want := "a whole number in " + b.String()
+	if isFloat {
+		want = "a number in " + b.String()
+	}
+	check := func(c *MaintenanceConfig) error {
+		if x := *f(c); x != 0 && !b.contains(float64(x)) {
+			return &ConfigKeyError{Key: name, Value: formatNumber(x), Want: want}
+		}
+		return nil
+	}
+	return settingKey{name: name, unset: unset, check: check,
+		get: func(c *MaintenanceConfig) string {
+			if x := *f(c); x != 0 {
+				return formatNumber(x)
+			}
+			return ""
+		},
+		set: func(c *MaintenanceConfig, v string) error {
+			if v == "" {
+				*f(c) = 0
+				return nil
+			}
+			var x float64
+			if isFloat {
+				p, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return &ConfigKeyError{Key: name, Value: v, Want: want}
+				}
+				x = p
+			} else {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return &ConfigKeyError{Key: name, Value: v, Want: want}
+				}
+				x = float64(n)
+			}
+			// Bounds first, then the conversion: every bound fits T, so T(x) is exact.
+			if !b.contains(x) {
+				return &ConfigKeyError{Key: name, Value: v, Want: want}
+			}
+			*f(c) = T(x)
+			return nil
+		}}
+}
+
+func formatNumber[T number](x T) string {
+	if f, ok := any(x).(float64); ok {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return strconv.FormatInt(int64(x), 10)
 }
 
 func boolKey(name string, f func(c *MaintenanceConfig) **bool) settingKey {
@@ -51,58 +169,15 @@ func boolKey(name string, f func(c *MaintenanceConfig) **bool) settingKey {
 			}
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return fmt.Errorf("want true or false")
+				return &ConfigKeyError{Key: name, Value: v, Want: "true or false"}
 			}
 			*f(c) = &b
 			return nil
 		}}
 }
 
-func intKey(name string, f func(c *MaintenanceConfig) *int) settingKey {
-	return settingKey{name: name,
-		get: func(c *MaintenanceConfig) string {
-			if n := *f(c); n != 0 {
-				return strconv.Itoa(n)
-			}
-			return ""
-		},
-		set: func(c *MaintenanceConfig, v string) error {
-			if v == "" {
-				*f(c) = 0
-				return nil
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return fmt.Errorf("want a whole number of at least 1")
-			}
-			*f(c) = n
-			return nil
-		}}
-}
-
-func floatKey(name, unset string, f func(c *MaintenanceConfig) *float64) settingKey {
-	return settingKey{name: name, unset: unset,
-		get: func(c *MaintenanceConfig) string {
-			if x := *f(c); x != 0 {
-				return strconv.FormatFloat(x, 'g', -1, 64)
-			}
-			return ""
-		},
-		set: func(c *MaintenanceConfig, v string) error {
-			if v == "" {
-				*f(c) = 0
-				return nil
-			}
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || x <= 0 {
-				return fmt.Errorf("want a number above 0")
-			}
-			*f(c) = x
-			return nil
-		}}
-}
-
 func durationKey(name string, f func(c *MaintenanceConfig) *Duration) settingKey {
+	want := "a positive duration up to " + maxDurationText + " such as 90s, 10m or 24h"
 	return settingKey{name: name,
 		get: func(c *MaintenanceConfig) string {
 			if d := *f(c); d != 0 {
@@ -116,24 +191,35 @@ func durationKey(name string, f func(c *MaintenanceConfig) *Duration) settingKey
 				return nil
 			}
 			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("want a positive duration such as 90s, 10m or 24h")
+			if err != nil || !durationBounds.contains(float64(d)) {
+				return &ConfigKeyError{Key: name, Value: v, Want: want}
 			}
 			*f(c) = Duration(d)
+			return nil
+		},
+		check: func(c *MaintenanceConfig) error {
+			if d := *f(c); d != 0 && !durationBounds.contains(float64(d)) {
+				return &ConfigKeyError{Key: name, Value: time.Duration(d).String(), Want: want}
+			}
 			return nil
 		}}
 }
 
 func policyKey(name string, f func(c *MaintenanceConfig) *FailurePolicy) settingKey {
+	const want = "best_effort or strict"
 	return settingKey{name: name,
 		get: func(c *MaintenanceConfig) string { return string(*f(c)) },
 		set: func(c *MaintenanceConfig, v string) error {
-			switch p := FailurePolicy(v); p {
+			*f(c) = FailurePolicy(v)
+			return nil // check refuses a policy it does not know
+		},
+		check: func(c *MaintenanceConfig) error {
+			switch p := *f(c); p {
 			case "", BestEffort, Strict:
-				*f(c) = p
 				return nil
+			default:
+				return &ConfigKeyError{Key: name, Value: string(p), Want: want}
 			}
-			return fmt.Errorf("want best_effort or strict")
 		}}
 }
 
@@ -142,46 +228,32 @@ var settingKeys = []settingKey{
 	{name: "mode",
 		get: func(c *MaintenanceConfig) string { return string(c.Mode) },
 		set: func(c *MaintenanceConfig, v string) error {
-			switch m := MaintenanceMode(v); m {
+			c.Mode = MaintenanceMode(v)
+			return nil // check refuses a mode it does not know
+		},
+		check: func(c *MaintenanceConfig) error {
+			switch c.Mode {
 			case "", MaintenanceBackground, MaintenanceInline, MaintenanceOff:
-				c.Mode = m
 				return nil
+			default:
+				return &ConfigKeyError{Key: "mode", Value: string(c.Mode), Want: "background, inline or off"}
 			}
-			return fmt.Errorf("want background, inline or off")
 		}},
 	boolKey("optimize_indices.enabled", func(c *MaintenanceConfig) **bool { return &c.OptimizeIndices.Enabled }),
 	policyKey("optimize_indices.failure_policy", func(c *MaintenanceConfig) *FailurePolicy { return &c.OptimizeIndices.FailurePolicy }),
-	intKey("optimize_indices.min_unindexed_fragments", func(c *MaintenanceConfig) *int { return &c.OptimizeIndices.MinUnindexedFragments }),
-	intKey("optimize_indices.max_segments", func(c *MaintenanceConfig) *int { return &c.OptimizeIndices.MaxSegments }),
+	numberKey("optimize_indices.min_unindexed_fragments", "", countBounds, func(c *MaintenanceConfig) *int { return &c.OptimizeIndices.MinUnindexedFragments }),
+	numberKey("optimize_indices.max_segments", "", countBounds, func(c *MaintenanceConfig) *int { return &c.OptimizeIndices.MaxSegments }),
 	boolKey("compaction.enabled", func(c *MaintenanceConfig) **bool { return &c.Compaction.Enabled }),
 	policyKey("compaction.failure_policy", func(c *MaintenanceConfig) *FailurePolicy { return &c.Compaction.FailurePolicy }),
-	intKey("compaction.min_fragments", func(c *MaintenanceConfig) *int { return &c.Compaction.MinFragments }),
-	{name: "compaction.target_rows_per_fragment", unset: "table",
-		get: func(c *MaintenanceConfig) string {
-			if n := c.Compaction.TargetRowsPerFragment; n != 0 {
-				return strconv.FormatInt(n, 10)
-			}
-			return ""
-		},
-		set: func(c *MaintenanceConfig, v string) error {
-			if v == "" {
-				c.Compaction.TargetRowsPerFragment = 0
-				return nil
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 {
-				return fmt.Errorf("want a whole number of at least 1")
-			}
-			c.Compaction.TargetRowsPerFragment = n
-			return nil
-		}},
-	floatKey("compaction.max_deleted_share", "0.1", func(c *MaintenanceConfig) *float64 { return &c.Compaction.MaxDeletedShare }),
-	floatKey("compaction.merge_ratio", "", func(c *MaintenanceConfig) *float64 { return &c.Compaction.MergeRatio }),
-	intKey("compaction.max_fragments", func(c *MaintenanceConfig) *int { return &c.Compaction.MaxFragments }),
+	numberKey("compaction.min_fragments", "", countBounds, func(c *MaintenanceConfig) *int { return &c.Compaction.MinFragments }),
+	numberKey("compaction.target_rows_per_fragment", "table", rowsBounds, func(c *MaintenanceConfig) *int64 { return &c.Compaction.TargetRowsPerFragment }),
+	numberKey("compaction.max_deleted_share", "0.1", shareBounds, func(c *MaintenanceConfig) *float64 { return &c.Compaction.MaxDeletedShare }),
+	numberKey("compaction.merge_ratio", "", ratioBounds, func(c *MaintenanceConfig) *float64 { return &c.Compaction.MergeRatio }),
+	numberKey("compaction.max_fragments", "", ceilingBounds, func(c *MaintenanceConfig) *int { return &c.Compaction.MaxFragments }),
 	boolKey("cleanup.enabled", func(c *MaintenanceConfig) **bool { return &c.Cleanup.Enabled }),
 	policyKey("cleanup.failure_policy", func(c *MaintenanceConfig) *FailurePolicy { return &c.Cleanup.FailurePolicy }),
 	durationKey("cleanup.older_than", func(c *MaintenanceConfig) *Duration { return &c.Cleanup.OlderThan }),
-	intKey("cleanup.keep_last", func(c *MaintenanceConfig) *int { return &c.Cleanup.KeepLast }),
+	numberKey("cleanup.keep_last", "", countBounds, func(c *MaintenanceConfig) *int { return &c.Cleanup.KeepLast }),
 	durationKey("cleanup.grace", func(c *MaintenanceConfig) *Duration { return &c.Cleanup.Grace }),
 	durationKey("cleanup.check_interval", func(c *MaintenanceConfig) *Duration { return &c.Cleanup.CheckInterval }),
 }
@@ -273,11 +345,11 @@ func (t *Table) SetMaintenance(ctx context.Context, set map[string]string, props
 	for _, name := range keys {
 		k, _ := findMaintenanceKey(name)
 		if err := k.set(&c, strings.TrimSpace(set[name])); err != nil {
-			return nil, fmt.Errorf("table %s: %w: %s=%q: %v", t.name, ErrInvalidConfig, name, set[name], err)
+			return nil, fmt.Errorf("table %s: %w", t.name, err)
 		}
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("table %s: %w: %v", t.name, ErrInvalidConfig, err)
+		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
 	if (c == MaintenanceConfig{}) {
 		if _, stored := latest.Config[ConfigMaintenance]; !stored {
@@ -285,5 +357,9 @@ func (t *Table) SetMaintenance(ctx context.Context, set map[string]string, props
 		}
 		return t.UpdateConfig(ctx, nil, []string{ConfigMaintenance}, props)
 	}
-	return t.UpdateConfig(ctx, map[string]string{ConfigMaintenance: c.String()}, nil, props)
+	enc, err := c.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.name, err)
+	}
+	return t.UpdateConfig(ctx, map[string]string{ConfigMaintenance: enc}, nil, props)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -132,5 +133,69 @@ func TestSetMaintenanceCrash(t *testing.T) {
 	}
 	if cfg, err := MaintenanceConfigOf(m); err != nil || m.Version != 2 || cfg.Compaction.MaxFragments != 8 {
 		t.Fatalf("set after the crash: version %d, %+v, %v", m.Version, cfg.Compaction, err)
+	}
+}
+
+// encodeConfig is c's ConfigMaintenance value; the test fails when c does not encode.
+func encodeConfig(t testing.TB, c MaintenanceConfig) string {
+	t.Helper()
+	s, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestSetMaintenanceRefusesNonFinite: no key takes NaN, an infinity or a number beyond its
+// bounds, whether it comes as a setting's text or inside a ConfigMaintenance value; a refused
+// value names its key, commits nothing and leaves the stored settings as they were.
+func TestSetMaintenanceRefusesNonFinite(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	tbl, err := Create(ctx, store, "cfg", hSchema, CreateOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tbl.SetMaintenance(ctx, map[string]string{"mode": "off", "cleanup.keep_last": "77"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := []string{"NaN", "nan", "Inf", "+Inf", "-Inf", "infinity", "1e309", "-1e309", "1e300",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "0x1p1000", "-1"}
+	for _, key := range MaintenanceKeys() {
+		for _, v := range hostile {
+			_, err := tbl.SetMaintenance(ctx, map[string]string{key: v}, nil)
+			var keyErr *ConfigKeyError
+			if !errors.As(err, &keyErr) || keyErr.Key != key || !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("%s=%s: %v, want a ConfigKeyError naming the key", key, v, err)
+			}
+		}
+	}
+	latest := hLatest(t, tbl)
+	cfg, err := MaintenanceConfigOf(latest)
+	if latest.Version != m.Version || err != nil || cfg.Mode != MaintenanceOff || cfg.Cleanup.KeepLast != 77 {
+		t.Fatalf("after the refused settings: version %d (want %d), %+v, %v", latest.Version, m.Version, cfg, err)
+	}
+
+	// The encoding refuses what Validate refuses instead of storing nothing.
+	for _, c := range []MaintenanceConfig{
+		{Compaction: CompactionMaintenance{MergeRatio: math.NaN()}},
+		{Compaction: CompactionMaintenance{MaxDeletedShare: math.Inf(1)}},
+		{Compaction: CompactionMaintenance{MergeRatio: math.Inf(-1)}},
+		{Cleanup: CleanupMaintenance{KeepLast: -5}},
+		{Compaction: CompactionMaintenance{TargetRowsPerFragment: math.MaxInt64}},
+	} {
+		if s, err := c.Encode(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Encode(%+v) = %q, %v; want ErrInvalidConfig", c, s, err)
+		}
+	}
+	for _, v := range []string{`{"cleanup":{"grace":1e300}}`, `{"cleanup":{"grace":-1e300}}`, `{"cleanup":{"keep_last":-1}}`,
+		`{"compaction":{"merge_ratio":-4}}`, `{"compaction":{"merge_ratio":1e300}}`} {
+		if c, err := ParseMaintenanceConfig(v); err == nil {
+			t.Errorf("ParseMaintenanceConfig(%s) = %+v, want an error", v, c)
+		}
 	}
 }

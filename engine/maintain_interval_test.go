@@ -18,7 +18,7 @@ func TestMaintainerStepMinInterval(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, store objstore.Store) {
 				tbl, err := Create(t.Context(), store, "interval", hSchema, CreateOptions{
-					Config: map[string]string{ConfigMaintenance: MaintenanceConfig{Mode: mode}.String()}}, nil)
+					Config: map[string]string{ConfigMaintenance: encodeConfig(t, MaintenanceConfig{Mode: mode})}}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -30,7 +30,7 @@ func mtConfig(mode MaintenanceMode) MaintenanceConfig {
 func mtPrepare(t *testing.T, store objstore.Store, name string, cfg MaintenanceConfig) (*Table, *Manifest) {
 	t.Helper()
 	tbl, err := Create(t.Context(), store, name, hSchema, CreateOptions{PrimaryKey: []string{"id"},
-		Config: map[string]string{ConfigMaintenance: cfg.String()}}, nil)
+		Config: map[string]string{ConfigMaintenance: encodeConfig(t, cfg)}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestMaintainerSkipsWhatIsNotWorthIt(t *testing.T) {
 	forEachStore(t, func(t *testing.T, store objstore.Store) {
 		cfg := MaintenanceConfig{Mode: MaintenanceInline}
 		tbl, err := Create(t.Context(), store, "quiet", hSchema, CreateOptions{PrimaryKey: []string{"id"},
-			Config: map[string]string{ConfigMaintenance: cfg.String()}}, nil)
+			Config: map[string]string{ConfigMaintenance: encodeConfig(t, cfg)}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func TestMaintainerSkipsWhatIsNotWorthIt(t *testing.T) {
 			hAppend(t, tbl, hRange(100+int64(i), 1), "b")
 		}
 		off := MaintenanceConfig{Mode: MaintenanceOff}
-		if _, err := tbl.UpdateConfig(t.Context(), map[string]string{ConfigMaintenance: off.String()}, nil, nil); err != nil {
+		if _, err := tbl.UpdateConfig(t.Context(), map[string]string{ConfigMaintenance: encodeConfig(t, off)}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		m = hLatest(t, tbl)
@@ -372,7 +372,7 @@ func TestMaintainerSkipsWhatIsNotWorthIt(t *testing.T) {
 		}
 		// A disabled step is skipped, the others run.
 		noCompact := MaintenanceConfig{Mode: MaintenanceInline, Compaction: CompactionMaintenance{Enabled: new(false)}}
-		if _, err := tbl.UpdateConfig(t.Context(), map[string]string{ConfigMaintenance: noCompact.String()}, nil, nil); err != nil {
+		if _, err := tbl.UpdateConfig(t.Context(), map[string]string{ConfigMaintenance: encodeConfig(t, noCompact)}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		rep, err = mt.Run(t.Context())
@@ -393,9 +393,9 @@ func TestMaintenanceConfig(t *testing.T) {
 		time.Duration(c.Cleanup.Grace) != time.Hour || c.Cleanup.FailurePolicy != Strict || enabled(c.Compaction.Enabled) {
 		t.Fatalf("parsed %+v %v", c, err)
 	}
-	back, err := ParseMaintenanceConfig(c.String())
-	if err != nil || back.String() != c.String() {
-		t.Fatalf("round trip %s -> %s (%v)", c.String(), back.String(), err)
+	back, err := ParseMaintenanceConfig(encodeConfig(t, c))
+	if err != nil || encodeConfig(t, back) != encodeConfig(t, c) {
+		t.Fatalf("round trip %s -> %s (%v)", encodeConfig(t, c), encodeConfig(t, back), err)
 	}
 	for _, bad := range []string{`{"mode":"sometimes"}`, `{"compaction":{"failure_policy":"maybe"}}`, `{"cleanup":{"olderthan":"1h"}}`,
 		`{"cleanup":{"older_than":"soon"}}`, `not json`, `{"compaction":{"max_deleted_share":1.5}}`} {

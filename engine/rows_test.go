@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -382,4 +383,44 @@ func TestDeleteAndCompactEveryType(t *testing.T) {
 		}
 		read("after upsert")
 	})
+}
+
+// TestDeleteOutOfRangeLiteral: a delete whose integer literal lies outside the column's range
+// (-2^63-1 for an int64) is refused and removes nothing, where rounding through a float64 would
+// have made it -2^63 and removed that row; 2^53+1 written as a decimal removes exactly that row.
+func TestDeleteOutOfRangeLiteral(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	tbl, err := Create(ctx, store, "lit", hSchema, CreateOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hAppend(t, tbl, []int64{math.MinInt64, 1 << 53, 1<<53 + 1, math.MaxInt64}, "a")
+	before := hLatest(t, tbl).Version
+	for _, lit := range []string{"-9223372036854775809", "9223372036854775808", "-9.3e18"} {
+		p, err := expr.ParsePredicate([]byte(`{"op": "=", "column": "id", "value": ` + lit + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tbl.Delete(ctx, p, nil); !errors.Is(err, expr.ErrInvalidPredicate) {
+			t.Errorf("delete id = %s: %v, want ErrInvalidPredicate", lit, err)
+		}
+	}
+	if v := hLatest(t, tbl).Version; v != before {
+		t.Fatalf("refused deletes moved the table from version %d to %d", before, v)
+	}
+	p, err := expr.ParseText("id = 9007199254740993.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := tbl.Delete(ctx, p, nil); err != nil || res.RowsDeleted != 1 {
+		t.Fatalf("delete id = 9007199254740993.0: %+v, %v; want one row", res, err)
+	}
+	got := hRead(t, tbl, 0)
+	if _, ok := got[1<<53+1]; ok || len(got) != 3 {
+		t.Fatalf("rows after the delete: %v", got)
+	}
 }

@@ -23,30 +23,48 @@ type tokenAuth struct {
 	tokens [][]byte
 }
 
-// check returns nil when ctx carries "authorization: Bearer <token>" with a configured token.
-// Every configured token is compared in constant time, so timing reveals neither which token
-// nor how much of one matched.
+// check returns nil when ctx carries "authorization: Bearer <token>" with a configured token
+// (verify), or when no token is configured or method is a health check.
 func (a *tokenAuth) check(ctx context.Context, method string) error {
 	if len(a.tokens) == 0 || strings.HasPrefix(method, healthPrefix) {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
-	if len(vals) == 0 {
-		return toStatus(fmt.Errorf("%w: missing bearer token: send the gRPC header \"authorization: Bearer <token>\"", errUnauthenticated))
+	var header string
+	if vals := md.Get("authorization"); len(vals) > 0 {
+		header = vals[0]
 	}
-	const prefix = "bearer "
-	v := vals[0]
-	if len(v) < len(prefix) || !strings.EqualFold(v[:len(prefix)], prefix) {
-		return toStatus(fmt.Errorf("%w: authorization header must be \"Bearer <token>\"", errUnauthenticated))
+	if err := a.verify(header); err != nil {
+		return toStatus(err)
 	}
-	got := []byte(strings.TrimSpace(v[len(prefix):]))
+	return nil
+}
+
+// verify checks one Authorization header value, the one rule of the Flight port and the HTTP
+// listener (the Iceberg REST catalog): the scheme "Bearer" in any case (RFC 7235: schemes are
+// case-insensitive), one or more spaces, then a configured token. Every configured token is
+// compared in constant time, so timing reveals neither which token nor how much of one
+// matched. The error wraps errUnauthenticated when the header is missing or is not a bearer
+// credential, errPermissionDenied when the token is not one of them; nil when no token is
+// configured.
+func (a *tokenAuth) verify(header string) error {
+	if len(a.tokens) == 0 {
+		return nil
+	}
+	if header == "" {
+		return fmt.Errorf("%w: missing bearer token: send the header \"authorization: Bearer <token>\"", errUnauthenticated)
+	}
+	scheme, cred, spaced := strings.Cut(header, " ")
+	if !spaced || !strings.EqualFold(scheme, "bearer") {
+		return fmt.Errorf("%w: authorization header must be \"Bearer <token>\"", errUnauthenticated)
+	}
+	got := []byte(strings.TrimSpace(cred))
 	ok := 0
 	for _, t := range a.tokens {
 		ok |= subtle.ConstantTimeCompare(got, t)
 	}
 	if ok != 1 {
-		return toStatus(fmt.Errorf("%w: bearer token not accepted", errPermissionDenied))
+		return fmt.Errorf("%w: bearer token not accepted", errPermissionDenied)
 	}
 	return nil
 }

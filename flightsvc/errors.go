@@ -196,6 +196,7 @@ func errorMetadata(err error) map[string]string {
 		conflict *engine.ConflictError
 		epoch    *engine.EpochCommittedError
 		fenced   *memwal.FencedError
+		key      *engine.ConfigKeyError
 	)
 	switch {
 	case errors.As(err, &conflict):
@@ -207,6 +208,8 @@ func errorMetadata(err error) map[string]string {
 			"watermark_epoch": strconv.FormatInt(epoch.WatermarkEpoch, 10)}
 	case errors.As(err, &fenced):
 		return map[string]string{"shard": fenced.Shard}
+	case errors.As(err, &key):
+		return map[string]string{"key": key.Key}
 	}
 	return nil
 }

@@ -43,9 +43,9 @@ func ActionNames() []string {
 // IcebergRESTHandler returns the server's Iceberg REST catalog handler (mounted under /iceberg)
 // with the given bearer tokens, for the fuzz target to call without a socket.
 func IcebergRESTHandler(s *Server, tokens ...string) http.Handler {
-	var tok [][]byte
+	auth := &tokenAuth{}
 	for _, t := range tokens {
-		tok = append(tok, []byte(t))
+		auth.tokens = append(auth.tokens, []byte(t))
 	}
-	return newIcebergREST(s.svc, tok)
+	return newIcebergREST(s.svc, auth)
 }

@@ -1,7 +1,6 @@
 package flightsvc
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,13 +25,13 @@ const icebergNamespace = "default"
 // table is its newest metadata file, as the publisher wrote it; the catalog commits nothing.
 // With auth tokens configured every request needs "Authorization: Bearer <token>".
 type icebergREST struct {
-	svc    *Service
-	tokens [][]byte
+	svc  *Service
+	auth *tokenAuth
 }
 
 // newIcebergREST returns the catalog's handler, to be mounted under icebergRESTPrefix.
-func newIcebergREST(svc *Service, tokens [][]byte) http.Handler {
-	c := &icebergREST{svc: svc, tokens: tokens}
+func newIcebergREST(svc *Service, auth *tokenAuth) http.Handler {
+	c := &icebergREST{svc: svc, auth: auth}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/config", c.config)
 	mux.HandleFunc("GET /v1/namespaces", c.namespaces)
@@ -78,19 +77,13 @@ func echo(s string) string {
 	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-// authorize checks the bearer token (constant time against every token) when tokens are set.
+// authorize checks the request's Authorization header by the Flight port's rule
+// (tokenAuth.verify) when tokens are set.
 func (c *icebergREST) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(c.tokens) > 0 {
-			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			match := 0
-			for _, t := range c.tokens {
-				match |= subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), t)
-			}
-			if !ok || match == 0 {
-				restError(w, http.StatusUnauthorized, "NotAuthorizedException", "a bearer token the server accepts is required (the server's --auth-token)")
-				return
-			}
+		if err := c.auth.verify(r.Header.Get("Authorization")); err != nil {
+			restError(w, http.StatusUnauthorized, "NotAuthorizedException", "a bearer token the server accepts is required (the server's --auth-token)")
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

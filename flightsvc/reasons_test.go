@@ -18,13 +18,18 @@ import (
 
 // reasonOf returns the reason of the flight-sink ErrorInfo a status error carries ("" without one).
 func reasonOf(err error) string {
+	return statusErrorInfo(err).GetReason()
+}
+
+// statusErrorInfo returns the flight-sink ErrorInfo of the status err, nil when it has none.
+func statusErrorInfo(err error) *errdetails.ErrorInfo {
 	st, _ := status.FromError(err)
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "flight-sink" {
-			return info.GetReason()
+			return info
 		}
 	}
-	return ""
+	return nil
 }
 
 // wantReason checks that err is a status with code and a flight-sink ErrorInfo with reason.

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,6 +201,72 @@ func TestBlankAuthTokenIsRefused(t *testing.T) {
 			if !strings.Contains(err.Error(), "blank") {
 				t.Errorf("tokens %q: error %q does not say the token is blank", tokens, err)
 			}
+		}
+	}
+}
+
+// TestBearerSchemeOnEveryPort: the Flight port and the Iceberg REST catalog on the HTTP listener
+// read an Authorization header by one rule: the scheme "Bearer" in any case (RFC 7235), then a
+// configured token. The same header gets the same verdict on both.
+func TestBearerSchemeOnEveryPort(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := NewServer(ctx, Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Root: t.TempDir(), AuthTokens: []string{"alpha"}})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := flight.NewClientWithMiddleware(srv.Addr().String(), nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		header string
+		want   codes.Code
+	}{
+		{"Bearer alpha", codes.OK},
+		{"bearer alpha", codes.OK},
+		{"BEARER alpha", codes.OK},
+		{"bEaReR  alpha ", codes.OK},
+		{"Bearer beta", codes.PermissionDenied},
+		{"Bearer ", codes.PermissionDenied},
+		{"Bearer", codes.Unauthenticated},
+		{"Bearealpha", codes.Unauthenticated},
+		{"Basic alpha", codes.Unauthenticated},
+		{"alpha", codes.Unauthenticated},
+		{"", codes.Unauthenticated},
+	} {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if tc.header != "" {
+			cctx = metadata.AppendToOutgoingContext(cctx, "authorization", tc.header)
+		}
+		stream, err := c.ListActions(cctx, &flight.Empty{})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		ccancel()
+		if got := status.Code(err); got != tc.want {
+			t.Errorf("Flight with %q: %v, want %v", tc.header, got, tc.want)
+		}
+
+		req, err := http.NewRequest(http.MethodGet, "http://"+srv.HTTPAddr().String()+"/iceberg/v1/config", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.header != "" {
+			req.Header.Set("Authorization", tc.header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if wantHTTP := map[bool]int{true: http.StatusOK, false: http.StatusUnauthorized}[tc.want == codes.OK]; resp.StatusCode != wantHTTP {
+			t.Errorf("Iceberg REST catalog with %q: %s, want %d", tc.header, resp.Status, wantHTTP)
 		}
 	}
 }

@@ -35,6 +35,35 @@ func TestSetTableConfig(t *testing.T) {
 			t.Errorf("set %v: %v, want it to name %s", bad.set, err, bad.want)
 		}
 	}
+	// NaN, an infinity or a number out of range: refused naming the key in the ErrorInfo, and the
+	// stored settings stay.
+	s.mustAction(t, "set_table_config", cmd{"table": "t", "set": cmd{"mode": "off", "cleanup.keep_last": "77"}}, nil)
+	before = s.stats(t, "t")
+	for _, bad := range []cmd{
+		{"compaction.merge_ratio": "NaN"}, {"compaction.max_deleted_share": "+Inf"}, {"compaction.merge_ratio": "-Inf"},
+		{"compaction.target_rows_per_fragment": "1e400"}, {"cleanup.keep_last": "99999999999999999999"},
+	} {
+		_, err := s.action(ctx, "set_table_config", cmd{"table": "t", "set": bad})
+		wantReason(t, err, codes.InvalidArgument, "INVALID_REQUEST")
+		for k := range bad {
+			if info := statusErrorInfo(err); info == nil || info.Metadata["key"] != k {
+				t.Errorf("set %v: ErrorInfo %v, want metadata key %s", bad, info, k)
+			}
+		}
+	}
+	var kept flightsvc.TableConfig
+	s.mustAction(t, "get_table_config", cmd{"table": "t"}, &kept)
+	for _, st := range kept.Settings {
+		if st.Key == "mode" && st.Value != "off" || st.Key == "cleanup.keep_last" && st.Value != "77" {
+			t.Errorf("after the refused settings %s=%s, want the stored one", st.Key, st.Value)
+		}
+	}
+	if v := s.version(t, "t"); v != before.Version {
+		t.Fatalf("refused settings moved the table from version %d to %d", before.Version, v)
+	}
+	s.mustAction(t, "set_table_config", cmd{"table": "t", "set": cmd{"mode": "", "cleanup.keep_last": ""}}, nil)
+	before = s.stats(t, "t")
+
 	_, err := s.action(ctx, "set_table_config", cmd{"table": "t", "set": cmd{"mode": 3}})
 	wantReason(t, err, codes.InvalidArgument, "INVALID_REQUEST")
 	_, err = s.action(ctx, "get_table_config", cmd{"table": "missing"})

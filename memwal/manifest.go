@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/internal/backoff"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -43,8 +46,17 @@ type ShardManifest struct {
 	// shard for inspection and are never deleted by a fold (fold_quarantine.go).
 	Quarantined []QuarantinedGeneration `json:"quarantined_generations,omitempty"`
 	// Queries holds, per streaming query, the highest epoch whose rows reached a flushed
-	// generation, so a replay is recognised after its WAL entries are gone.
+	// generation, so a replay is recognised after its WAL entries are gone: at most
+	// Options.QueryWatermarksInManifest of them, the queries that flushed most recently. The
+	// others are in QueriesArchive, by the base table's rule (engine.SpillWatermarks).
+	// queryWatermark reads both.
 	Queries map[string]QueryWatermark `json:"queries,omitempty"`
+	// QueriesArchive is the key, relative to the shard's root, of the immutable object holding
+	// the watermarks of the queries that left Queries; empty when none did.
+	QueriesArchive string `json:"queries_archive,omitempty"`
+	// archived is QueriesArchive's watermarks, loaded with the manifest by its ManifestStore
+	// (shared between clones, never modified).
+	archived map[string]QueryWatermark
 
 	// Owner is the instance id of the shard set (one per table per server process) whose writer
 	// claimed the shard, empty when no set owns it (never claimed by one, or released). Heartbeat
@@ -194,6 +206,29 @@ func (wm QueryWatermark) advance(ok bool, epochs []int64, g uint64, now int64) Q
 	return out
 }
 
+// queryWatermark returns query q's watermark: Queries', else the archive's. An archived
+// watermark idle past the retention stays until the next spill drops it, so it answers a replay
+// (or a reused query id) a little longer than a manifest's own would.
+func (m *ShardManifest) queryWatermark(q string) (QueryWatermark, bool) {
+	if wm, ok := m.Queries[q]; ok {
+		return wm, true
+	}
+	wm, ok := m.archived[q]
+	return wm, ok
+}
+
+// eachQueryWatermark calls fn with every query's watermark, Queries' and the archive's.
+func (m *ShardManifest) eachQueryWatermark(fn func(q string, wm QueryWatermark)) {
+	for q, wm := range m.Queries {
+		fn(q, wm)
+	}
+	for q, wm := range m.archived {
+		if _, hot := m.Queries[q]; !hot {
+			fn(q, wm)
+		}
+	}
+}
+
 // Timestamp returns when the version was committed.
 func (m *ShardManifest) Timestamp() time.Time { return time.Unix(0, m.TimestampNanos) }
 
@@ -316,6 +351,10 @@ type ManifestStore struct {
 	latest        *ShardManifest
 	confirmedAt   time.Time // when latest was last known to be the newest version
 	ownerCommitAt time.Time // when this store last committed for the owner (claim or CommitUpdate)
+	// archiveKey and archive are the query watermark archive read or written last (archives
+	// are immutable).
+	archiveKey string
+	archive    map[string]QueryWatermark
 }
 
 // NewManifestStore returns the manifest store of shard in table (the table's directory name).
@@ -356,6 +395,119 @@ func (ms *ManifestStore) remember(m *ShardManifest, at time.Time) {
 // found by reading the following versions one by one. A known version that is older than half of
 // ManifestRetention may have successors that were deleted already; then it lists.
 func (ms *ManifestStore) ReadLatest(ctx context.Context) (*ShardManifest, error) {
+	for attempt := 0; ; attempt++ {
+		m, err := ms.readLatest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if m.QueriesArchive == "" || m.archived != nil {
+			return m, nil
+		}
+		// Attach to a copy: m may be the cached version other readers hold.
+		c := *m
+		err = ms.attachArchive(ctx, &c)
+		// An archive is deleted only after a newer manifest stopped naming it (commit): m has a
+		// successor, which the next read finds.
+		if errors.Is(err, objstore.ErrNotFound) && attempt < 3 {
+			ms.forget()
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ms.mu.Lock()
+		if ms.latest == m {
+			ms.latest = &c
+		}
+		ms.mu.Unlock()
+		return &c, nil
+	}
+}
+
+// attachArchive loads the query watermark archive m names into m.
+func (ms *ManifestStore) attachArchive(ctx context.Context, m *ShardManifest) error {
+	ms.mu.Lock()
+	key, cached := ms.archiveKey, ms.archive
+	ms.mu.Unlock()
+	if key == m.QueriesArchive {
+		m.archived = cached
+		return nil
+	}
+	b, err := ms.store.Get(ctx, ms.paths.root+m.QueriesArchive)
+	if err != nil {
+		return fmt.Errorf("memwal shard %s: read query watermark archive %s: %w", ms.shard, m.QueriesArchive, err)
+	}
+	archived, err := engine.DecodeWatermarkArchive[QueryWatermark](b)
+	if err != nil {
+		return fmt.Errorf("%w: memwal shard %s: query watermark archive %s: %v", ErrCorrupt, ms.shard, m.QueriesArchive, err)
+	}
+	if archived == nil {
+		archived = map[string]QueryWatermark{}
+	}
+	m.archived = archived
+	ms.mu.Lock()
+	ms.archiveKey, ms.archive = m.QueriesArchive, archived
+	ms.mu.Unlock()
+	return nil
+}
+
+// forget drops the cached manifest, so the next read lists the versions.
+func (ms *ManifestStore) forget() {
+	ms.mu.Lock()
+	ms.latest, ms.confirmedAt = nil, time.Time{}
+	ms.mu.Unlock()
+}
+
+// spillQueries moves, when m carries more than QueryWatermarksInManifest watermarks, the ones of
+// the queries that flushed longest ago into a new archive (m's archive plus them, less the
+// watermarks idle past the retention at now), which it writes before returning, and names it
+// in m. It runs inside a CommitUpdate closure: the archive is written for the version the
+// closure makes, and a commit that loses its race leaves it for the next spill to delete.
+func (ms *ManifestStore) spillQueries(ctx context.Context, m *ShardManifest, now int64) error {
+	cutoff := now - int64(ms.opts.QueryWatermarkRetention)
+	archived := engine.SpillWatermarks(m.Queries, m.archived, ms.opts.QueryWatermarksInManifest,
+		func(wm QueryWatermark) uint64 { return wm.Generation },
+		func(wm QueryWatermark) bool { return wm.UpdatedNanos >= cutoff })
+	if archived == nil {
+		return nil
+	}
+	b, err := engine.EncodeWatermarkArchive(archived)
+	if err != nil {
+		return fmt.Errorf("memwal shard %s: encode query watermark archive: %w", ms.shard, err)
+	}
+	key := makeQueriesArchiveKey(uuid.NewString())
+	// The archive is durable before the manifest that names it can exist: a crash in between
+	// leaves an unreferenced archive, which the next spill deletes.
+	if err := ms.store.PutIfAbsent(ctx, ms.paths.root+key, b); err != nil {
+		return fmt.Errorf("memwal shard %s: write query watermark archive: %w", ms.shard, err)
+	}
+	m.QueriesArchive, m.archived = key, archived
+	ms.mu.Lock()
+	ms.archiveKey, ms.archive = key, archived
+	ms.mu.Unlock()
+	return nil
+}
+
+// dropArchives deletes, best effort, the query watermark archives other than keep and prev:
+// the manifest that names keep is committed, and the one before it named prev, so no newer
+// version names any other (a reader that still holds an older version rereads: ReadLatest).
+func (ms *ManifestStore) dropArchives(ctx context.Context, keep, prev string) {
+	objs, err := ms.store.List(ctx, ms.paths.root+queriesArchiveDir, "")
+	if err != nil {
+		ms.opts.Logger.Warn("memwal: could not list query watermark archives", "shard", ms.shard, "err", err)
+		return
+	}
+	for _, o := range objs {
+		if rel := strings.TrimPrefix(o.Key, ms.paths.root); rel == keep || rel == prev {
+			continue
+		}
+		if err := ms.store.Delete(ctx, o.Key); err != nil {
+			ms.opts.Logger.Warn("memwal: could not delete a query watermark archive", "shard", ms.shard, "key", o.Key, "err", err)
+		}
+	}
+}
+
+func (ms *ManifestStore) readLatest(ctx context.Context) (*ShardManifest, error) {
 	start := time.Now()
 	cur, confirmed := ms.cached()
 	if cur == nil || start.Sub(confirmed) >= ms.opts.ManifestRetention/2 {
@@ -591,6 +743,11 @@ func (ms *ManifestStore) commit(ctx context.Context, op string, check, fn func(m
 		if err == nil {
 			ms.remember(next, time.Now())
 			ms.trimOldVersions(ctx, next.Version)
+			if next.QueriesArchive != cur.QueriesArchive {
+				// After the manifest that names the new archive: until it exists, cur's is the
+				// one readers need.
+				ms.dropArchives(ctx, next.QueriesArchive, cur.QueriesArchive)
+			}
 			return next, nil
 		}
 		if !errors.Is(err, objstore.ErrExists) {

@@ -63,6 +63,11 @@ type Options struct {
 	// QueryWatermarkRetention drops a query's epoch watermark from the shard manifest once the
 	// query has not flushed an epoch for this long. Default 30 days.
 	QueryWatermarkRetention time.Duration
+	// QueryWatermarksInManifest bounds the query watermarks a shard manifest carries itself:
+	// when a flush would leave more, the half that flushed longest ago move to the shard's
+	// watermark archive (ShardManifest.QueriesArchive), as the base table's manifest does with
+	// its streams (engine.Options.StreamWatermarksInManifest). Default 256.
+	QueryWatermarksInManifest int
 
 	// AfterFlush, when set, is called with a generation's number once the writer has committed it
 	// to the shard manifest (and deleted the WAL entries it covers). It runs on the writer's
@@ -131,6 +136,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.QueryWatermarkRetention <= 0 {
 		o.QueryWatermarkRetention = 30 * 24 * time.Hour
+	}
+	if o.QueryWatermarksInManifest <= 0 {
+		o.QueryWatermarksInManifest = 256
 	}
 	if o.OwnerLeaseTTL <= 0 {
 		o.OwnerLeaseTTL = DefaultOwnerLeaseTTL

@@ -902,7 +902,7 @@ func (ps *peerShard) holds(queryID string, epochID int64) (bool, EpochLocation) 
 		return true, EpochLocation{Position: pos}
 	}
 	if ps.manifest != nil {
-		if wm, ok := ps.manifest.Queries[queryID]; ok {
+		if wm, ok := ps.manifest.queryWatermark(queryID); ok {
 			loc, held := wm.location(epochID)
 			return held, loc
 		}

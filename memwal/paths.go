@@ -50,6 +50,13 @@ func parseManifestKey(key string) (v uint64, ok bool) {
 	return numbered.Parse(key, manifestDir, manifestExt)
 }
 
+// queriesArchiveDir holds a shard's query watermark archives (<uuid>.json), under its root.
+const queriesArchiveDir = "queries/"
+
+// makeQueriesArchiveKey returns the key, relative to the shard root, of the query watermark
+// archive named id.
+func makeQueriesArchiveKey(id string) string { return queriesArchiveDir + id + manifestExt }
+
 // makeWALKey returns the key of the WAL entry at position pos.
 func (p shardPaths) makeWALKey(pos uint64) string {
 	return wal.EntryKey(p.walPrefix(), pos)

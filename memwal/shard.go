@@ -655,7 +655,7 @@ func (s *Shard) epochLocationLocked(queryID string, epochID int64) (EpochLocatio
 	if pos, ok := s.identities[EpochKey{queryID, epochID}]; ok {
 		return EpochLocation{Position: pos}, true
 	}
-	if wm, ok := s.manifest.Queries[queryID]; ok {
+	if wm, ok := s.manifest.queryWatermark(queryID); ok {
 		return wm.location(epochID)
 	}
 	return EpochLocation{}, false
@@ -787,7 +787,7 @@ func (s *Shard) flush(mt *memtable) error {
 		fg.Epochs = epochSpans(flushed)
 		m.FlushedGenerations = append(m.FlushedGenerations, fg)
 		for q, epochs := range flushed {
-			wm, ok := m.Queries[q]
+			wm, ok := m.queryWatermark(q) // an archived query flushing again comes back to Queries
 			m.Queries[q] = wm.advance(ok, epochs, g, now)
 		}
 		cutoff := now - int64(s.opts.QueryWatermarkRetention)
@@ -796,7 +796,7 @@ func (s *Shard) flush(mt *memtable) error {
 				delete(m.Queries, q)
 			}
 		}
-		return nil
+		return s.ms.spillQueries(ctx, m, now)
 	})
 	if err != nil {
 		// The generation's file is unreferenced garbage (or, if the outcome was unknown, it is

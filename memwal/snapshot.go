@@ -206,7 +206,7 @@ func (ss *StoredShard) EpochCommitted(ctx context.Context, queryID string, epoch
 	if found != 0 {
 		return true, EpochLocation{Position: found}, nil
 	}
-	if wm, ok := v.manifest.Queries[queryID]; ok {
+	if wm, ok := v.manifest.queryWatermark(queryID); ok {
 		loc, held := wm.location(epochID)
 		return held, loc, nil
 	}
@@ -349,7 +349,7 @@ func (v *storedView) replayed(fn func(pos uint64, p wal.Put)) {
 		for _, p := range e.Puts {
 			if p.Epoch != nil {
 				k := EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}
-				if wm, ok := v.manifest.Queries[k.QueryID]; seen[k] || (ok && k.EpochID <= wm.Epoch) {
+				if wm, ok := v.manifest.queryWatermark(k.QueryID); seen[k] || (ok && k.EpochID <= wm.Epoch) {
 					continue
 				}
 				seen[k] = true

@@ -70,10 +70,10 @@ func ReadTableState(ctx context.Context, tbl *engine.Table, m *engine.Manifest, 
 			st.GenerationRows += g.Rows
 		}
 		epochs := make(map[string]StreamState)
-		for q, wm := range v.manifest.Queries {
+		v.manifest.eachQueryWatermark(func(q string, wm QueryWatermark) {
 			// At or below the merged watermark the epoch's generation is folded into the base.
 			epochs[q] = StreamState{Epoch: wm.Epoch, TimestampNanos: wm.UpdatedNanos, InMemWAL: wm.Generation > merged}
-		}
+		})
 		v.replayed(func(_ uint64, p wal.Put) {
 			st.MemtableRows += p.Rows
 			if p.Epoch != nil {

@@ -3,8 +3,10 @@ package memwal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -91,4 +93,77 @@ func TestReplayOfSecondLastEpochAfterFlush(t *testing.T) {
 			t.Fatalf("the table holds %d rows, want %d (every epoch once)", len(got), 5*2)
 		}
 	})
+}
+
+// TestQueryWatermarksBounded: a shard that sees 3,000 streaming queries keeps at most
+// QueryWatermarksInManifest watermarks in its manifest (the rest in one archive, written once per
+// half-bound of queries, as the base table's manifest does), so every flush and lease renewal
+// rewrites a bounded manifest; and an early query's replayed epoch is still recognised, by the
+// writer, by a writer that reopens the shard and by a read-only view.
+func TestQueryWatermarksBounded(t *testing.T) {
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tbl := createTable(t, store, nil)
+	s := openShard(t, tbl, testShardID, nil)
+	const queries, perFlush = 3000, 100
+	query := func(i int) string { return fmt.Sprintf("query-%04d", i) }
+	for i := range queries {
+		put(t, s, query(i), 7, int64(i), 1, "a")
+		if (i+1)%perFlush == 0 {
+			flush(t, s)
+		}
+	}
+	m := latestShardManifest(t, tbl, testShardID)
+	limit := (&Options{}).EnsureDefaults().QueryWatermarksInManifest
+	// The manifest less its flushed generations (a fold drains those; this test folds none).
+	bare := m.Clone()
+	bare.FlushedGenerations = nil
+	b, err := encodeShardManifest(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Queries) > limit || len(b) > 32<<10 {
+		t.Fatalf("shard manifest carries %d query watermarks in %d bytes; want at most %d in 32 KiB", len(m.Queries), len(b), limit)
+	}
+	known := 0
+	m.eachQueryWatermark(func(string, QueryWatermark) { known++ })
+	if known != queries || m.QueriesArchive == "" {
+		t.Fatalf("manifest and archive know %d queries (archive %q), want %d", known, m.QueriesArchive, queries)
+	}
+	if n := countKeys(t, store, newShardPaths(tbl.Name(), testShardID).root+queriesArchiveDir); n > 2 {
+		t.Errorf("%d query watermark archives under the shard, want at most 2 (the current one and the one before)", n)
+	}
+
+	replay := func(s *Shard, q string, e int64) error {
+		rec := makeRows(0, 1, "again", e)
+		defer rec.Release()
+		_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: q, EpochID: e}, rec)
+		return err
+	}
+	early := query(0)
+	if _, hot := m.Queries[early]; hot {
+		t.Fatalf("query %s is still in the manifest itself; the test needs an archived one", early)
+	}
+	if err := replay(s, early, 7); !errors.Is(err, engine.ErrEpochCommitted) {
+		t.Fatalf("replay of %s epoch 7 through the writer: %v, want ErrEpochCommitted", early, err)
+	}
+	if ok, _, err := NewStoredShard(tbl, testShardID, nil).EpochCommitted(ctx, early, 7); err != nil || !ok {
+		t.Fatalf("read-only view: %s epoch 7 committed %v, %v; want true", early, ok, err)
+	}
+	s.Close()
+	reopened := openShard(t, tbl, testShardID, nil)
+	if err := replay(reopened, query(1), 7); !errors.Is(err, engine.ErrEpochCommitted) {
+		t.Fatalf("replay of %s epoch 7 after reopening: %v, want ErrEpochCommitted", query(1), err)
+	}
+	// The archived query's next epoch is new, and brings it back into the manifest at the flush.
+	if err := replay(reopened, early, 8); err != nil {
+		t.Fatalf("epoch 8 of %s: %v", early, err)
+	}
+	flush(t, reopened)
+	if wm, ok := latestShardManifest(t, tbl, testShardID).Queries[early]; !ok || wm.Epoch != 8 || wm.PrevEpoch == nil || *wm.PrevEpoch != 7 {
+		t.Fatalf("%s after its next epoch flushed: %+v (in the manifest: %v), want epoch 8 after 7", early, wm, ok)
+	}
 }

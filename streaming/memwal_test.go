@@ -288,3 +288,56 @@ func waitFlushed(t *testing.T, s *Sink, table string) {
 		}
 	}
 }
+
+// TestMemWALManyQueriesBoundedShardManifest: 3,000 streaming queries through a MemWAL table
+// leave a shard manifest of bounded size (the watermarks of the queries that flushed longest ago
+// are in the shard's archive, as the base manifest's are in its own), and the replay of an early
+// query's epoch is still a duplicate, before and after a restart.
+func TestMemWALManyQueriesBoundedShardManifest(t *testing.T) {
+	ctx := context.Background()
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSink(store, &Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceOff}})
+	spec := memwalSpec(1)
+	const queries, perFold = 3000, 250
+	query := func(i int) string { return fmt.Sprintf("query-%04d", i) }
+	for i := range queries {
+		if a := putKV(t, s, "m", query(i), 3, ModeAppend, spec, i, "x"); a.Status != StatusCommitted || a.Route != RouteMemWAL {
+			t.Fatalf("%s: %+v", query(i), a)
+		}
+		if (i+1)%perFold == 0 {
+			if _, err := s.FlushMemWAL(ctx, MemWALRequest{Table: "m"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.FoldMemWAL(ctx, MemWALRequest{Table: "m"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	shard := memwal.ShardIDs(1)[0]
+	objs, err := store.List(ctx, "m/_mem_wal/"+shard+"/manifest/", "")
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("shard manifests: %d, %v", len(objs), err)
+	}
+	// Unbounded, 3,000 watermarks take about 230 KB.
+	if newest := objs[len(objs)-1]; newest.Size > 32<<10 {
+		t.Errorf("shard manifest %s is %d bytes after %d queries, want at most 32 KiB", newest.Key, newest.Size, queries)
+	}
+
+	for _, early := range []string{query(0), query(1)} {
+		if a := putKV(t, s, "m", early, 3, ModeAppend, spec, 0, "again"); a.Status != StatusDuplicate {
+			t.Fatalf("replay of %s epoch 3: %+v, want a duplicate", early, a)
+		}
+	}
+	s.Close()
+	s2 := NewSink(store, &Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceOff}})
+	defer s2.Close()
+	if a := putKV(t, s2, "m", query(2), 3, ModeAppend, spec, 0, "again"); a.Status != StatusDuplicate {
+		t.Fatalf("replay of %s epoch 3 after a restart: %+v, want a duplicate", query(2), a)
+	}
+	if got := readKV(t, s2, "m"); len(got) != queries {
+		t.Fatalf("%d rows, want %d (one per query, none of the replays)", len(got), queries)
+	}
+}

@@ -37,7 +37,10 @@ func TestConfig(t *testing.T) {
 
 	for _, bad := range []struct{ arg, want string }{
 		{"compaction.nope=1", `unknown key "compaction.nope"`},
-		{"compaction.max_fragments=1", "max_fragments 1"},
+		{"compaction.max_fragments=1", `compaction.max_fragments="1"`},
+		{"compaction.merge_ratio=NaN", `compaction.merge_ratio="NaN"`},
+		{"compaction.max_deleted_share=Inf", `compaction.max_deleted_share="Inf"`},
+		{"cleanup.keep_last=9223372036854775807", "cleanup.keep_last"},
 		{"cleanup.keep_last=lots", "cleanup.keep_last"},
 		{"mode", `setting "mode": want KEY=VALUE`},
 	} {
@@ -64,7 +67,7 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := engine.MaintenanceConfigOf(latest)
-	if err != nil || cfg.Compaction.MaxFragments != 128 || cfg.Mode != engine.MaintenanceInline {
+	if err != nil || cfg.Compaction.MaxFragments != 128 || cfg.Mode != engine.MaintenanceInline || cfg.Compaction.MergeRatio != 4 {
 		t.Errorf("the table stores %+v (%v)", cfg, err)
 	}
 	if latest.Config["retention"] != "7d" {

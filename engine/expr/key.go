@@ -59,7 +59,7 @@ func NewKeyEncoder(rec arrow.RecordBatch, key []string) (*KeyEncoder, error) {
 		f, arr := rec.Schema().Field(idx[0]), rec.Column(idx[0])
 		e.cols = append(e.cols, arr)
 		k, kerr := kindOf(f)
-		if kerr != nil {
+		if kerr != nil || k == kindDecimal {
 			// Any other type: its canonical string form, length-prefixed.
 			e.parts = append(e.parts, func(dst []byte, i int) []byte {
 				s := arr.ValueStr(i)

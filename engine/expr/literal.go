@@ -60,6 +60,14 @@ func ConstantArray(mem memory.Allocator, f arrow.Field, v any, n int) (arrow.Arr
 		appendOne = func() error { bb.AppendString(lit.s); return nil }
 	case *array.BooleanBuilder:
 		appendOne = func() error { bb.Append(lit.b); return nil }
+	case *array.Decimal128Builder:
+		appendOne = func() error {
+			if lit.dec.between {
+				return fmt.Errorf("literal %v has more fractional digits than column %q (%s) holds", v, f.Name, f.Type)
+			}
+			bb.Append(lit.dec.d)
+			return nil
+		}
 	case *array.Date32Builder:
 		appendOne = func() error { return appendChecked(bb.Append, lit.i, arrow.Date32(lit.i), f) }
 	case *array.Date64Builder:

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +55,9 @@ const (
 //   - "and", "or" (one or more Args), "not" (exactly one Arg).
 //
 // Literals are JSON scalars (Go: integers, floats, strings, bools, time.Time). They must fit the
-// column's type: integer columns take integral numbers, float columns any number, string and
+// column's type: integer columns take whole numbers within the range of their type, read exactly
+// from the literal's digits (never rounded through a float64), decimal128 columns any number,
+// compared exactly at the column's scale (decimal.go), float columns any number, string and
 // binary columns strings, bool columns booleans, timestamp and date columns an integer in the
 // column's unit (days for date32, milliseconds for date64) or an RFC 3339 time (a date
 // "2006-01-02" for date columns). A null literal is only allowed in an "in" list; compare with
@@ -386,6 +386,7 @@ const (
 	kindFloat
 	kindString // strings and binaries
 	kindBool
+	kindDecimal // decimal128, compared exactly at the column's scale (decimal.go)
 )
 
 func kindOf(f arrow.Field) (valueKind, error) {
@@ -401,17 +402,20 @@ func kindOf(f arrow.Field) (valueKind, error) {
 		return kindString, nil
 	case arrow.BOOL:
 		return kindBool, nil
+	case arrow.DECIMAL128:
+		return kindDecimal, nil
 	}
 	return 0, fmt.Errorf("predicate: column %q has type %s, which predicates cannot compare", f.Name, f.Type)
 }
 
 // literal is a literal converted to its column's comparison domain; exactly one field is used.
 type literal struct {
-	i int64
-	u uint64
-	f float64
-	s string
-	b bool
+	i   int64
+	u   uint64
+	f   float64
+	s   string
+	b   bool
+	dec decimalLiteral
 }
 
 func convertLiteral(f arrow.Field, k valueKind, v any) (literal, error) {
@@ -433,28 +437,17 @@ func convertLiteral(f arrow.Field, k valueKind, v any) (literal, error) {
 				return literal{i: i}, nil
 			}
 		}
-		i, ok := toInt64(v)
-		if !ok {
-			return bad("want an integer")
+		w, err := integerLiteral(f, v)
+		if err != nil {
+			return bad(err.Error())
 		}
-		return literal{i: i}, nil
+		return literal{i: w.int64Value()}, nil
 	case kindUint:
-		i, ok := toInt64(v)
-		if ok && i >= 0 {
-			return literal{u: uint64(i)}, nil
+		w, err := integerLiteral(f, v)
+		if err != nil {
+			return bad(err.Error())
 		}
-		if n, isNum := v.(json.Number); isNum {
-			if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
-				return literal{u: u}, nil
-			}
-		}
-		if u, isU := v.(uint64); isU {
-			return literal{u: u}, nil
-		}
-		if u, isU := v.(uint); isU {
-			return literal{u: uint64(u)}, nil
-		}
-		return bad("want a non-negative integer")
+		return literal{u: w.mag}, nil
 	case kindFloat:
 		x, ok := toFloat64(v)
 		if !ok {
@@ -474,56 +467,30 @@ func convertLiteral(f arrow.Field, k valueKind, v any) (literal, error) {
 			return literal{b: x}, nil
 		}
 		return bad("want true or false")
+	case kindDecimal:
+		d, err := decimalLiteralOf(f.Type.(*arrow.Decimal128Type), v)
+		if err != nil {
+			return bad(err.Error())
+		}
+		return literal{dec: d}, nil
 	}
 	return bad("unsupported column type")
 }
 
-func toInt64(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int:
-		return int64(x), true
-	case int8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case uint8:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case uint:
-		if uint64(x) <= math.MaxInt64 {
-			return int64(x), true
-		}
-	case uint64:
-		if x <= math.MaxInt64 {
-			return int64(x), true
-		}
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i, true
-		}
-		if f, err := x.Float64(); err == nil {
-			return floatToInt(f)
-		}
-	case float64:
-		return floatToInt(x)
-	case float32:
-		return floatToInt(float64(x))
+// integerLiteral returns the exact value of v for integer column f: a whole number within the
+// range of f's type (an out-of-range literal is refused, whatever its sign or f's width).
+func integerLiteral(f arrow.Field, v any) (wholeNumber, error) {
+	w, st := wholeNumberOf(v)
+	lo, hi := integerRange(f.Type)
+	switch {
+	case st == numberMalformed:
+		return w, fmt.Errorf("want an integer")
+	case st == numberFractional:
+		return w, fmt.Errorf("want an integer, not a fraction")
+	case st == numberHuge || !w.inRange(lo, hi):
+		return w, fmt.Errorf("out of the range of %s (%s..%s)", f.Type, lo, hi)
 	}
-	return 0, false
-}
-
-func floatToInt(f float64) (int64, bool) {
-	if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-		return 0, false
-	}
-	return int64(f), true
+	return w, nil
 }
 
 func toFloat64(v any) (float64, bool) {
@@ -536,13 +503,14 @@ func toFloat64(v any) (float64, bool) {
 		f, err := x.Float64()
 		return f, err == nil
 	}
-	if i, ok := toInt64(v); ok {
-		return float64(i), true
+	w, st := wholeNumberOf(v)
+	if st != numberWhole {
+		return 0, false
 	}
-	if u, ok := v.(uint64); ok {
-		return float64(u), true
+	if w.neg {
+		return -float64(w.mag), true
 	}
-	return 0, false
+	return float64(w.mag), true
 }
 
 // parseTemporal parses a string literal for a date or timestamp column. ok is false when the
@@ -673,6 +641,12 @@ func literalGetter(arr arrow.Array, k valueKind) (func(int) literal, error) {
 			return nil, fmt.Errorf("predicate: unexpected array %s for a bool column", arr.DataType())
 		}
 		return func(i int) literal { return literal{b: a.Value(i)} }, nil
+	case kindDecimal:
+		a, ok := arr.(*array.Decimal128)
+		if !ok {
+			return nil, fmt.Errorf("predicate: unexpected array %s for a decimal128 column", arr.DataType())
+		}
+		return func(i int) literal { return literal{dec: decimalLiteral{d: a.Value(i)}} }, nil
 	}
 	return nil, fmt.Errorf("predicate: unsupported column kind")
 }
@@ -723,17 +697,29 @@ func (e *compareEval) eval(rec arrow.RecordBatch, out []tri) error {
 			return 0
 		}
 		compareRows(arr, func(i int) int { return b2i(a.Value(i)) }, b2i(e.lit.b), e.op, out)
+	case kindDecimal:
+		a, ok := arr.(*array.Decimal128)
+		if !ok {
+			return fmt.Errorf("predicate: unexpected array %s for a decimal128 column", arr.DataType())
+		}
+		compareRowsBy(arr, func(i int) int { return compareDecimal(a.Value(i), e.lit.dec) }, e.op, out)
 	}
 	return nil
 }
 
 func compareRows[V cmp.Ordered](arr arrow.Array, get func(int) V, lit V, op PredicateOp, out []tri) {
+	compareRowsBy(arr, func(i int) int { return cmp.Compare(get(i), lit) }, op, out)
+}
+
+// compareRowsBy sets out[i] to op applied to compare(i), row i's value compared with the
+// literal (-1, 0, 1); unknown for a null row.
+func compareRowsBy(arr arrow.Array, compare func(int) int, op PredicateOp, out []tri) {
 	for i := range out {
 		if arr.IsNull(i) {
 			out[i] = triNull
 			continue
 		}
-		c := cmp.Compare(get(i), lit)
+		c := compare(i)
 		var ok bool
 		switch op {
 		case PredEq:

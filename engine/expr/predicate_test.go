@@ -152,7 +152,7 @@ func TestPredicateErrors(t *testing.T) {
 		{"fraction for int", Eq("i", 2.5), "integer"},
 		{"string for int", Eq("i", "3"), "integer"},
 		{"int for string", Eq("s", 3), "string"},
-		{"negative for uint64", Eq("u64", -1), "non-negative"},
+		{"negative for uint64", Eq("u64", -1), "out of the range of uint64"},
 		{"bad timestamp", Eq("ts", "yesterday"), "RFC 3339"},
 		{"bad date", Eq("d", "01/02/2024"), "date"},
 		{"empty in", In("i"), "at least one value"},

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ParseText parses a filter written as text into a predicate, by the grammar of the Python
@@ -17,26 +18,39 @@ import (
 //
 // Comparisons = == != <> < <= > >= between a column and a literal (either side), col [not] in
 // (v, ...), col [not] between a and b, col is [not] null, and, or, not and parentheses.
-// Literals: integers, decimals, 'single' or "double" quoted strings (a quote is escaped by
-// doubling it or with a backslash), true and false. Keywords are case-insensitive; a column is an
-// identifier (letters, digits, _ and .) or is written in backquotes (`my col`). A text that
-// starts with "{" is the predicate's JSON (ParsePredicate). Errors wrap ErrInvalidPredicate and
-// name the 0-based character offset of the mistake.
+// Literals: integers and decimals (kept exact: the predicate's JSON carries their digits),
+// 'single' or "double" quoted strings, true and false. Inside a string its quote is written
+// twice or escaped, and a backslash starts one of the escapes \\ \' \" \n \r \t \uXXXX or
+// \UXXXXXXXX (a Unicode code point, not a surrogate); any other backslash is an error at its
+// position. Keywords are case-insensitive; a column is an identifier (letters, digits, _
+// and .) or is written in backquotes (`my col`). A text that starts with "{" is the predicate's
+// JSON (ParsePredicate). The text has the JSON's bounds: at most MaxPredicateJSONBytes bytes,
+// parentheses and "not"s nested at most MaxPredicateDepth deep, at most MaxPredicateNodes
+// nodes; the parser stops at the first token past one. Errors wrap ErrInvalidPredicate and name
+// the 0-based byte offset of the mistake.
 func ParseText(text string) (*Predicate, error) {
 	if strings.HasPrefix(strings.TrimSpace(text), "{") {
 		return ParsePredicate([]byte(text))
 	}
-	toks, err := textTokens(text)
-	if err != nil {
+	if len(text) > MaxPredicateJSONBytes {
+		return nil, fmt.Errorf("%w: the filter is %d bytes, over the limit of %d", ErrInvalidPredicate, len(text), MaxPredicateJSONBytes)
+	}
+	p := &textParser{text: text}
+	if err := p.scan(); err != nil {
 		return nil, err
 	}
-	p := &textParser{text: text, toks: toks}
 	if p.peek().kind == "end" {
 		return nil, p.fail("expected a condition")
 	}
 	tree, err := p.orExpr()
+	if p.err != nil { // a token that does not scan ends the filter early: report it, not what follows
+		return nil, p.err
+	}
 	if err != nil {
 		return nil, err
+	}
+	if p.err != nil {
+		return nil, p.err
 	}
 	if p.peek().kind != "end" {
 		return nil, p.fail("expected 'and', 'or' or the end of the filter")
@@ -52,7 +66,7 @@ var (
 	textToken = regexp.MustCompile("^(?:" +
 		`(?P<ws>\s+)` +
 		`|(?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)` +
-		`|(?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")` +
+		`|(?P<str>'(?:[^'\\]|\\(?s:.)|'')*'|"(?:[^"\\]|\\(?s:.)|"")*")` +
 		"|(?P<quoted>`[^`]+`)" +
 		`|(?P<op><=|>=|<>|!=|==|=|<|>)` +
 		`|(?P<punct>[(),])` +
@@ -61,8 +75,6 @@ var (
 	textComparisons = map[string]string{"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 	textFlipped     = map[string]string{"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 	textKeywords    = map[string]bool{"and": true, "or": true, "not": true, "in": true, "is": true, "null": true, "between": true, "true": true, "false": true}
-	textEscape      = regexp.MustCompile(`\\(.)`)
-	textInteger     = regexp.MustCompile(`^[-+]?\d+$`)
 )
 
 type textTok struct {
@@ -82,25 +94,32 @@ func (t textTok) isWord(words ...string) bool {
 	return false
 }
 
-func textTokens(text string) ([]textTok, error) {
-	var out []textTok
+// scan reads the token after the last one read (none after "end"). Tokens are read as the
+// parser asks for them, so a filter past a bound costs the text up to the token that passes it.
+func (p *textParser) scan() error {
+	if n := len(p.toks); n > 0 && p.toks[n-1].kind == "end" {
+		return nil
+	}
 	names := textToken.SubexpNames()
-	for pos := 0; pos < len(text); {
-		m := textToken.FindStringSubmatchIndex(text[pos:])
+	for p.pos < len(p.text) {
+		m := textToken.FindStringSubmatchIndex(p.text[p.pos:])
 		if m == nil {
-			return nil, textError(text, pos, fmt.Sprintf("unexpected character %q", text[pos]))
+			return textError(p.text, p.pos, fmt.Sprintf("unexpected character %q", p.text[p.pos]))
 		}
+		start := p.pos
+		p.pos += m[1]
 		for i := 1; i < len(names); i++ {
 			if m[2*i] >= 0 {
 				if names[i] != "ws" {
-					out = append(out, textTok{kind: names[i], value: text[pos+m[2*i] : pos+m[2*i+1]], pos: pos})
+					p.toks = append(p.toks, textTok{kind: names[i], value: p.text[start+m[2*i] : start+m[2*i+1]], pos: start})
+					return nil
 				}
 				break
 			}
 		}
-		pos += m[1]
 	}
-	return append(out, textTok{kind: "end", pos: len(text)}), nil
+	p.toks = append(p.toks, textTok{kind: "end", pos: len(p.text)})
+	return nil
 }
 
 func textError(text string, pos int, msg string) error {
@@ -109,14 +128,50 @@ func textError(text string, pos int, msg string) error {
 
 type textParser struct {
 	text string
-	toks []textTok
+	toks []textTok // read so far; toks[i] is the next
 	i    int
+	pos  int // the byte offset scan reads from
+	err  error
+	// depth counts the open parentheses and "not"s around the token being read; nodes the
+	// predicate nodes made so far (each "in" value one).
+	depth, nodes int
 }
 
 type node = map[string]any
 
 func (p *textParser) peek() textTok { return p.toks[p.i] }
-func (p *textParser) next() textTok { t := p.toks[p.i]; p.i++; return t }
+
+// next consumes the next token and reads the one after it; a scan error ends the filter there
+// and is reported by ParseText.
+func (p *textParser) next() textTok {
+	t := p.toks[p.i]
+	p.i++
+	if p.i == len(p.toks) {
+		if err := p.scan(); err != nil {
+			p.err = err
+			p.toks = append(p.toks, textTok{kind: "end", pos: p.pos})
+		}
+	}
+	return t
+}
+
+// enter opens one level of nesting (a parenthesis or a "not") at the next token.
+func (p *textParser) enter() error {
+	p.depth++
+	if p.depth > MaxPredicateDepth {
+		return textError(p.text, p.peek().pos, fmt.Sprintf("filter nested deeper than %d levels (parentheses and 'not's)", MaxPredicateDepth))
+	}
+	return nil
+}
+
+// node counts n predicate nodes made at the token just read.
+func (p *textParser) node(n int) error {
+	p.nodes += n
+	if p.nodes > MaxPredicateNodes {
+		return textError(p.text, p.toks[p.i-1].pos, fmt.Sprintf("filter has more than %d nodes (each 'in' value counts as one)", MaxPredicateNodes))
+	}
+	return nil
+}
 
 func (p *textParser) fail(msg string) error {
 	t := p.peek()
@@ -146,6 +201,11 @@ func (p *textParser) chain(op string, sub func() (node, error)) (node, error) {
 	args := []any{first}
 	for p.peek().isWord(op) {
 		p.next()
+		if len(args) == 1 {
+			if err := p.node(1); err != nil { // the "and"/"or" node
+				return nil, err
+			}
+		}
 		n, err := sub()
 		if err != nil {
 			return nil, err
@@ -161,10 +221,17 @@ func (p *textParser) chain(op string, sub func() (node, error)) (node, error) {
 func (p *textParser) notExpr() (node, error) {
 	if p.peek().isWord("not") {
 		p.next()
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		if err := p.node(1); err != nil {
+			return nil, err
+		}
 		n, err := p.notExpr()
 		if err != nil {
 			return nil, err
 		}
+		p.depth--
 		return node{"op": "not", "args": []any{n}}, nil
 	}
 	return p.primary()
@@ -178,11 +245,18 @@ func (p *textParser) primary() (node, error) {
 	t := p.peek()
 	if t.kind == "punct" && t.value == "(" {
 		p.next()
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
 		n, err := p.orExpr()
 		if err != nil {
 			return nil, err
 		}
+		p.depth--
 		return n, p.expectPunct(")")
+	}
+	if err := p.node(1); err != nil { // the comparison, "in", "is null" or "between" this reads
+		return nil, err
 	}
 	if isTextLiteral(t) { // literal op column
 		v, _ := p.literal()
@@ -248,6 +322,9 @@ func (p *textParser) primary() (node, error) {
 				return nil, err
 			}
 			values = append(values, v)
+			if err := p.node(1); err != nil {
+				return nil, err
+			}
 			if t := p.peek(); t.kind != "punct" || t.value != "," {
 				break
 			}
@@ -299,22 +376,93 @@ func (p *textParser) literal() (any, error) {
 	switch {
 	case t.kind == "num":
 		p.next()
-		if textInteger.MatchString(t.value) {
-			return json.Number(strings.TrimPrefix(t.value, "+")), nil
-		}
-		f, err := strconv.ParseFloat(t.value, 64)
-		if err != nil {
-			return nil, textError(p.text, t.pos, fmt.Sprintf("number %s: %v", t.value, err))
-		}
-		return f, nil
+		return textNumber(t.value), nil
 	case t.kind == "str":
 		p.next()
-		q := t.value[:1]
-		body := strings.ReplaceAll(t.value[1:len(t.value)-1], q+q, q)
-		return textEscape.ReplaceAllString(body, "$1"), nil
+		return p.unquote(t)
 	case t.isWord("true", "false"):
 		p.next()
 		return strings.EqualFold(t.value, "true"), nil
 	}
 	return nil, p.fail("expected a literal (a number, a quoted string, true or false)")
+}
+
+// textNumber is a number token as the JSON number of the same exact value: a leading "+" and
+// leading zeros dropped, a bare "." completed ("1." is 1.0, ".5" is 0.5), the digits kept.
+func textNumber(tok string) json.Number {
+	sign := ""
+	switch tok[0] {
+	case '-':
+		sign, tok = "-", tok[1:]
+	case '+':
+		tok = tok[1:]
+	}
+	mant, exp := tok, ""
+	if i := strings.IndexAny(tok, "eE"); i >= 0 {
+		mant, exp = tok[:i], tok[i:]
+	}
+	intPart, frac, dot := strings.Cut(mant, ".")
+	if intPart = strings.TrimLeft(intPart, "0"); intPart == "" {
+		intPart = "0"
+	}
+	if dot {
+		if frac == "" {
+			frac = "0"
+		}
+		intPart += "." + frac
+	}
+	return json.Number(sign + intPart + exp)
+}
+
+// unquote returns the value of string token t: its doubled quotes and escapes resolved. An
+// unknown escape, a malformed \u or \U, or a surrogate is an error at the backslash.
+func (p *textParser) unquote(t textTok) (string, error) {
+	q, body := t.value[0], t.value[1:len(t.value)-1]
+	var b strings.Builder
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case c == q: // doubled: the tokenizer takes a quote inside only as a pair
+			b.WriteByte(q)
+			i++
+			continue
+		case c != '\\':
+			b.WriteByte(c)
+			continue
+		}
+		at := t.pos + 1 + i // the backslash, in the filter text
+		if i+1 == len(body) {
+			return "", textError(p.text, at, "a backslash at the end of a string")
+		}
+		i++
+		switch e := body[i]; e {
+		case '\\', '\'', '"':
+			b.WriteByte(e)
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u', 'U':
+			n := 4
+			if e == 'U' {
+				n = 8
+			}
+			hex := body[i+1 : min(i+1+n, len(body))]
+			r, err := strconv.ParseUint(hex, 16, 32)
+			if len(hex) != n || err != nil {
+				return "", textError(p.text, at, fmt.Sprintf("\\%c needs %d hex digits", e, n))
+			}
+			if !utf8.ValidRune(rune(r)) {
+				return "", textError(p.text, at, fmt.Sprintf("\\%c%s is not a Unicode character (a surrogate or past U+10FFFF)", e, hex))
+			}
+			b.WriteRune(rune(r))
+			i += n
+		default:
+			r, _ := utf8.DecodeRuneInString(body[i:])
+			return "", textError(p.text, at, fmt.Sprintf("unknown escape \\%c in a string (use \\\\ \\' \\\" \\n \\r \\t \\uXXXX \\UXXXXXXXX)", r))
+		}
+	}
+	return b.String(), nil
 }

@@ -1,4 +1,4 @@
-"""Filters for :meth:`flight_sink.Client.read`: text and pyarrow expressions to the predicate JSON.
+r"""Filters for :meth:`flight_sink.Client.read`: text and pyarrow expressions to the predicate JSON.
 
 The server takes a predicate as JSON (``docs/protocol.md``, *DoAction*: ``{"op": "=", "column":
 "id", "value": 3}``, ``{"op": "in", ...}``, ``{"op": "and", "args": [...]}``, ...).
@@ -7,9 +7,17 @@ The server takes a predicate as JSON (``docs/protocol.md``, *DoAction*: ``{"op":
 - a SQL-like text: ``"amount > 50 and country = 'NL'"``. Comparisons ``= == != <> < <= > >=``
   between a column and a literal (either side), ``col [not] in (v, ...)``, ``col between a and
   b``, ``col is [not] null``, ``and``, ``or``, ``not`` and parentheses. Literals: integers,
-  decimals, ``'single'`` or ``"double"`` quoted strings (a quote is escaped by doubling it or
-  with a backslash), ``true``/``false``. Keywords are case-insensitive; a column name is an
-  identifier (letters, digits, ``_``, ``.``) or is written in backquotes (`` `my col` ``);
+  decimals, ``'single'`` or ``"double"`` quoted strings, ``true``/``false``. Inside a string its
+  quote is written twice or escaped, and a backslash starts one of the escapes ``\\ \' \" \n
+  \r \t \uXXXX \UXXXXXXXX`` (a code point, not a surrogate); any other backslash is an error at
+  its position. A whole number (``9007199254740993.0``, ``1e3``) is sent as the exact integer, a
+  fraction as a float whose shortest text is exactly the literal (``0.1``, ``1.25``); a fraction
+  no float spells exactly (``9007199254740992.5``, ``1.2500000000000000001``) is refused, since
+  the server would compare another number with an integer or decimal column.
+  Keywords are case-insensitive; a column name is an identifier (letters, digits, ``_``, ``.``)
+  or is written in backquotes (`` `my col` ``). The text has the server's bounds on a predicate:
+  at most 1 MiB (UTF-8), parentheses, ``not`` and ``invert`` nested at most 100 deep, at most
+  10,000 nodes (each ``in`` value one);
 - a ``pyarrow.compute.Expression`` built from ``pc.field(...)``, scalars, comparisons, ``&``,
   ``|``, ``~``, ``is_null()``, ``is_valid()`` and ``isin()``;
 - a dict (the JSON itself) or a JSON string starting with ``{``, passed through.
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal, InvalidOperation
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 __all__ = ["FilterSyntaxError", "to_predicate", "parse_filter"]
@@ -32,11 +41,21 @@ _COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _KEYWORDS = {"and", "or", "not", "in", "is", "null", "between", "true", "false"}
 
+# The bounds of a predicate (the server's MaxPredicateJSONBytes, MaxPredicateDepth and
+# MaxPredicateNodes), which the text is held to as the server holds the JSON.
+MAX_FILTER_BYTES = 1 << 20
+MAX_FILTER_DEPTH = 100
+MAX_FILTER_NODES = 10_000
+
+_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE_HELP = "use \\\\ \\' \\\" \\n \\r \\t \\uXXXX \\UXXXXXXXX"
+_HEX = re.compile(r"[0-9A-Fa-f]*")
+
 _TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
   | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
-  | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+  | (?P<str>'(?:[^'\\]|\\[\s\S]|'')*'|"(?:[^"\\]|\\[\s\S]|"")*")
   | (?P<quoted>`[^`]+`)
   | (?P<op><=|>=|<>|!=|==|=|<|>)
   | (?P<punct>[(),])
@@ -71,32 +90,100 @@ class _Tok:
         return self.kind == "word" and self.value.lower() in words
 
 
-def _tokens(text: str) -> List[_Tok]:
-    out: List[_Tok] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise FilterSyntaxError(f"unexpected character {text[pos]!r}", text, pos)
-        kind = m.lastgroup or ""
-        if kind != "ws":
-            out.append(_Tok(kind, m.group(), pos))
-        pos = m.end()
-    out.append(_Tok("end", "", len(text)))
-    return out
+def _unquote(tok: _Tok, text: str) -> str:
+    """The value of string token tok: doubled quotes and escapes resolved; an unknown escape, a
+    malformed \\u or \\U, or a surrogate raises at the backslash."""
+    q, body = tok.value[0], tok.value[1:-1]
+    out: List[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == q:  # doubled: the tokenizer takes a quote inside only as a pair
+            out.append(q)
+            i += 2
+            continue
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        at = tok.pos + 1 + i
+        if i + 1 == len(body):
+            raise FilterSyntaxError("a backslash at the end of a string", text, at)
+        e = body[i + 1]
+        if e in _ESCAPES:
+            out.append(_ESCAPES[e])
+            i += 2
+        elif e in "uU":
+            n = 4 if e == "u" else 8
+            digits = body[i + 2 : i + 2 + n]
+            if len(digits) != n or not _HEX.fullmatch(digits):
+                raise FilterSyntaxError(f"\\{e} needs {n} hex digits", text, at)
+            cp = int(digits, 16)
+            if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                raise FilterSyntaxError(
+                    f"\\{e}{digits} is not a Unicode character (a surrogate or past U+10FFFF)", text, at
+                )
+            out.append(chr(cp))
+            i += 2 + n
+        else:
+            raise FilterSyntaxError(f"unknown escape \\{e} in a string ({_ESCAPE_HELP})", text, at)
+    return "".join(out)
 
 
-def _unquote(s: str) -> str:
-    q = s[0]
-    body = s[1:-1].replace(q + q, q)
-    return re.sub(r"\\(.)", r"\1", body)
+def _number(tok: _Tok, text: str) -> Union[int, float]:
+    """The JSON value of a number token: a whole number as the exact int, a fraction as the
+    float whose shortest text is the literal's exact value (refused when there is none)."""
+    if re.fullmatch(r"[-+]?\d+", tok.value) and len(tok.value.lstrip("+-").lstrip("0")) <= 309:
+        return int(tok.value)
+    try:
+        d = Decimal(tok.value)
+    except InvalidOperation:  # pragma: no cover - the token pattern is a decimal's
+        raise FilterSyntaxError(f"number {tok.value}", text, tok.pos) from None
+    if d.is_zero():
+        return 0
+    if d.adjusted() > 308:  # past float64's largest: no column takes it, and int() would be huge
+        raise FilterSyntaxError(f"number {tok.value} is beyond the range of every column type", text, tok.pos)
+    if d == d.to_integral_value():
+        return int(d)
+    f = float(d)
+    if Decimal(repr(f)) != d:
+        # JSON carries the float's shortest text: it must be the literal's exact value, or an
+        # integer or decimal column would compare another number.
+        raise FilterSyntaxError(
+            f"number {tok.value} has more digits than a float64 keeps (it would be sent as {f!r})",
+            text,
+            tok.pos,
+        )
+    return f
 
 
 class _Parser:
+    """Reads tokens as it needs them, so a text past a bound costs only the text up to the token
+    that passes it."""
+
     def __init__(self, text: str) -> None:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_FILTER_BYTES:
+            raise FilterSyntaxError(f"the filter is {size} bytes, over the limit of {MAX_FILTER_BYTES}", text, 0)
         self.text = text
-        self.toks = _tokens(text)
+        self.pos = 0
+        self.toks: List[_Tok] = []
         self.i = 0
+        self.depth = 0
+        self.nodes = 0
+        self._scan()
+
+    def _scan(self) -> None:
+        while self.pos < len(self.text):
+            m = _TOKEN.match(self.text, self.pos)
+            if m is None:
+                raise FilterSyntaxError(f"unexpected character {self.text[self.pos]!r}", self.text, self.pos)
+            start, self.pos = self.pos, m.end()
+            kind = m.lastgroup or ""
+            if kind != "ws":
+                self.toks.append(_Tok(kind, m.group(), start))
+                return
+        self.toks.append(_Tok("end", "", len(self.text)))
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -104,7 +191,29 @@ class _Parser:
     def next(self) -> _Tok:
         t = self.toks[self.i]
         self.i += 1
+        if self.i == len(self.toks) and t.kind != "end":
+            self._scan()
         return t
+
+    def enter(self) -> None:
+        """Open one level of nesting (a parenthesis, 'not' or 'invert') at the next token."""
+        self.depth += 1
+        if self.depth > MAX_FILTER_DEPTH:
+            raise FilterSyntaxError(
+                f"filter nested deeper than {MAX_FILTER_DEPTH} levels (parentheses and 'not's)",
+                self.text,
+                self.peek().pos,
+            )
+
+    def node(self, n: int = 1) -> None:
+        """Count n predicate nodes made at the token just read."""
+        self.nodes += n
+        if self.nodes > MAX_FILTER_NODES:
+            raise FilterSyntaxError(
+                f"filter has more than {MAX_FILTER_NODES} nodes (each 'in' value counts as one)",
+                self.text,
+                self.toks[self.i - 1].pos,
+            )
 
     def fail(self, message: str, tok: Optional[_Tok] = None) -> FilterSyntaxError:
         tok = tok or self.peek()
@@ -129,6 +238,8 @@ class _Parser:
         args = [self.and_expr()]
         while self.peek().is_word("or"):
             self.next()
+            if len(args) == 1:
+                self.node()
             args.append(self.and_expr())
         return args[0] if len(args) == 1 else {"op": "or", "args": args}
 
@@ -136,24 +247,33 @@ class _Parser:
         args = [self.not_expr()]
         while self.peek().is_word("and"):
             self.next()
+            if len(args) == 1:
+                self.node()
             args.append(self.not_expr())
         return args[0] if len(args) == 1 else {"op": "and", "args": args}
 
     def not_expr(self) -> Predicate:
         if self.peek().is_word("not"):
             self.next()
-            return {"op": "not", "args": [self.not_expr()]}
+            self.enter()
+            self.node()
+            p = self.not_expr()
+            self.depth -= 1
+            return {"op": "not", "args": [p]}
         return self.primary()
 
     def primary(self) -> Predicate:
         t = self.peek()
         if t.kind == "punct" and t.value == "(":
             self.next()
+            self.enter()
             p = self.or_expr()
+            self.depth -= 1
             self.expect_punct(")")
             return p
         if t.kind == "word" and t.value.lower() in ("is_null", "is_valid", "invert"):
             return self.function()
+        self.node()  # the comparison, 'in', 'is null' or 'between' this reads
         if self.is_literal(t):
             # literal op column
             value = self.literal()
@@ -192,9 +312,11 @@ class _Parser:
             self.next()
             self.expect_punct("(")
             values = [self.literal()]
+            self.node()
             while self.peek().kind == "punct" and self.peek().value == ",":
                 self.next()
                 values.append(self.literal())
+                self.node()
             self.expect_punct(")")
             p: Predicate = {"op": "in", "column": column, "values": values}
             return {"op": "not", "args": [p]} if negate else p
@@ -216,8 +338,11 @@ class _Parser:
         # The call forms pyarrow prints expressions with: is_null(c), is_valid(c), invert(p).
         name = self.next().value.lower()
         self.expect_punct("(")
+        self.node()
         if name == "invert":
+            self.enter()
             p = self.or_expr()
+            self.depth -= 1
             self.expect_punct(")")
             return {"op": "not", "args": [p]}
         column = self.column("expected a column name")
@@ -242,12 +367,10 @@ class _Parser:
         t = self.peek()
         if t.kind == "num":
             self.next()
-            if re.fullmatch(r"[-+]?\d+", t.value):
-                return int(t.value)
-            return float(t.value)
+            return _number(t, self.text)
         if t.kind == "str":
             self.next()
-            return _unquote(t.value)
+            return _unquote(t, self.text)
         if t.is_word("true", "false"):
             self.next()
             return t.value.lower() == "true"
