@@ -172,7 +172,7 @@ func (s *Sink) pinMemWAL(ctx context.Context, t *engine.Table, m *engine.Manifes
 	if err != nil || ss == nil {
 		return nil, err
 	}
-	pin, err := memwal.Pin(ctx, t, ss.Readers())
+	pin, err := ss.Pin(ctx)
 	if err != nil {
 		return nil, err
 	}
