@@ -74,7 +74,7 @@ func TestDeleteReachesMemWALRows(t *testing.T) {
 			s.mustAction(t, "fold_memwal_shard", cmd{"table": "mw"}, nil) // ids 0..29 folded
 			s.mustPut(t, epochCmd("mw", "q", 1), idRange(30, 30))
 			s.mustAction(t, "flush_memwal", cmd{"table": "mw"}, nil) // ids 30..59 in generations
-			s.mustPut(t, epochCmd("mw", "q", 2), idRange(60, 40))   // ids 60..99 in memtables
+			s.mustPut(t, epochCmd("mw", "q", 2), idRange(60, 40))    // ids 60..99 in memtables
 			if keyed {
 				// Newer rows of folded keys, in a memtable: a read returns these, not the folded ones.
 				s.mustPut(t, epochCmd("mw", "q", 3), idRange(0, 10))
