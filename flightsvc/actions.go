@@ -238,28 +238,12 @@ func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (Table
 	if err != nil {
 		return TableStats{}, err
 	}
-	m, err := t.Latest(ctx)
+	// One snapshot: the version, its rows, the MemWAL rows and the shards' details agree.
+	state, err := s.sink.TableState(ctx, t)
 	if err != nil {
 		return TableStats{}, err
 	}
-	shards, err := s.sink.MemWALStats(ctx, t, m)
-	if err != nil {
-		return TableStats{}, err
-	}
-	state, err := s.sink.TableState(ctx, t, m)
-	if err != nil {
-		return TableStats{}, err
-	}
-	// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a reader
-	// sees, one row per key.
-	if len(m.PrimaryKey) > 0 && state.MemWALRows > 0 {
-		base, mw, err := s.sink.VisibleRows(ctx, t)
-		if err != nil {
-			return TableStats{}, err
-		}
-		state.BaseRows, state.MemWALRows = base, mw
-	}
-	st := tableStatsResult(m, t.Name(), state, shards)
+	st := tableStatsResult(state.Manifest, t.Name(), state, state.Shards)
 	st.Iceberg = s.icebergStats(ctx, t)
 	return st, nil
 }

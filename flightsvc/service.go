@@ -45,9 +45,7 @@ type Sink interface {
 	Cleanup(ctx context.Context, req streaming.CleanupRequest) (streaming.CleanupReport, error)
 	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	FoldMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
-	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
-	TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error)
-	VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memwalRows int64, err error)
+	TableState(ctx context.Context, t *engine.Table) (memwal.TableState, error)
 	Store() objstore.Store
 	IcebergSink
 }

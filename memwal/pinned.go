@@ -48,14 +48,28 @@ func pin(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epo
 	if err != nil {
 		return nil, err
 	}
-	p := &PinnedRead{table: tbl, manifest: m, mem: mem}
-	if len(m.PrimaryKey) > 0 {
-		if p.keep, p.keys, err = winners(mem, m.PrimaryKey); err != nil {
-			arrowschema.ReleaseBatches(mem)
-			return nil, err
+	p := newPinnedRead(tbl, m, mem)
+	if err := p.resolve(); err != nil {
+		p.Release()
+		return nil, err
+	}
+	return p, nil
+}
+
+// newPinnedRead holds mem, captured over base version m; resolve it before use.
+func newPinnedRead(tbl *engine.Table, m *engine.Manifest, mem []arrow.RecordBatch) *PinnedRead {
+	return &PinnedRead{table: tbl, manifest: m, mem: mem}
+}
+
+// resolve finds the winning rows (with a primary key) and counts the rows and bytes.
+func (p *PinnedRead) resolve() error {
+	if pk := p.manifest.PrimaryKey; len(pk) > 0 {
+		var err error
+		if p.keep, p.keys, err = winners(p.mem, pk); err != nil {
+			return err
 		}
 	}
-	for i, b := range mem {
+	for i, b := range p.mem {
 		p.bytes += arrowschema.RecordBytes(b)
 		if p.keep == nil {
 			p.rows += b.NumRows()
@@ -67,20 +81,7 @@ func pin(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epo
 			}
 		}
 	}
-	return p, nil
-}
-
-// VisibleRows counts the rows a read of tbl's latest version merged with shards returns: the
-// version's live rows less those the MemWAL rows supersede, and the MemWAL rows (with a primary
-// key one per key, however often it was written). It holds the MemWAL rows in memory while it
-// counts, as a read would.
-func VisibleRows(ctx context.Context, tbl *engine.Table, shards []ShardReader) (baseRows, memwalRows int64, err error) {
-	p, err := Pin(ctx, tbl, shards)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer p.Release()
-	return p.VisibleRows(ctx)
+	return nil
 }
 
 // VisibleRows counts the rows a read of the capture returns: the base version's live rows less

@@ -299,6 +299,13 @@ func (ss *ShardSet) Stats(ctx context.Context) ([]ShardStats, error) {
 	return out, nil
 }
 
+// TableState describes the table's latest version with its shards in one consistent snapshot
+// (ReadLatestTableState), the shards' own details (Stats) included, claiming none. The keyed
+// rows a read returns are counted in the cut a read takes (Scan).
+func (ss *ShardSet) TableState(ctx context.Context) (TableState, error) {
+	return readLatestState(ctx, ss.table, ss.Readers(), ss.gate, ss.Stats)
+}
+
 // Put puts batches, all of epoch id, into shard i; m is the base version the epoch was checked
 // against. It claims the shard when this set has no writer of it, and stalls first at the fold
 // ceiling (nothing is written by a put that gives up there). Before each attempt held, the

@@ -347,16 +347,6 @@ func (s *Sink) FoldMemWAL(ctx context.Context, req MemWALRequest) (int, error) {
 	return total, nil
 }
 
-// MemWALStats describes the table's shards (nil when it has none), without claiming any: a shard
-// this process writes is described by its writer, any other by the read-only view of storage.
-func (s *Sink) MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error) {
-	ss, err := s.tableShards(t, m)
-	if err != nil || ss == nil {
-		return nil, err
-	}
-	return ss.Stats(ctx)
-}
-
 // Scan reads one version of a table: at the latest version, merged with its MemWAL shards
 // (primary key: newest row wins); at an older version, the base table as it was.
 func (s *Sink) Scan(ctx context.Context, table string, version uint64, columns []string) (array.RecordReader, error) {

@@ -103,9 +103,9 @@ func TestMemWALKeyedEpochVisibleAtOnce(t *testing.T) {
 			t.Fatalf("a read while one shard's part of epoch 1 is applied and the other's is not: key %d is %v, want [e0] (none of epoch 1)", k, vs)
 		}
 	}
-	if base, mw, err := s.VisibleRows(context.Background(), tbl); err != nil || base+mw != 32 {
+	if st, err := s.TableState(context.Background(), tbl); err != nil || st.Rows() != 32 {
 		unhold(store, acked)
-		t.Fatalf("visible rows %d+%d (%v), want 32", base, mw, err)
+		t.Fatalf("table state rows %d (%v), want 32", st.Rows(), err)
 	}
 	if err := unhold(store, acked); err != nil {
 		t.Fatalf("epoch 1: %v", err)
@@ -121,4 +121,3 @@ func unhold(store *shardHoldStore, acked <-chan error) error {
 	store.unhold()
 	return <-acked
 }
-
