@@ -7,6 +7,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal/wal"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // TableState is a MemWAL table as every view of it (table_stats, GetFlightInfo, inspect, the
@@ -123,7 +124,10 @@ func readLatestState(ctx context.Context, tbl *engine.Table, shards []ShardReade
 	details func(context.Context) ([]ShardStats, error)) (TableState, error) {
 	for attempt := 1; ; attempt++ {
 		st, err := readStateOnce(ctx, tbl, shards, gate, details)
-		if err == nil || !errors.Is(err, errMergedSince) || attempt >= mergedReadAttempts {
+		// A fold merged (and drained or deleted) generations after the base version was read:
+		// the newer version holds their rows, so read again from there.
+		retry := errors.Is(err, errMergedSince) || errors.Is(err, objstore.ErrNotFound)
+		if err == nil || !retry || attempt >= mergedReadAttempts {
 			return st, err
 		}
 	}
