@@ -123,3 +123,67 @@ func TestDeleteReachesMemWALRows(t *testing.T) {
 		})
 	}
 }
+
+// Epochs keep arriving while a delete of every row runs: each epoch is deleted whole or kept
+// whole, the epochs acknowledged before the delete was sent are deleted, the deleted epochs are
+// the writer's first ones (an epoch that arrived during the delete landed after it and was not
+// deleted), and the delete counts exactly the rows it removed.
+func TestDeleteDuringMemWALEpochs(t *testing.T) {
+	t.Parallel()
+	const rowsPerEpoch, epochs = 10, 40
+	for _, keyed := range []bool{false, true} {
+		name := map[bool]string{false: "unkeyed", true: "keyed"}[keyed]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, flightsvc.Config{})
+			spec := cmd{"memwal": cmd{"shards": 2}}
+			if keyed {
+				spec["primary_key"] = []string{"id"}
+			}
+			acked := make(chan int64, epochs)
+			go func() {
+				defer close(acked)
+				for e := int64(0); e < epochs; e++ {
+					c := epochCmd("mw", "q", e)
+					c["create"] = spec
+					if _, err := s.putCmd(testCtx(t), t, c, idRange(e*rowsPerEpoch, rowsPerEpoch)); err != nil {
+						t.Errorf("epoch %d: %v", e, err)
+						return
+					}
+					acked <- e
+				}
+			}()
+			// Delete once a few epochs are acknowledged, while the writer goes on.
+			last := int64(-1)
+			for last < 4 {
+				last = <-acked
+			}
+			var res flightsvc.DeleteResult
+			s.mustAction(t, "delete", cmd{"table": "mw", "where": cmd{"op": ">=", "column": "id", "value": 0}}, &res)
+			for range acked { // the writer ends
+			}
+			if t.Failed() {
+				return
+			}
+			perEpoch := map[int64]int64{}
+			for _, id := range s.readIDs(t, "mw") {
+				perEpoch[id/rowsPerEpoch]++
+			}
+			deleted := int64(0)
+			for e := int64(0); e < epochs; e++ {
+				switch n := perEpoch[e]; {
+				case n == 0 && e == deleted:
+					deleted++ // the delete's epochs are the first ones
+				case n != rowsPerEpoch:
+					t.Fatalf("epoch %d has %d of its %d rows after the delete (epochs %v)", e, n, rowsPerEpoch, perEpoch)
+				}
+			}
+			if deleted <= last {
+				t.Fatalf("epochs 0..%d were acknowledged before the delete, but only %d epochs are gone", last, deleted)
+			}
+			if res.RowsDeleted != deleted*rowsPerEpoch {
+				t.Fatalf("the delete answered %d rows deleted; %d epochs of %d rows are gone", res.RowsDeleted, deleted, rowsPerEpoch)
+			}
+		})
+	}
+}
