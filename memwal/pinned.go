@@ -37,12 +37,8 @@ type PinnedRead struct {
 	bytes    int64
 }
 
-// Pin captures the MemWAL rows of shards over tbl's latest version.
-func Pin(ctx context.Context, tbl *engine.Table, shards []ShardReader) (*PinnedRead, error) {
-	return pin(ctx, tbl, shards, nil)
-}
-
-// pin is Pin with the cut of gate (nil: none) across the shards.
+// pin captures the MemWAL rows of shards over tbl's latest version, in the cut of gate (nil: none)
+// across the shards (ShardSet.Pin).
 func pin(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate) (*PinnedRead, error) {
 	m, mem, err := captureMerged(ctx, tbl, shards, gate, 0)
 	if err != nil {

@@ -265,7 +265,7 @@ func (ss *ShardSet) Scan(ctx context.Context, o engine.ScanOptions) (array.Recor
 	return scanMerged(ctx, ss.table, ss.Readers(), ss.gate, o)
 }
 
-// Pin captures the MemWAL rows over the latest base version (memwal.Pin) in one cut, as Scan.
+// Pin captures the MemWAL rows over the latest base version (a PinnedRead) in one cut, as Scan.
 func (ss *ShardSet) Pin(ctx context.Context) (*PinnedRead, error) {
 	return pin(ctx, ss.table, ss.Readers(), ss.gate)
 }
