@@ -99,12 +99,12 @@ func TestMemWALKeyedEpochVisibleAtOnce(t *testing.T) {
 	}
 	for k, vs := range readKV(t, s, "k") {
 		if len(vs) != 1 || vs[0] != "e0" {
-			unhold(store, acked)
+			_ = unhold(store, acked)
 			t.Fatalf("a read while one shard's part of epoch 1 is applied and the other's is not: key %d is %v, want [e0] (none of epoch 1)", k, vs)
 		}
 	}
 	if st, err := s.TableState(context.Background(), tbl); err != nil || st.Rows() != 32 {
-		unhold(store, acked)
+		_ = unhold(store, acked)
 		t.Fatalf("table state rows %d (%v), want 32", st.Rows(), err)
 	}
 	if err := unhold(store, acked); err != nil {
