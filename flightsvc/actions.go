@@ -63,7 +63,7 @@ var actions = map[string]action{
 		`Compact small fragments and fragments with many deleted rows. Body: {"table", "target_rows_per_fragment"?, "max_deleted_share"?}. Result: {"read_version", "version", "groups", "fragments_removed", "fragments_added", "rows_rewritten", ...}.`,
 		(*Service).compact),
 	"delete": newAction(
-		`Delete the rows matching a predicate. Body: {"table", "where": predicate JSON (docs/protocol.md)}. Result: {"version", "committed", "rows_deleted"}.`,
+		`Delete the rows matching a predicate, MemWAL rows included (the shards are folded first). Body: {"table", "where": predicate JSON (docs/protocol.md)}. Result: {"version", "committed", "rows_deleted"}.`,
 		(*Service).delete),
 	"create_index": newAction(
 		`Build the primary-key index of a keyed table (upserts then look keys up through it). Body: {"table", "name"? (default "pk")}. Result: {"table", "version"}.`,
@@ -238,28 +238,12 @@ func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (Table
 	if err != nil {
 		return TableStats{}, err
 	}
-	m, err := t.Latest(ctx)
+	// One snapshot: the version, its rows, the MemWAL rows and the shards' details agree.
+	state, err := s.sink.TableState(ctx, t)
 	if err != nil {
 		return TableStats{}, err
 	}
-	shards, err := s.sink.MemWALStats(ctx, t, m)
-	if err != nil {
-		return TableStats{}, err
-	}
-	state, err := s.sink.TableState(ctx, t, m)
-	if err != nil {
-		return TableStats{}, err
-	}
-	// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a reader
-	// sees, one row per key.
-	if len(m.PrimaryKey) > 0 && state.MemWALRows > 0 {
-		base, mw, err := s.sink.VisibleRows(ctx, t)
-		if err != nil {
-			return TableStats{}, err
-		}
-		state.BaseRows, state.MemWALRows = base, mw
-	}
-	st := tableStatsResult(m, t.Name(), state, shards)
+	st := tableStatsResult(state.Manifest, t.Name(), state, state.Shards)
 	st.Iceberg = s.icebergStats(ctx, t)
 	return st, nil
 }
@@ -364,11 +348,7 @@ func (s *Service) delete(ctx context.Context, req *DeleteRequest) (DeleteResult,
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("%w: delete \"where\": %w", streaming.ErrInvalidRequest, err)
 	}
-	t, err := s.sink.Table(ctx, req.Table)
-	if err != nil {
-		return DeleteResult{}, err
-	}
-	res, err := t.Delete(ctx, pred, nil)
+	res, err := s.sink.Delete(ctx, req.Table, pred)
 	if err != nil {
 		return DeleteResult{}, err
 	}

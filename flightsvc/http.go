@@ -336,18 +336,17 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		for q, wm := range m.Streams {
 			streams[q] = memwal.StreamState{Epoch: wm.Epoch, Version: wm.Version, TimestampNanos: wm.TimestampNanos}
 		}
+		var shards []memwal.ShardStats
 		tbl, tblErr := h.svc.sink.Table(ctx, n)
 		if tblErr == nil {
-			// Unreadable shard state leaves the base table's figures, as the shards table below.
-			if state, err := h.svc.sink.TableState(ctx, tbl, m); err == nil {
+			// Unreadable shard state leaves the base table's figures, and no shards table.
+			if state, err := h.svc.sink.TableState(ctx, tbl); err == nil {
+				// One snapshot: the version, its rows, the MemWAL rows and the shards agree.
+				m = state.Manifest
+				st.Version, st.Fragments, st.Bytes = m.Version, len(m.Fragments), m.DataBytes()
+				st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
 				st.Rows, st.BaseRows, st.MemWALRows, streams = state.Rows(), state.BaseRows, state.MemWALRows, state.Streams
-			}
-			// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a
-			// reader sees, one row per key.
-			if len(m.PrimaryKey) > 0 && st.MemWALRows > 0 {
-				if base, mw, err := h.svc.sink.VisibleRows(ctx, tbl); err == nil {
-					st.Rows, st.BaseRows, st.MemWALRows = base+mw, base, mw
-				}
+				shards = state.Shards
 			}
 		}
 		for q, wm := range streams {
@@ -363,13 +362,11 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		}
 		sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
 		st.Streams = StreamsOf(streams)
+		for _, sh := range shards {
+			st.Shards = append(st.Shards, statusShard{Shard: sh.Shard, MemtableRows: sh.MemtableRows,
+				UnflushedBytes: sh.UnflushedBytes, Generations: sh.Generations, GenerationRows: sh.GenerationRows})
+		}
 		if tblErr == nil {
-			if shards, err := h.svc.sink.MemWALStats(ctx, tbl, m); err == nil {
-				for _, sh := range shards {
-					st.Shards = append(st.Shards, statusShard{Shard: sh.Shard, MemtableRows: sh.MemtableRows,
-						UnflushedBytes: sh.UnflushedBytes, Generations: sh.Generations, GenerationRows: sh.GenerationRows})
-				}
-			}
 			st.Iceberg = h.svc.icebergStats(ctx, tbl)
 			if hist, err := tbl.HistoryFrom(ctx, m.Version, maintenanceScan); err == nil {
 				for _, e := range hist {

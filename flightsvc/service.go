@@ -19,6 +19,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/internal/arrowpool"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -40,12 +41,11 @@ type Sink interface {
 	CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec streaming.CreateSpec) (*engine.Table, error)
 	Table(ctx context.Context, name string) (*engine.Table, error)
 	DropTable(ctx context.Context, name string) (streaming.DropResult, error)
+	Delete(ctx context.Context, table string, where *expr.Predicate) (engine.WriteResult, error)
 	Cleanup(ctx context.Context, req streaming.CleanupRequest) (streaming.CleanupReport, error)
 	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	FoldMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
-	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
-	TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error)
-	VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memwalRows int64, err error)
+	TableState(ctx context.Context, t *engine.Table) (memwal.TableState, error)
 	Store() objstore.Store
 	IcebergSink
 }

@@ -59,5 +59,9 @@
 // flushed generations above V's merged watermark for that shard, plus the memtable. With a
 // primary key the newest row of a key wins: MemWAL over base, a later generation over an
 // earlier one, the memtable over generations, a later WAL position over an earlier one.
-// ScanMerged does this for the Flight DoGet path.
+// ScanMerged does this for the Flight DoGet path. A ShardSet's reads (Scan, Pin, TableState)
+// take one cut across the shards (visibility.go): an epoch whose parts are still being put into
+// several shards is left out of every shard until its last part has landed, so an epoch is read
+// whole or not at all; a delete or an overwrite holds the set (Quiesce) so that each epoch lands
+// wholly before or after it.
 package memwal

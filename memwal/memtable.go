@@ -45,14 +45,29 @@ func (mt *memtable) add(pos uint64, puts []wal.Put, bytes int64) {
 func (mt *memtable) empty() bool { return len(mt.entries) == 0 }
 
 // batches returns the memtable's batches in WAL order, not retained.
-func (mt *memtable) batches() []arrow.RecordBatch {
+func (mt *memtable) batches() []arrow.RecordBatch { return mt.batchesHiding(nil) }
+
+// batchesHiding returns the memtable's batches in WAL order, not retained, less those of the puts
+// of the epochs in hide (a read's cut: epochGate).
+func (mt *memtable) batchesHiding(hide map[EpochKey]struct{}) []arrow.RecordBatch {
 	var out []arrow.RecordBatch
 	for _, e := range mt.entries {
 		for _, p := range e.puts {
-			out = append(out, p.Batches...)
+			if !hidden(hide, p) {
+				out = append(out, p.Batches...)
+			}
 		}
 	}
 	return out
+}
+
+// hidden reports whether put p is of an epoch in hide.
+func hidden(hide map[EpochKey]struct{}, p wal.Put) bool {
+	if len(hide) == 0 || p.Epoch == nil {
+		return false
+	}
+	_, ok := hide[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}]
+	return ok
 }
 
 // identities calls fn for every put with an epoch identity, in WAL order.

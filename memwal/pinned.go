@@ -37,20 +37,35 @@ type PinnedRead struct {
 	bytes    int64
 }
 
-// Pin captures the MemWAL rows of shards over tbl's latest version.
-func Pin(ctx context.Context, tbl *engine.Table, shards []ShardReader) (*PinnedRead, error) {
-	m, mem, err := captureMerged(ctx, tbl, shards, 0)
+// pin captures the MemWAL rows of shards over tbl's latest version, in the cut of gate (nil: none)
+// across the shards (ShardSet.Pin).
+func pin(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate) (*PinnedRead, error) {
+	m, mem, err := captureMerged(ctx, tbl, shards, gate, 0)
 	if err != nil {
 		return nil, err
 	}
-	p := &PinnedRead{table: tbl, manifest: m, mem: mem}
-	if len(m.PrimaryKey) > 0 {
-		if p.keep, p.keys, err = winners(mem, m.PrimaryKey); err != nil {
-			arrowschema.ReleaseBatches(mem)
-			return nil, err
+	p := newPinnedRead(tbl, m, mem)
+	if err := p.resolve(); err != nil {
+		p.Release()
+		return nil, err
+	}
+	return p, nil
+}
+
+// newPinnedRead holds mem, captured over base version m; resolve it before use.
+func newPinnedRead(tbl *engine.Table, m *engine.Manifest, mem []arrow.RecordBatch) *PinnedRead {
+	return &PinnedRead{table: tbl, manifest: m, mem: mem}
+}
+
+// resolve finds the winning rows (with a primary key) and counts the rows and bytes.
+func (p *PinnedRead) resolve() error {
+	if pk := p.manifest.PrimaryKey; len(pk) > 0 {
+		var err error
+		if p.keep, p.keys, err = winners(p.mem, pk); err != nil {
+			return err
 		}
 	}
-	for i, b := range mem {
+	for i, b := range p.mem {
 		p.bytes += arrowschema.RecordBytes(b)
 		if p.keep == nil {
 			p.rows += b.NumRows()
@@ -62,24 +77,17 @@ func Pin(ctx context.Context, tbl *engine.Table, shards []ShardReader) (*PinnedR
 			}
 		}
 	}
-	return p, nil
+	return nil
 }
 
-// VisibleRows counts the rows a read of tbl's latest version merged with shards returns: the
-// version's live rows less those the MemWAL rows supersede, and the MemWAL rows (with a primary
-// key one per key, however often it was written). It holds the MemWAL rows in memory while it
-// counts, as a read would.
-func VisibleRows(ctx context.Context, tbl *engine.Table, shards []ShardReader) (baseRows, memwalRows int64, err error) {
-	pin, err := Pin(ctx, tbl, shards)
+// VisibleRows counts the rows a read of the capture returns: the base version's live rows less
+// those the MemWAL rows supersede, and the MemWAL rows (with a primary key one per key).
+func (p *PinnedRead) VisibleRows(ctx context.Context) (baseRows, memwalRows int64, err error) {
+	superseded, err := p.Superseded(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer pin.Release()
-	superseded, err := pin.Superseded(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	return pin.Manifest().Rows() - superseded.Len(), pin.Rows(), nil
+	return p.manifest.Rows() - superseded.Len(), p.rows, nil
 }
 
 // Manifest returns the base version the rows were captured over.
@@ -136,29 +144,74 @@ func (p *PinnedRead) Release() {
 // captureMerged reads base version version (0: the latest) and every shard's rows above its merged
 // watermarks, shard by shard, each oldest first. At the latest version it starts over when a
 // fold merges and drains generations under it (the newer base version holds their rows).
-func captureMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, version uint64) (*engine.Manifest, []arrow.RecordBatch, error) {
-	for attempt := 0; ; attempt++ {
-		var m *engine.Manifest
-		var err error
-		if version == 0 {
-			m, err = tbl.Latest(ctx)
-		} else {
-			m, err = tbl.Manifest(ctx, version)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		mem, err := readShards(ctx, m, shards)
+//
+// With a gate the capture is one cut across the shards (epochGate): it takes the cut before it
+// reads the base version, so an epoch the cut hides is in neither; when a part of a hidden epoch
+// was flushed before the epoch ended, it waits for the epoch to end and starts over.
+func captureMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate, version uint64) (*engine.Manifest, []arrow.RecordBatch, error) {
+	for attempt := 0; ; {
+		m, mem, err := captureOnce(ctx, tbl, shards, gate, version)
 		if err == nil {
 			return m, mem, nil
 		}
+		if inFlight := (*epochInFlightError)(nil); errors.As(err, &inFlight) {
+			// Each wait is for an epoch that was in flight: progress, not a spin.
+			if err := gate.awaitEnd(ctx, inFlight.key); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		attempt++
 		// A fold merged (and drained or deleted) generations after we read the base
 		// version: the newer base version holds their rows, so read again from there.
 		retry := errors.Is(err, objstore.ErrNotFound) || errors.Is(err, errMergedSince)
-		if !retry || version != 0 || attempt+1 >= mergedReadAttempts {
+		if !retry || version != 0 || attempt >= mergedReadAttempts {
 			return nil, nil, err
 		}
 	}
+}
+
+// captureOnce is one attempt of captureMerged.
+func captureOnce(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate, version uint64) (*engine.Manifest, []arrow.RecordBatch, error) {
+	m, sns, err := snapshotCut(ctx, tbl, shards, gate, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The generations are read after the cut is released: a snapshot's generations are fixed, and
+	// no epoch need wait for their reads.
+	mem, err := readSnapshots(ctx, sns)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, mem, nil
+}
+
+// snapshotCut reads the base version and snapshots the shards inside one cut of gate (nil: none).
+func snapshotCut(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate, version uint64) (*engine.Manifest, []*Snapshot, error) {
+	var hide map[EpochKey]struct{}
+	if gate != nil {
+		h, release, err := gate.capture(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer release()
+		hide = h
+	}
+	var m *engine.Manifest
+	var err error
+	if version == 0 {
+		m, err = tbl.Latest(ctx)
+	} else {
+		m, err = tbl.Manifest(ctx, version)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	sns, err := snapshotShards(ctx, m, shards, hide)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, sns, nil
 }
 
 // winners resolves "newest wins" among MemWAL rows (later batches, and later rows of a batch,

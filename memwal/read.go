@@ -48,7 +48,12 @@ var errMergedSince = errors.New("memwal: generations were folded into a newer ba
 // The MemWAL rows are read into memory; base rows stream. The caller must Release the reader. For a read of an older version, pass no shards: the MemWAL holds
 // the current rows, not that version's.
 func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o engine.ScanOptions) (array.RecordReader, error) {
-	m, mem, err := captureMerged(ctx, tbl, shards, o.Version)
+	return scanMerged(ctx, tbl, shards, nil, o)
+}
+
+// scanMerged is ScanMerged with the cut of gate (nil: none) across the shards.
+func scanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate, o engine.ScanOptions) (array.RecordReader, error) {
+	m, mem, err := captureMerged(ctx, tbl, shards, gate, o.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -60,28 +65,46 @@ func ScanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, o 
 	return r, nil
 }
 
-// readShards reads every shard's unmerged rows above m's watermarks, shard by shard, each
-// oldest first.
-func readShards(ctx context.Context, m *engine.Manifest, shards []ShardReader) ([]arrow.RecordBatch, error) {
-	var out []arrow.RecordBatch
+// snapshotShards captures every shard's unmerged rows above m's watermarks, less the puts of
+// the epochs in hide (a read's cut: epochGate). Release the snapshots (releaseSnapshots).
+func snapshotShards(ctx context.Context, m *engine.Manifest, shards []ShardReader, hide map[EpochKey]struct{}) ([]*Snapshot, error) {
+	out := make([]*Snapshot, 0, len(shards))
 	for _, sh := range shards {
 		watermark := m.MemWALMerged[sh.ShardID()]
-		sn, err := sh.Snapshot(ctx, watermark)
-		if w, ok := sh.(*Shard); ok && errors.Is(err, ErrFenced) {
-			// A writer another process fenced: read what the shard holds from storage.
-			sn, err = w.storedView().Snapshot(ctx, watermark)
+		var sn *Snapshot
+		var err error
+		switch r := sh.(type) {
+		case *Shard:
+			sn, err = r.snapshot(ctx, watermark, hide)
+			if errors.Is(err, ErrFenced) {
+				// A writer another process fenced: read what the shard holds from storage.
+				sn, err = r.storedView().snapshot(ctx, watermark, hide)
+			}
+		case *StoredShard:
+			sn, err = r.snapshot(ctx, watermark, hide)
+		default:
+			sn, err = sh.Snapshot(ctx, watermark)
 		}
 		if err != nil {
-			arrowschema.ReleaseBatches(out)
+			releaseSnapshots(out)
 			return nil, err
 		}
+		out = append(out, sn)
 		if sn.drained {
-			sn.Release()
-			arrowschema.ReleaseBatches(out)
+			releaseSnapshots(out)
 			return nil, fmt.Errorf("memwal shard %s above merged generation %d: %w", sh.ShardID(), watermark, errMergedSince)
 		}
+	}
+	return out, nil
+}
+
+// readSnapshots reads the rows of the snapshots, shard by shard, each oldest first, and releases
+// the snapshots.
+func readSnapshots(ctx context.Context, sns []*Snapshot) ([]arrow.RecordBatch, error) {
+	defer releaseSnapshots(sns)
+	var out []arrow.RecordBatch
+	for _, sn := range sns {
 		bs, err := sn.ReadAll(ctx)
-		sn.Release()
 		if err != nil {
 			arrowschema.ReleaseBatches(out)
 			return nil, err
@@ -89,6 +112,12 @@ func readShards(ctx context.Context, m *engine.Manifest, shards []ShardReader) (
 		out = append(out, bs...)
 	}
 	return out, nil
+}
+
+func releaseSnapshots(sns []*Snapshot) {
+	for _, sn := range sns {
+		sn.Release()
+	}
 }
 
 // EpochCommitted reports whether the shard r reads holds epoch epochID of query queryID, with the

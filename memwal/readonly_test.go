@@ -8,7 +8,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -150,9 +149,9 @@ func TestMergedReadRacingDrainStartsOver(t *testing.T) {
 		flush(t, w) // the writer's manifest no longer lists generation 1
 		put(t, w, "q", 2, 20, 10, "a")
 		for _, r := range []ShardReader{w, NewStoredShard(tbl, testShardID, nil)} {
-			mem, err := readShards(ctx, stale, []ShardReader{r})
+			sns, err := snapshotShards(ctx, stale, []ShardReader{r}, nil)
 			if !errors.Is(err, errMergedSince) {
-				arrowschema.ReleaseBatches(mem)
+				releaseSnapshots(sns)
 				t.Fatalf("%T: read against the base version before the fold: %v, want errMergedSince", r, err)
 			}
 			checkRows(t, "merged read", readMerged(t, tbl, r), expectRows(0, 30, "a"))

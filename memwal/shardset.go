@@ -61,6 +61,7 @@ type ShardSet struct {
 	turns FoldTurns // folds of one shard by this set run one at a time
 	gauge metric.Registration
 	own   *ownership // owner.go: the shards the set owns, leases, dedupe across servers
+	gate  *epochGate // visibility.go: epochs against reads (one cut across shards) and row operations
 
 	mu         sync.Mutex
 	writers    []*Shard        // by shard index; nil until claimed, or after a failure
@@ -145,7 +146,7 @@ func (o *ShardSetOptions) EnsureDefaults() *ShardSetOptions {
 // NewShardSet returns the set of tbl's shards ids (TableShardIDs of its manifest). It claims
 // nothing.
 func NewShardSet(tbl *engine.Table, ids []string, o *ShardSetOptions) *ShardSet {
-	ss := &ShardSet{table: tbl, ids: ids}
+	ss := &ShardSet{table: tbl, ids: ids, gate: newEpochGate()}
 	if o != nil {
 		ss.opts = *o
 	}
@@ -257,9 +258,32 @@ func (ss *ShardSet) Readers() []ShardReader {
 	return out
 }
 
-// Scan reads the latest base version merged with every shard (ScanMerged), claiming none.
+// Scan reads the latest base version merged with every shard (ScanMerged), claiming none. The
+// shards are read in one cut: every epoch put through BeginEpoch is in the read whole or not at
+// all (epochGate).
 func (ss *ShardSet) Scan(ctx context.Context, o engine.ScanOptions) (array.RecordReader, error) {
-	return ScanMerged(ctx, ss.table, ss.Readers(), o)
+	return scanMerged(ctx, ss.table, ss.Readers(), ss.gate, o)
+}
+
+// Pin captures the MemWAL rows over the latest base version (a PinnedRead) in one cut, as Scan.
+func (ss *ShardSet) Pin(ctx context.Context) (*PinnedRead, error) {
+	return pin(ctx, ss.table, ss.Readers(), ss.gate)
+}
+
+// BeginEpoch registers epoch id (nil: a put without identity) before its first part is put into
+// the shards; call end once every part has returned, whatever their outcome. Until end, reads of
+// the set (Scan, Pin) hide the epoch in every shard, so an epoch of several shards becomes
+// visible to them at once. It waits while a row operation holds the set (Quiesce), so the epoch
+// lands after it.
+func (ss *ShardSet) BeginEpoch(ctx context.Context, id *engine.EpochIdentity) (end func(), err error) {
+	return ss.gate.begin(ctx, id)
+}
+
+// Quiesce holds the set for an operation that must see every acknowledged row and no epoch half:
+// it waits for the epochs in flight (BeginEpoch) to end, and epochs that begin later wait until
+// release. Reads go on meanwhile.
+func (ss *ShardSet) Quiesce(ctx context.Context) (release func(), err error) {
+	return ss.gate.quiesce(ctx)
 }
 
 // Stats describes every shard, claiming none: a shard this process writes is described by its
@@ -273,6 +297,13 @@ func (ss *ShardSet) Stats(ctx context.Context) ([]ShardStats, error) {
 		}
 	}
 	return out, nil
+}
+
+// TableState describes the table's latest version with its shards in one consistent snapshot
+// (ReadLatestTableState), the shards' own details (Stats) included, claiming none. The keyed
+// rows a read returns are counted in the cut a read takes (Scan).
+func (ss *ShardSet) TableState(ctx context.Context) (TableState, error) {
+	return readLatestState(ctx, ss.table, ss.Readers(), ss.gate, ss.Stats)
 }
 
 // Put puts batches, all of epoch id, into shard i; m is the base version the epoch was checked

@@ -47,6 +47,12 @@ type Snapshot struct {
 // writer has claimed the shard: the memtable would miss what the new owner acknowledged and hold
 // rows the new owner may have flushed and folded (read the shard from storage instead).
 func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot, error) {
+	return s.snapshot(ctx, mergedWatermark, nil)
+}
+
+// snapshot is Snapshot less the puts of the epochs in hide (a read's cut: epochGate). It fails
+// with an *epochInFlightError when a part of one of them is in a flushed generation already.
+func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[EpochKey]struct{}) (*Snapshot, error) {
 	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
 		if errors.Is(err, ErrFenced) {
 			_ = s.fail(err)
@@ -58,12 +64,21 @@ func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot
 	if s.closed {
 		return nil, fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
 	}
+	for k := range hide {
+		// A hidden epoch the shard holds outside its memtable (the identities are the memtable's
+		// epochs) was flushed: its rows cannot be left out of the generation.
+		if _, inMemtable := s.identities[k]; !inMemtable {
+			if _, held := s.epochLocationLocked(k.QueryID, k.EpochID); held {
+				return nil, &epochInFlightError{shard: s.id, key: k}
+			}
+		}
+	}
 	sn := &Snapshot{shard: s.id, store: s.table.Store(), paths: s.paths, schema: s.schema, alloc: s.opts.Allocator,
 		gens: s.manifest.GenerationsAbove(mergedWatermark), drained: s.manifest.drainedAbove(mergedWatermark)}
 	for _, mt := range s.sealed {
-		sn.mem = append(sn.mem, mt.batches()...)
+		sn.mem = append(sn.mem, mt.batchesHiding(hide)...)
 	}
-	sn.mem = append(sn.mem, s.active.batches()...)
+	sn.mem = append(sn.mem, s.active.batchesHiding(hide)...)
 	for _, b := range sn.mem {
 		b.Retain()
 	}
@@ -217,6 +232,12 @@ func (ss *StoredShard) EpochCommitted(ctx context.Context, queryID string, epoch
 // lists above mergedWatermark, and the rows of the WAL entries after its replay_after that a
 // replay keeps.
 func (ss *StoredShard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot, error) {
+	return ss.snapshot(ctx, mergedWatermark, nil)
+}
+
+// snapshot is Snapshot less the puts of the epochs in hide (a read's cut: epochGate), failing as
+// Shard.snapshot does when a part of one of them is in a flushed generation already.
+func (ss *StoredShard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[EpochKey]struct{}) (*Snapshot, error) {
 	base, err := ss.table.Latest(ctx)
 	if err != nil {
 		return nil, err
@@ -231,8 +252,24 @@ func (ss *StoredShard) Snapshot(ctx context.Context, mergedWatermark uint64) (*S
 	if v.manifest == nil {
 		return sn, nil
 	}
+	inLog := make(map[EpochKey]bool)
+	v.replayed(func(_ uint64, p wal.Put) {
+		if hidden(hide, p) {
+			inLog[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}] = true
+		}
+	})
+	for k := range hide {
+		if wm, ok := v.manifest.Queries[k.QueryID]; ok && !inLog[k] {
+			if _, held := wm.location(k.EpochID); held {
+				return nil, &epochInFlightError{shard: ss.id, key: k}
+			}
+		}
+	}
 	sn.gens, sn.drained = v.manifest.GenerationsAbove(mergedWatermark), v.manifest.drainedAbove(mergedWatermark)
 	v.replayed(func(_ uint64, p wal.Put) {
+		if hidden(hide, p) {
+			return
+		}
 		for _, b := range p.Batches {
 			b.Retain()
 			sn.mem = append(sn.mem, b)

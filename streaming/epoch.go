@@ -324,10 +324,12 @@ func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragmen
 	op := engine.OpAppend
 	if e.Mode == ModeComplete {
 		op = engine.OpOverwrite // the mode alone decides to replace; an empty complete epoch truncates
-		if err := s.foldBeforeOverwrite(ctx, e); err != nil {
+		release, err := s.foldBeforeOverwrite(ctx, e)
+		if err != nil {
 			abortIfFailed(ctx, w, engine.ErrCommitConflict)
 			return Ack{}, err
 		}
+		defer release() // after the Overwrite's commit: an epoch that waited lands after it
 	} else if rows == 0 {
 		return s.ackEmpty(e), nil // an empty append/update epoch commits nothing
 	}
@@ -349,12 +351,24 @@ func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragmen
 }
 
 // foldBeforeOverwrite folds a MemWAL table's shards into the base table, so that an Overwrite
-// replaces their rows too instead of leaving them above the merged watermark.
-func (s *Sink) foldBeforeOverwrite(ctx context.Context, e *epoch) error {
+// replaces their rows too instead of leaving them above the merged watermark. As a delete does
+// (Sink.Delete), it holds the shard set (memwal.ShardSet.Quiesce) until release, which the
+// caller calls once the Overwrite has committed: the MemWAL epochs in flight land before the
+// fold and are replaced, those that arrive meanwhile land after the Overwrite, and no epoch is
+// replaced in part.
+func (s *Sink) foldBeforeOverwrite(ctx context.Context, e *epoch) (release func(), err error) {
 	if e.shards == nil {
-		return nil
+		return func() {}, nil
 	}
-	return e.shards.FoldAll(ctx)
+	release, err = e.shards.Quiesce(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.shards.FoldAll(ctx); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
 }
 
 // commitTxn commits an epoch's prepared transaction. discard removes its files; it is called only

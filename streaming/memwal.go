@@ -156,6 +156,16 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) 
 	if err != nil {
 		return Ack{}, err
 	}
+	id := engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}
+	// Registered before its first part is put, ended after its last returned: the set's reads
+	// hide the epoch until then, so its parts in several shards become visible at once, and a
+	// delete (ShardSet.Quiesce) holds it whole or not at all.
+	end, err := ss.BeginEpoch(ctx, &id)
+	if err != nil {
+		arrowschema.ReleaseBatches(recs)
+		return Ack{}, err
+	}
+	defer end()
 	if rest != nil { // a large epoch: streamed into its shard as it arrives (memwal_stream.go)
 		return s.streamMemWALEpoch(ctx, e, recs, rest)
 	}
@@ -171,13 +181,13 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) 
 		ack.Route = RouteMemWAL
 		return ack, nil
 	}
-	id := engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}
 	if len(m.PrimaryKey) == 0 {
 		dup, err := ss.PutUnkeyed(ctx, e.arrived, m, &id, recs, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
 			func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
 		if err != nil {
 			return Ack{}, err
 		}
+		end()
 		return s.memwalAck(ctx, e, rows, dup)
 	}
 	puts, err := shardPuts(ctx, m, len(ss.IDs()), recs)
@@ -189,6 +199,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) 
 	if err != nil {
 		return Ack{}, err
 	}
+	end() // the epoch is whole in every shard: visible before its ack
 	return s.memwalAck(ctx, e, rows, held == len(puts))
 }
 
@@ -334,16 +345,6 @@ func (s *Sink) FoldMemWAL(ctx context.Context, req MemWALRequest) (int, error) {
 		return total, ss.MaintainAfterFold(ctx)
 	}
 	return total, nil
-}
-
-// MemWALStats describes the table's shards (nil when it has none), without claiming any: a shard
-// this process writes is described by its writer, any other by the read-only view of storage.
-func (s *Sink) MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error) {
-	ss, err := s.tableShards(t, m)
-	if err != nil || ss == nil {
-		return nil, err
-	}
-	return ss.Stats(ctx)
 }
 
 // Scan reads one version of a table: at the latest version, merged with its MemWAL shards

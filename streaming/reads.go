@@ -176,7 +176,7 @@ func (s *Sink) pinMemWAL(ctx context.Context, t *engine.Table, m *engine.Manifes
 	if err != nil || ss == nil {
 		return nil, err
 	}
-	pin, err := memwal.Pin(ctx, t, ss.Readers())
+	pin, err := ss.Pin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -458,31 +458,21 @@ func (p *pinnedReads) unrefLocked(e *pinnedEntry) {
 	}
 }
 
-// TableState describes version m of table t as every view reports it: base rows, the MemWAL rows
-// not folded into m yet, and each streaming query's last epoch from m's watermarks or shard
-// state (memwal.ReadTableState). It claims no shard.
-func (s *Sink) TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error) {
+// TableState describes the latest version of table t as every view reports it, in one consistent
+// snapshot: base rows, the MemWAL rows not folded into it yet (on a keyed table, the rows a read
+// returns: one per key), each streaming query's last epoch from its watermarks or shard state,
+// and the shards' own details (memwal.ShardSet.TableState). It claims no shard.
+func (s *Sink) TableState(ctx context.Context, t *engine.Table) (memwal.TableState, error) {
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return memwal.TableState{}, err
+	}
 	ss, err := s.tableShards(t, m)
 	if err != nil {
 		return memwal.TableState{}, err
 	}
-	var readers []memwal.ShardReader
-	if ss != nil {
-		readers = ss.Readers()
+	if ss == nil {
+		return memwal.ReadTableState(ctx, t, m, nil)
 	}
-	return memwal.ReadTableState(ctx, t, m, readers)
-}
-
-// VisibleRows counts the rows a read of table t returns now (memwal.VisibleRows over its shards).
-// It keeps no read snapshot and claims no shard.
-func (s *Sink) VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memwalRows int64, err error) {
-	m, err := t.Latest(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	ss, err := s.tableShards(t, m)
-	if err != nil || ss == nil {
-		return m.Rows(), 0, err
-	}
-	return memwal.VisibleRows(ctx, t, ss.Readers())
+	return ss.TableState(ctx)
 }

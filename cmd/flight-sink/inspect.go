@@ -88,22 +88,20 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 			return err
 		}
 	}
-	var shards []memwal.ShardReader
+	var state memwal.TableState
 	if m.Version == latest.Version { // the shards hold today's rows, not an older version's
-		if shards, err = memwal.StoredShards(t, m); err != nil {
+		shards, err := memwal.StoredShards(t, m)
+		if err != nil {
 			return err
 		}
-	}
-	state, err := memwal.ReadTableState(ctx, t, m, shards)
-	if err != nil {
+		// One snapshot of the latest version and its shards (a fold meanwhile moves it on).
+		if state, err = memwal.ReadLatestTableState(ctx, t, shards); err != nil {
+			return err
+		}
+		m = state.Manifest
+		latest = m
+	} else if state, err = memwal.ReadTableState(ctx, t, m, nil); err != nil {
 		return err
-	}
-	// On a keyed table a MemWAL row that rewrites a key replaces a row: count what a reader
-	// sees, one row per key.
-	if len(m.PrimaryKey) > 0 && state.MemWALRows > 0 {
-		if state.BaseRows, state.MemWALRows, err = memwal.VisibleRows(ctx, t, shards); err != nil {
-			return err
-		}
 	}
 	d := describe(t, m, latest.Version, state)
 	if c.JSON {
