@@ -142,6 +142,10 @@ final class FlightSinkClient {
     }
   }
 
+  /** The first and the longest wait between looks at a DoPut stream whose buffer is full. */
+  static final long READY_WAIT_MIN_NANOS = 50_000L;
+  static final long READY_WAIT_MAX_NANOS = 10_000_000L;
+
   /** One DoPut stream: {@link #putNext()} each filled batch of the root, then {@link #finish()}. */
   final class Put implements AutoCloseable {
     private final String what;
@@ -159,17 +163,23 @@ final class FlightSinkClient {
     }
 
     /**
-     * Sends the root's current batch, waiting while gRPC's buffer is full. A call the server
-     * already ended (it refused the stream: a schema mismatch, an unknown table) never becomes
-     * ready again: the wait polls the listener, which then raises the server's error.
+     * Sends the root's current batch, waiting while gRPC's buffer is full. Flight's client gives
+     * no ready notification (its DoPut observer is not a gRPC ClientResponseObserver, so {@code
+     * setOnReadyHandler} throws once the call started), so the wait blocks on the listener for a
+     * growing interval ({@link #READY_WAIT_MIN_NANOS} doubling up to {@link
+     * #READY_WAIT_MAX_NANOS}) between looks at the stream: a full buffer costs no CPU, and a call
+     * the server ended (it refused the stream: a schema mismatch, an unknown table), which never
+     * becomes ready again, wakes the wait at once with the server's error.
      */
     void putNext() {
       try {
+        long wait = READY_WAIT_MIN_NANOS;
         while (!stream.isReady()) {
-          PutResult early = listener.poll(50, java.util.concurrent.TimeUnit.MICROSECONDS);
+          PutResult early = listener.poll(wait, java.util.concurrent.TimeUnit.NANOSECONDS);
           if (early != null) {
             early.close(); // the server acknowledges after the stream's end; nothing to keep
           }
+          wait = Math.min(wait * 2, READY_WAIT_MAX_NANOS);
         }
         stream.putNext();
       } catch (InterruptedException e) {
