@@ -100,9 +100,49 @@ final class FlightSinkClient {
     }
   }
 
-  /** Runs a DoAction and returns its (single) JSON result, or null when it returned none. */
+  /**
+   * Attempts of an idempotent call that fails {@code UNAVAILABLE} (a server restarting, a
+   * connection refused or dropped): the first and up to four more, {@link
+   * #UNAVAILABLE_FIRST_WAIT_MS} apart doubling (about 4 s in all, longer than gRPC's first
+   * reconnect backoff of about 1 s, within which a channel fails calls at once).
+   */
+  static final int UNAVAILABLE_ATTEMPTS = 5;
+  static final long UNAVAILABLE_FIRST_WAIT_MS = 250;
+
+  /**
+   * The actions the connector may send twice: reads, and {@code commit_epoch}, whose second
+   * arrival answers {@code duplicate} when the first landed.
+   */
+  private static final java.util.Set<String> IDEMPOTENT_ACTIONS = java.util.Set.of("table_stats", "history", "commit_epoch");
+
+  /** Runs {@code call}, again after a wait while it fails UNAVAILABLE (UNAVAILABLE_ATTEMPTS). */
+  private static <T> T retryUnavailable(java.util.function.Supplier<T> call) {
+    long wait = UNAVAILABLE_FIRST_WAIT_MS;
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return call.get();
+      } catch (FlightRuntimeException e) {
+        if (e.status().code() != org.apache.arrow.flight.FlightStatusCode.UNAVAILABLE
+            || attempt >= UNAVAILABLE_ATTEMPTS) {
+          throw e;
+        }
+      }
+      try {
+        Thread.sleep(wait);
+      } catch (InterruptedException ie) {
+        Thread.currentThread().interrupt();
+        throw new FlightSinkException("flight-sink: interrupted while waiting to retry an unavailable server");
+      }
+      wait *= 2;
+    }
+  }
+
+  /**
+   * Runs a DoAction and returns its (single) JSON result, or null when it returned none. An
+   * idempotent action ({@link #IDEMPOTENT_ACTIONS}) is retried while the server is unavailable.
+   */
   JsonNode action(String type, Object body) {
-    try {
+    java.util.function.Supplier<JsonNode> call = () -> {
       Iterator<Result> it = client.doAction(new Action(type, json(body)), callOptions);
       JsonNode out = null;
       while (it.hasNext()) {
@@ -112,6 +152,9 @@ final class FlightSinkClient {
         }
       }
       return out;
+    };
+    try {
+      return IDEMPOTENT_ACTIONS.contains(type) ? retryUnavailable(call) : call.get();
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("action " + type + " " + new String(json(body), StandardCharsets.UTF_8), uri, e);
     }
@@ -119,7 +162,7 @@ final class FlightSinkClient {
 
   FlightInfo flightInfo(Object cmd) {
     try {
-      return client.getInfo(FlightDescriptor.command(json(cmd)), callOptions);
+      return retryUnavailable(() -> client.getInfo(FlightDescriptor.command(json(cmd)), callOptions));
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("GetFlightInfo " + new String(json(cmd), StandardCharsets.UTF_8), uri, e);
     }
@@ -127,7 +170,7 @@ final class FlightSinkClient {
 
   Schema schema(Object cmd) {
     try {
-      SchemaResult r = client.getSchema(FlightDescriptor.command(json(cmd)), callOptions);
+      SchemaResult r = retryUnavailable(() -> client.getSchema(FlightDescriptor.command(json(cmd)), callOptions));
       return r.getSchema();
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("GetSchema " + new String(json(cmd), StandardCharsets.UTF_8), uri, e);

@@ -261,4 +261,26 @@ class FlightSinkCorrectnessTest {
     assertEquals(3, spark.read().format("flight-sink").option("URI", server.uri()).option("table", "options_known")
         .option("PushFilters", "true").option("path", "ignored").load().count());
   }
+
+  // -- an unavailable server --------------------------------------------------------------------
+
+  /**
+   * The first connection to the server is closed at once (as while a server restarts): the
+   * connector's first calls of a read (GetSchema, GetFlightInfo) and an idempotent action are
+   * retried, and succeed.
+   */
+  @Test
+  void unavailableServerIsRetried() throws Exception {
+    append(spark.range(0, 3).toDF("id"), "retry_unavailable");
+    try (RefusingProxy proxy = new RefusingProxy(server.addr, 1)) {
+      assertEquals(3, spark.read().format("flight-sink").option("uri", proxy.uri())
+          .option("table", "retry_unavailable").load().count());
+      assertEquals(1, proxy.refused());
+    }
+    try (RefusingProxy proxy = new RefusingProxy(server.addr, 1)) {
+      assertEquals(3, FlightSinkClient.get(proxy.uri(), null).action("table_stats", Map.of("table", "retry_unavailable"))
+          .path("rows").asLong());
+      assertEquals(1, proxy.refused());
+    }
+  }
 }
