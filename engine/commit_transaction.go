@@ -39,10 +39,13 @@ const (
 	OpUpdateConfig Operation = "UpdateConfig"
 )
 
-// Transaction property keys the streaming sink stamps on every epoch commit.
+// Transaction property keys the streaming sink stamps on every epoch commit. PropEpochRows, the
+// rows the epoch's writers sent, lets a replay of the epoch be compared with what landed; commits
+// of base-table epochs carry it, others may not.
 const (
-	PropQueryID = "flight_sink.streaming.query_id"
-	PropEpochID = "flight_sink.streaming.epoch_id"
+	PropQueryID   = "flight_sink.streaming.query_id"
+	PropEpochID   = "flight_sink.streaming.epoch_id"
+	PropEpochRows = "flight_sink.streaming.rows"
 )
 
 // EpochIdentity is a streaming epoch: the query that produced it and its epoch number.

@@ -83,6 +83,7 @@ type ack struct {
 	Rows    int64  `json:"rows"`
 	Stage   string `json:"stage"`
 	Route   string `json:"route"`
+	Warning string `json:"warning"`
 }
 
 // cmd is a DoPut command or an action body, encoded as JSON.

@@ -4,6 +4,7 @@ package flightsvc_test
 // carrying {"table","query_id","epoch_id","mode",...}, acks read from PutResult app_metadata.
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -147,14 +148,23 @@ func TestReplayOfNonEmptyEpochIsDuplicate(t *testing.T) {
 	// Replay of the latest epoch (the one Spark replays after a crash): caught by the watermark.
 	r1 := s.putEpoch(t, "t", "q", 1, idRange(10, 10))
 	wantAck(t, r1, "duplicate", 3)
-	if r1.Rows != 0 || r1.QueryID != "q" || *r1.EpochID != 1 {
+	if r1.Rows != 0 || r1.QueryID != "q" || *r1.EpochID != 1 || r1.Warning != "" {
 		t.Fatalf("duplicate ack %+v", r1)
 	}
 	// Replay of an older epoch inside the look-back window: found in the history.
-	wantAck(t, s.putEpoch(t, "t", "q", 0, idRange(0, 10)), "duplicate", 2)
-	// A replay whose data differs (Spark's replays are deterministic, but if not) still writes
-	// nothing: the identity decides.
-	wantAck(t, s.putEpoch(t, "t", "q", 1, idRange(500, 3)), "duplicate", 3)
+	r0 := s.putEpoch(t, "t", "q", 0, idRange(0, 10))
+	wantAck(t, r0, "duplicate", 2)
+	if r0.Warning != "" {
+		t.Fatalf("a replay of the committed rows warns: %+v", r0)
+	}
+	// A replay whose data differs (Spark's replays are deterministic, but two queries started
+	// from copies of one checkpoint share the query id) still writes nothing: the identity
+	// decides. Its row count differs from the committed epoch's, so the ack warns.
+	rd := s.putEpoch(t, "t", "q", 1, idRange(500, 3))
+	wantAck(t, rd, "duplicate", 3)
+	if !strings.Contains(rd.Warning, "committed in version 3 with 10 rows, this replay sent 3") {
+		t.Fatalf("a replay of other rows: warning %q, want the two row counts", rd.Warning)
+	}
 
 	if v := s.version(t, "t"); v != 3 {
 		t.Fatalf("version %d after replays, want 3", v)

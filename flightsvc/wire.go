@@ -152,11 +152,13 @@ type Ack struct {
 	Stage string `json:"stage,omitempty"`
 	// Route is where the epoch landed: direct or memwal.
 	Route string `json:"route,omitempty"`
+	// Warning, on a duplicate, says that the replay differs from the epoch that was committed.
+	Warning string `json:"warning,omitempty"`
 }
 
 func ackResult(a streaming.Ack) Ack {
 	return Ack{Status: string(a.Status), Table: a.Table, QueryID: a.QueryID, EpochID: a.EpochID,
-		Version: a.Version, Rows: a.Rows, Stage: a.Stage, Route: string(a.Route)}
+		Version: a.Version, Rows: a.Rows, Stage: a.Stage, Route: string(a.Route), Warning: a.Warning}
 }
 
 // Ticket is the JSON of a DoGet ticket: a whole table, or one endpoint of a GetFlightInfo.

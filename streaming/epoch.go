@@ -260,11 +260,13 @@ func (s *Sink) landEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack, e
 		return Ack{}, err
 	}
 	if st.Committed {
-		if err := drain(src); err != nil {
+		rows, err := drain(src)
+		if err != nil {
 			return Ack{}, fmt.Errorf("read stream: %w", err)
 		}
 		ack := newAck(StatusDuplicate, &e.EpochRequest)
 		ack.Version = st.Version
+		ack.Warning = s.checkReplay(ctx, t, &e.EpochRequest, st.Version, rows)
 		return ack, nil
 	}
 	if e.route == RouteMemWAL {
@@ -309,7 +311,7 @@ func (s *Sink) upsertEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack,
 	if err != nil {
 		return Ack{}, err
 	}
-	txn.Properties = engine.EpochProperties(engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}, nil)
+	txn.Properties = epochProperties(e, rows)
 	return s.commitTxn(ctx, e, txn, rows, func() { t.Discard(context.WithoutCancel(ctx), txn) })
 }
 
@@ -335,7 +337,7 @@ func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragmen
 	}
 	txn := &engine.Transaction{
 		Operation:  op,
-		Properties: engine.EpochProperties(engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}, nil),
+		Properties: epochProperties(e, rows),
 		Fragments:  frags,
 	}
 	if w != nil {

@@ -66,7 +66,7 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, e *epoch, head []arrow.Rec
 		return Ack{}, err
 	}
 	if held {
-		if err := drain(src); err != nil {
+		if _, err := drain(src); err != nil {
 			return Ack{}, fmt.Errorf("read stream: %w", err)
 		}
 		return s.memwalAck(ctx, e, 0, true)

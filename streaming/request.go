@@ -190,6 +190,9 @@ type Ack struct {
 	Stage   string
 	// Route is "memwal" when the epoch landed in MemWAL shards (no base version is created then).
 	Route Route
+	// Warning is set on a duplicate whose replay differs from what the committed epoch recorded
+	// (replay.go): the epoch identity may be shared by two queries.
+	Warning string
 }
 
 func newAck(status Status, r *EpochRequest) Ack {

@@ -360,11 +360,13 @@ func batchRows(recs []arrow.RecordBatch) int64 {
 	return n
 }
 
-// drain consumes the rest of src without writing it.
-func drain(src BatchSource) error {
+// drain consumes the rest of src without writing it and returns the rows it held.
+func drain(src BatchSource) (int64, error) {
+	var rows int64
 	for src.Next() {
+		rows += src.RecordBatch().NumRows()
 	}
-	return src.Err()
+	return rows, src.Err()
 }
 
 // Append lands src as one plain Append with no epoch identity (Flight PATH descriptors).

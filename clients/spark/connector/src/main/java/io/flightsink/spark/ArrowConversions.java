@@ -94,11 +94,19 @@ final class ArrowConversions {
     return false;
   }
 
-  /** The Spark column of {@code v}: zero-copy, or a converted copy added to {@code owned}. */
+  /**
+   * The Spark column of {@code v}, backed by a vector added to {@code owned} (allocated from
+   * {@code alloc}): {@code v}'s buffers transferred (zero-copy; {@code v} is left empty), or a
+   * converted copy.
+   */
   static ColumnVector column(FieldVector v, BufferAllocator alloc, List<ValueVector> owned) {
     Field f = v.getField();
     if (!needsConversion(f)) {
-      return new ArrowColumnVector(v);
+      org.apache.arrow.vector.util.TransferPair tp = v.getTransferPair(alloc);
+      tp.transfer();
+      FieldVector moved = (FieldVector) tp.getTo();
+      owned.add(moved);
+      return new ArrowColumnVector(moved);
     }
     DataType dt = sparkType(f);
     FieldVector out = SparkArrow.toArrowField(f.getName(), dt, true).createVector(alloc);

@@ -56,6 +56,11 @@ final class EpochCommitter {
           + " was not committed to " + spec.opts.table + ": " + ack);
     }
     LOG.info("flight-sink: epoch {} of {} -> {}", epochId, queryId, ack);
+    if (ack.hasNonNull("warning")) {
+      // The server found this replay unlike the committed epoch: two queries may share the query
+      // id (started from copies of one checkpoint), and this one's rows were dropped.
+      LOG.warn("flight-sink: epoch {} of {} to {}: {}", epochId, queryId, spec.opts.table, ack.get("warning").asText());
+    }
     return ack;
   }
 

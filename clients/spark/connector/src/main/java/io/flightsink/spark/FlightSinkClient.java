@@ -100,9 +100,49 @@ final class FlightSinkClient {
     }
   }
 
-  /** Runs a DoAction and returns its (single) JSON result, or null when it returned none. */
+  /**
+   * Attempts of an idempotent call that fails {@code UNAVAILABLE} (a server restarting, a
+   * connection refused or dropped): the first and up to four more, {@link
+   * #UNAVAILABLE_FIRST_WAIT_MS} apart doubling (about 4 s in all, longer than gRPC's first
+   * reconnect backoff of about 1 s, within which a channel fails calls at once).
+   */
+  static final int UNAVAILABLE_ATTEMPTS = 5;
+  static final long UNAVAILABLE_FIRST_WAIT_MS = 250;
+
+  /**
+   * The actions the connector may send twice: reads, and {@code commit_epoch}, whose second
+   * arrival answers {@code duplicate} when the first landed.
+   */
+  private static final java.util.Set<String> IDEMPOTENT_ACTIONS = java.util.Set.of("table_stats", "history", "commit_epoch");
+
+  /** Runs {@code call}, again after a wait while it fails UNAVAILABLE (UNAVAILABLE_ATTEMPTS). */
+  private static <T> T retryUnavailable(java.util.function.Supplier<T> call) {
+    long wait = UNAVAILABLE_FIRST_WAIT_MS;
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return call.get();
+      } catch (FlightRuntimeException e) {
+        if (e.status().code() != org.apache.arrow.flight.FlightStatusCode.UNAVAILABLE
+            || attempt >= UNAVAILABLE_ATTEMPTS) {
+          throw e;
+        }
+      }
+      try {
+        Thread.sleep(wait);
+      } catch (InterruptedException ie) {
+        Thread.currentThread().interrupt();
+        throw new FlightSinkException("flight-sink: interrupted while waiting to retry an unavailable server");
+      }
+      wait *= 2;
+    }
+  }
+
+  /**
+   * Runs a DoAction and returns its (single) JSON result, or null when it returned none. An
+   * idempotent action ({@link #IDEMPOTENT_ACTIONS}) is retried while the server is unavailable.
+   */
   JsonNode action(String type, Object body) {
-    try {
+    java.util.function.Supplier<JsonNode> call = () -> {
       Iterator<Result> it = client.doAction(new Action(type, json(body)), callOptions);
       JsonNode out = null;
       while (it.hasNext()) {
@@ -112,6 +152,9 @@ final class FlightSinkClient {
         }
       }
       return out;
+    };
+    try {
+      return IDEMPOTENT_ACTIONS.contains(type) ? retryUnavailable(call) : call.get();
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("action " + type + " " + new String(json(body), StandardCharsets.UTF_8), uri, e);
     }
@@ -119,7 +162,7 @@ final class FlightSinkClient {
 
   FlightInfo flightInfo(Object cmd) {
     try {
-      return client.getInfo(FlightDescriptor.command(json(cmd)), callOptions);
+      return retryUnavailable(() -> client.getInfo(FlightDescriptor.command(json(cmd)), callOptions));
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("GetFlightInfo " + new String(json(cmd), StandardCharsets.UTF_8), uri, e);
     }
@@ -127,7 +170,7 @@ final class FlightSinkClient {
 
   Schema schema(Object cmd) {
     try {
-      SchemaResult r = client.getSchema(FlightDescriptor.command(json(cmd)), callOptions);
+      SchemaResult r = retryUnavailable(() -> client.getSchema(FlightDescriptor.command(json(cmd)), callOptions));
       return r.getSchema();
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("GetSchema " + new String(json(cmd), StandardCharsets.UTF_8), uri, e);
@@ -141,6 +184,10 @@ final class FlightSinkClient {
       throw FlightSinkException.wrap("DoGet", uri, e);
     }
   }
+
+  /** The first and the longest wait between looks at a DoPut stream whose buffer is full. */
+  static final long READY_WAIT_MIN_NANOS = 50_000L;
+  static final long READY_WAIT_MAX_NANOS = 10_000_000L;
 
   /** One DoPut stream: {@link #putNext()} each filled batch of the root, then {@link #finish()}. */
   final class Put implements AutoCloseable {
@@ -159,17 +206,23 @@ final class FlightSinkClient {
     }
 
     /**
-     * Sends the root's current batch, waiting while gRPC's buffer is full. A call the server
-     * already ended (it refused the stream: a schema mismatch, an unknown table) never becomes
-     * ready again: the wait polls the listener, which then raises the server's error.
+     * Sends the root's current batch, waiting while gRPC's buffer is full. Flight's client gives
+     * no ready notification (its DoPut observer is not a gRPC ClientResponseObserver, so {@code
+     * setOnReadyHandler} throws once the call started), so the wait blocks on the listener for a
+     * growing interval ({@link #READY_WAIT_MIN_NANOS} doubling up to {@link
+     * #READY_WAIT_MAX_NANOS}) between looks at the stream: a full buffer costs no CPU, and a call
+     * the server ended (it refused the stream: a schema mismatch, an unknown table), which never
+     * becomes ready again, wakes the wait at once with the server's error.
      */
     void putNext() {
       try {
+        long wait = READY_WAIT_MIN_NANOS;
         while (!stream.isReady()) {
-          PutResult early = listener.poll(50, java.util.concurrent.TimeUnit.MICROSECONDS);
+          PutResult early = listener.poll(wait, java.util.concurrent.TimeUnit.NANOSECONDS);
           if (early != null) {
             early.close(); // the server acknowledges after the stream's end; nothing to keep
           }
+          wait = Math.min(wait * 2, READY_WAIT_MAX_NANOS);
         }
         stream.putNext();
       } catch (InterruptedException e) {

@@ -22,7 +22,7 @@ import org.apache.spark.sql.util.ArrowUtils;
  * commit message. An empty partition sends nothing. In collect mode (a keyed update epoch, which
  * the server cannot stage) the rows go to the driver in the commit message instead.
  *
- * <p>The one task of a single-partition write ({@code whole}) lands the epoch itself: one
+ * <p>The one task of a single-partition streaming write ({@code whole}) lands the epoch itself: one
  * non-staged DoPut with {@code (query id, epoch id)}, which commits the epoch in one transaction
  * (an upsert for a keyed update epoch) or answers {@code duplicate} for an epoch the server already
  * has, so a retried attempt or a replayed epoch commits nothing twice. The driver then has nothing
@@ -35,7 +35,11 @@ import org.apache.spark.sql.util.ArrowUtils;
  * committed (the server's cleanup removes it).
  */
 final class FlightSinkDataWriter implements DataWriter<InternalRow> {
-  /** Rows per Arrow batch at most; a batch is also sent once it holds about 1 MiB. */
+  /**
+   * Rows per Arrow batch at most; a batch is also sent once its vectors hold 1 MiB, measured after
+   * every row, so a batch stays within one row's size of that, far below the server's message
+   * limit (256 MiB) unless one row is that large.
+   */
   static final int BATCH_ROWS = 8192;
   static final long BATCH_BYTES = 1L << 20;
 
@@ -117,7 +121,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
     arrow.write(row);
     pending++;
     rows++;
-    if (pending >= BATCH_ROWS || ((pending & 255) == 0 && SparkArrow.sizeInBytes(arrow) >= BATCH_BYTES)) {
+    if (pending >= BATCH_ROWS || SparkArrow.sizeInBytes(arrow) >= BATCH_BYTES) {
       flush();
     }
   }
@@ -176,7 +180,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
   /** The test hook {@link FlightSinkOptions#TEST_FAIL_AFTER_STAGE}: fails this attempt once its rows were sent. */
   private void failIfInjected(String what) {
     int[] fail = spec.opts.failAfterStage;
-    if (fail != null && fail[0] == partition && fail[1] == attempt) {
+    if (fail != null && fail[0] == partition && (fail[1] == attempt || fail[1] == -1)) {
       throw new IllegalStateException(FlightSinkOptions.TEST_FAIL_AFTER_STAGE
           + ": injected failure after sending partition " + partition + " attempt " + attempt
           + " (" + what + ")");

@@ -50,10 +50,7 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
     this.opts = opts;
     this.schema = schema;
     this.filter = filter;
-    String skip = opts.raw().entrySet().stream()
-        .filter(e -> e.getKey().equalsIgnoreCase("skipChangeCommits"))
-        .map(Map.Entry::getValue).findFirst().orElse("false");
-    this.skipChangeCommits = Boolean.parseBoolean(skip.trim());
+    this.skipChangeCommits = opts.skipChangeCommits;
   }
 
   static final class VersionOffset extends Offset {

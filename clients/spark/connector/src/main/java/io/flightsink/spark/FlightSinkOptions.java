@@ -12,17 +12,26 @@ import java.util.Map;
  * the Python data source's ({@code clients/pyspark}): {@code uri}, {@code table} (both required),
  * {@code token}, {@code query_id}, {@code mergeSchema}, {@code create} (default true),
  * {@code primaryKey} (comma separated, with {@code create}), {@code route}, {@code version} (reads;
- * {@code versionAsOf} is the same), {@code pushFilters} (batch reads, default true).
+ * {@code versionAsOf} is the same), {@code pushFilters} (batch reads, default true),
+ * {@code skipChangeCommits} (streaming reads). Any other option fails, naming the known ones,
+ * except Spark's own ({@link #SPARK_OPTIONS}, and names starting with {@code __}).
  */
 public final class FlightSinkOptions implements Serializable {
   private static final long serialVersionUID = 1L;
 
   /**
    * Test-only option: {@code "<partition>:<attempt>"} makes that task attempt fail right after its
-   * partition was staged (the Python data source's option of the same name). Never set it in
-   * production.
+   * DoPut was acknowledged (the Python data source's option of the same name); {@code
+   * "<partition>:*"} makes every attempt of that partition fail. Never set it in production.
    */
   public static final String TEST_FAIL_AFTER_STAGE = "_testFailAfterStage";
+
+  /** The connector's options (case-insensitive), the test-only one aside. */
+  static final List<String> KNOWN = List.of("uri", "table", "token", "query_id", "mergeSchema",
+      "create", "primaryKey", "route", "version", "versionAsOf", "pushFilters", "skipChangeCommits");
+
+  /** Options Spark itself sets or reads, passed on to every data source. */
+  static final List<String> SPARK_OPTIONS = List.of("path", "paths", "checkpointLocation");
 
   public final String uri;
   public final String table;
@@ -34,11 +43,13 @@ public final class FlightSinkOptions implements Serializable {
   public final String route;
   public final Long version;
   public final boolean pushFilters;
+  public final boolean skipChangeCommits;
   public final int[] failAfterStage;
   private final java.util.HashMap<String, String> raw;
 
   private FlightSinkOptions(Map<String, String> o) {
     raw = new java.util.HashMap<>(o);
+    checkKnown(o.keySet());
     String u = get(o, "uri");
     String t = get(o, "table");
     if (u == null || u.isBlank() || t == null || t.isBlank()) {
@@ -89,12 +100,32 @@ public final class FlightSinkOptions implements Serializable {
       }
     }
     pushFilters = bool(o, "pushFilters", true);
+    skipChangeCommits = bool(o, "skipChangeCommits", false);
     String f = get(o, TEST_FAIL_AFTER_STAGE);
     if (f != null && !f.isEmpty()) {
       String[] parts = f.split(":");
-      failAfterStage = new int[] {Integer.parseInt(parts[0].trim()), Integer.parseInt(parts[1].trim())};
+      failAfterStage = new int[] {Integer.parseInt(parts[0].trim()),
+          parts[1].trim().equals("*") ? -1 : Integer.parseInt(parts[1].trim())};
     } else {
       failAfterStage = null;
+    }
+  }
+
+  /** Fails on an option that is neither the connector's nor Spark's: a typo must not pass silently. */
+  private static void checkKnown(java.util.Set<String> names) {
+    List<String> unknown = new ArrayList<>();
+    for (String n : names) {
+      if (!n.startsWith("__") && !n.equalsIgnoreCase(TEST_FAIL_AFTER_STAGE)
+          && KNOWN.stream().noneMatch(n::equalsIgnoreCase)
+          && SPARK_OPTIONS.stream().noneMatch(n::equalsIgnoreCase)) {
+        unknown.add(n);
+      }
+    }
+    if (!unknown.isEmpty()) {
+      Collections.sort(unknown);
+      throw new IllegalArgumentException("flight-sink: unknown option" + (unknown.size() > 1 ? "s " : " ")
+          + String.join(", ", unknown) + "; the options are " + String.join(", ", KNOWN)
+          + " (see clients/spark/README.md)");
     }
   }
 

@@ -59,9 +59,14 @@ final class FlightSinkScan {
       if (opts.pushFilters) {
         for (Predicate p : predicates) {
           Map<String, Object> t = Predicates.translate(p);
-          if (t != null) {
+          if (t == null) {
+            continue;
+          }
+          translated.add(t);
+          if (Predicates.Bounds.fit(filter())) {
             pushed.add(p);
-            translated.add(t);
+          } else {
+            translated.remove(translated.size() - 1); // the server would refuse the filter
           }
         }
       }
@@ -73,17 +78,18 @@ final class FlightSinkScan {
       return pushed.toArray(new Predicate[0]);
     }
 
+    /** The pushed filter: the AND of the translated predicates, or null for none. */
+    private Map<String, Object> filter() {
+      Map<String, Object> filter = null;
+      for (Map<String, Object> t : translated) {
+        filter = filter == null ? t : Predicates.nary("and", filter, t);
+      }
+      return filter;
+    }
+
     @Override
     public Scan build() {
-      Map<String, Object> filter = null;
-      if (translated.size() == 1) {
-        filter = translated.get(0);
-      } else if (translated.size() > 1) {
-        filter = new LinkedHashMap<>();
-        filter.put("op", "and");
-        filter.put("args", new ArrayList<>(translated));
-      }
-      return new ScanImpl(opts, schema, filter);
+      return new ScanImpl(opts, schema, filter());
     }
   }
 
@@ -232,6 +238,10 @@ final class FlightSinkScan {
               throw new FlightSinkException("flight-sink: the server's stream has no column "
                   + schema.fields()[i].name() + " (schema " + root.getSchema() + ")");
             }
+            // The stream loads its next batch into this root, and Spark may close the batch it
+            // was given (closing a struct vector drops its children, which that load then
+            // misses): the batch's buffers move out of the root into vectors this reader owns
+            // until Spark asks for the next batch, zero-copy.
             cols[i] = ArrowConversions.column(v, alloc, owned);
           }
           batch = new ColumnarBatch(cols, n);

@@ -146,7 +146,7 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
     return ctx == null ? 0 : ctx.attemptNumber();
   }
 
-  /** The tasks' writers; whole: the write has one partition, whose task commits the epoch. */
+  /** The tasks' writers; whole: a streaming write of one partition, whose task commits the epoch. */
   static final class Writers implements DataWriterFactory, StreamingDataWriterFactory {
     private static final long serialVersionUID = 1L;
     private final EpochSpec spec;
@@ -169,8 +169,10 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
   }
 
   /**
-   * {@code df.write}: every task stages, the driver commits once (epoch 0 of a fresh query id); a
-   * single-partition write is committed by its task.
+   * {@code df.write}: every task stages, the driver commits once (epoch 0 of a fresh query id),
+   * a single-partition write too. A task never commits a batch write itself: Spark does not
+   * replay a failed batch job, so rows a task committed before the job failed would stay, and
+   * running the write again would land them twice.
    */
   static final class Batch implements BatchWrite {
     // As for streaming writes (below): the commit names the stages of the messages it is given.
@@ -187,7 +189,7 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-      return new Writers(spec, info.numPartitions() == 1);
+      return new Writers(spec, false);
     }
 
     @Override
