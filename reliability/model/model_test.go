@@ -60,13 +60,21 @@ type knownIssues struct {
 	keyedDirectOverMemWAL bool
 	// flushFenced: flush_memwal on a server whose writer of a shard another server fenced (took
 	// the shard over) fails with FailedPrecondition "writer epoch N is fenced by writer epoch
-	// M" instead of skipping or reopening the shard. On: that answer is logged and the flush
-	// sent once more to the same server, which must succeed.
+	// M" instead of skipping or reopening the shard (one failure per such shard: the failure
+	// drops the stale writer). On: that answer is logged and the flush sent again to the same
+	// server, at most once per shard.
 	flushFenced bool
+	// dropWithWritersElsewhere: a drop while another server holds a MemWAL writer of the table
+	// (no put in flight: its lease renewals, the flush of its graceful shutdown) leaves shard
+	// state behind that the re-created table inherits: reads fail (Internal: a generation file
+	// "object not found", "generations were folded into a newer base version during the read"),
+	// and a query starting again at epoch 0 is refused ("query_id reused with a new
+	// checkpoint?"). On: every other server is killed (kill -9) before a drop and started after.
+	dropWithWritersElsewhere bool
 }
 
 // skip is the set of known issues this branch steers around.
-var skip = knownIssues{memwalDelete: true, deletedRowsRead: true, keyedDirectOverMemWAL: true, flushFenced: true}
+var skip = knownIssues{memwalDelete: true, deletedRowsRead: true, keyedDirectOverMemWAL: true, flushFenced: true, dropWithWritersElsewhere: true}
 
 // regressions are seeds that found a bug: each runs in every `go test`, for its steps.
 var regressions = []struct {
