@@ -54,9 +54,15 @@ func (rn *runner) failf(format string, args ...any) {
 	}
 	for _, s := range rn.servers {
 		if p := s.Panics(); len(p) > 0 {
-			fmt.Fprintf(&b, "server %s panicked:\n%s\n", s.name, strings.Join(p, "\n"))
-		}
-		if !s.Alive() {
+			out := s.Output()
+			if at := strings.Index(out, p[0]); at >= 0 {
+				out = out[at:]
+			}
+			if len(out) > 6000 {
+				out = out[:6000]
+			}
+			fmt.Fprintf(&b, "server %s panicked:\n%s\n", s.name, out)
+		} else if !s.Alive() {
 			out := s.Output()
 			if len(out) > 4000 {
 				out = out[len(out)-4000:]

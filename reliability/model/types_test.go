@@ -209,17 +209,47 @@ func buildColumn(dt arrow.DataType, values []string) (arrow.Array, error) {
 	return arr, nil
 }
 
-// canonical is the model's form of row i of a column: its JSON as arrow-go marshals it. Two
-// arrays of one stored type hold the same value at two rows exactly when these are equal.
+// canonical is the model's form of row i of a column: its value as JSON. Two arrays of one
+// stored type hold the same value at two rows exactly when these are equal.
 func canonical(a arrow.Array, i int) string {
-	if a.IsNull(i) {
-		return "null"
-	}
-	b, err := json.Marshal(a.GetOneForMarshal(i))
+	b, err := json.Marshal(plain(a, i))
 	if err != nil {
 		return fmt.Sprintf("<unmarshalable %s: %v>", a.DataType(), err)
 	}
 	return string(b)
+}
+
+// plain returns row i of a as a value encoding/json marshals: nested types child by child, and
+// binary values as base64 text (arrow-go's own marshalling turns an empty value of a column
+// whose values are all empty into null).
+func plain(a arrow.Array, i int) any {
+	if a.IsNull(i) {
+		return nil
+	}
+	switch a := a.(type) {
+	case *array.Binary:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.LargeBinary:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.BinaryView:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.FixedSizeBinary:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.Struct:
+		out := map[string]any{}
+		for j, f := range a.DataType().(*arrow.StructType).Fields() {
+			out[f.Name] = plain(a.Field(j), i)
+		}
+		return out
+	case array.ListLike:
+		start, end := a.ValueOffsets(i)
+		out := make([]any, 0, end-start)
+		for j := start; j < end; j++ {
+			out = append(out, plain(a.ListValues(), int(j)))
+		}
+		return out
+	}
+	return a.GetOneForMarshal(i)
 }
 
 // canonicalValues returns the canonical form of each JSON value, as the stored type holds it.
