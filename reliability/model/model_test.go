@@ -35,7 +35,7 @@ var (
 )
 
 // defaultSteps is the steps of a seed in a plain `go test`.
-const defaultSteps = 250
+const defaultSteps = 200
 
 // pythonEvery is how many steps apart the slow checks run (direct reads and the Iceberg
 // metadata through Python); they also run after the last step.
@@ -71,10 +71,16 @@ type knownIssues struct {
 	// and a query starting again at epoch 0 is refused ("query_id reused with a new
 	// checkpoint?"). On: every other server is killed (kill -9) before a drop and started after.
 	dropWithWritersElsewhere bool
+	// icebergFixedSizeList: PyIceberg's scan of a table with a fixed_size_list column (at any
+	// depth) fails ("'pyarrow.lib.FixedSizeListArray' object has no attribute 'offsets'"): the
+	// data files carry the Arrow type, the Iceberg schema says list. On: such tables get no
+	// Iceberg check.
+	icebergFixedSizeList bool
 }
 
 // skip is the set of known issues this branch steers around.
-var skip = knownIssues{memwalDelete: true, deletedRowsRead: true, keyedDirectOverMemWAL: true, flushFenced: true, dropWithWritersElsewhere: true}
+var skip = knownIssues{memwalDelete: true, deletedRowsRead: true, keyedDirectOverMemWAL: true, flushFenced: true, dropWithWritersElsewhere: true,
+	icebergFixedSizeList: true}
 
 // regressions are seeds that found a bug: each runs in every `go test`, for its steps.
 var regressions = []struct {

@@ -55,7 +55,7 @@ func (rn *runner) checkPython() {
 			cancel()
 			rn.failf("GetFlightInfo direct %s: schema: %v", m.name, err)
 		}
-		var parts []map[string]any
+		parts := []map[string]any{}
 		viaDoGet := readResult{schema: schema}
 		for i, ep := range info.Endpoint {
 			if len(ep.Location) == 0 {
@@ -89,6 +89,10 @@ func (rn *runner) checkPython() {
 
 		// Iceberg: published up to the newest version; it holds what the base table holds.
 		iceberg := false
+		if folded && rn.skip.icebergFixedSizeList && m.holds(arrow.FIXED_SIZE_LIST) {
+			rn.logf("python check %s: no Iceberg read (known issue icebergFixedSizeList)", m.name)
+			folded = false
+		}
 		if folded {
 			var pub struct {
 				MetadataFile string `json:"metadata_file"`

@@ -32,7 +32,7 @@ type runner struct {
 	// maintenance is the servers' --maintenance: background maintenance (folds, compactions,
 	// cleanups at moments the seed does not fix) or off, drawn per seed.
 	maintenance string
-	restart int    // servers started so far
+	restart     int  // servers started so far
 	deletedRows bool // the last operation deleted rows (for knownIssues.deletedRowsRead)
 	// figures
 	epochs, deletes, pyChecks, fencedFlushes int

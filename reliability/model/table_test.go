@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // column is one column of a modelled table.
@@ -50,6 +52,30 @@ func (m *tableModel) keyOf(r row) string {
 		parts[i] = r[k]
 	}
 	return strings.Join(parts, "\x1f")
+}
+
+// holds reports whether a column's stored type is or holds a type of id.
+func (m *tableModel) holds(id arrow.Type) bool {
+	var in func(dt arrow.DataType) bool
+	in = func(dt arrow.DataType) bool {
+		if dt.ID() == id {
+			return true
+		}
+		if n, ok := dt.(arrow.NestedType); ok {
+			for _, f := range n.Fields() {
+				if in(f.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, c := range m.cols {
+		if in(c.typ.stored) {
+			return true
+		}
+	}
+	return false
 }
 
 // column returns the column called name.

@@ -182,7 +182,7 @@ func randomType(r *rand.Rand, depth int) colType {
 	case 4:
 		other := randomType(r, depth-1)
 		return colType{label: "struct<a:" + el.label + ",b:" + other.label + ">",
-			send: arrow.StructOf(arrow.Field{Name: "a", Type: el.send, Nullable: true}, arrow.Field{Name: "b", Type: other.send, Nullable: true}),
+			send:   arrow.StructOf(arrow.Field{Name: "a", Type: el.send, Nullable: true}, arrow.Field{Name: "b", Type: other.send, Nullable: true}),
 			stored: arrow.StructOf(arrow.Field{Name: "a", Type: el.stored, Nullable: true}, arrow.Field{Name: "b", Type: other.stored, Nullable: true}),
 			value: func(r *rand.Rand) string {
 				return fmt.Sprintf(`{"a":%s,"b":%s}`, nullable(r, el.value), nullable(r, other.value))
