@@ -176,8 +176,9 @@ func runSeed(t *testing.T, seed uint64, steps int) {
 	if rn.python != "" && steps%every != 0 {
 		rn.checkPython()
 	}
-	t.Logf("FIGURES model: seed %d, %d steps in %v: %d epochs, %d deletes, %d servers started, %d Python checks, %d fenced flushes",
-		seed, steps, time.Since(started).Round(time.Millisecond), rn.epochs, rn.deletes, rn.restart, rn.pyChecks, rn.fencedFlushes)
+	t.Logf("FIGURES model: seed %d, %d steps in %v: %d epochs, %d deletes, %d servers started, %d Python checks (%d data files read directly, %d PyIceberg scans), %d fenced flushes",
+		seed, steps, time.Since(started).Round(time.Millisecond), rn.epochs, rn.deletes, rn.restart, rn.pyChecks,
+		rn.directFiles, rn.icebergReads, rn.fencedFlushes)
 }
 
 // check reads every table through a random server, by DoGet and by GetFlightInfo and the DoGet

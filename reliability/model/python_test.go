@@ -125,6 +125,7 @@ func (rn *runner) checkPython() {
 			rn.failf("direct read %s: %v", m.name, err)
 		}
 		direct.rows = append(direct.rows, viaDoGet.rows...)
+		rn.directFiles += len(parts)
 		rn.compare(m, fmt.Sprintf("direct read of %s via %s (%d files by pyarrow)", m.name, s.name, len(parts)), direct)
 		if iceberg {
 			ice, err := readIPCFile(filepath.Join(dir, "iceberg.arrow"))
@@ -133,6 +134,7 @@ func (rn *runner) checkPython() {
 			}
 			ice.schema = nil // Iceberg types are not Arrow's (int8 reads as int32): rows only
 			rn.compare(m, fmt.Sprintf("PyIceberg scan of %s", m.name), ice)
+			rn.icebergReads++
 		}
 	}
 }

@@ -36,6 +36,7 @@ type runner struct {
 	deletedRows bool // the last operation deleted rows (for knownIssues.deletedRowsRead)
 	// figures
 	epochs, deletes, pyChecks, fencedFlushes int
+	directFiles, icebergReads                int
 }
 
 // logf appends one line to the operation log.

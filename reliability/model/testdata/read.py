@@ -44,7 +44,7 @@ def direct(job):
                 cols.append(pa.chunked_array([pa.nulls(n, field.type)], type=field.type))
         t = pa.Table.from_arrays(cols, schema=schema).filter(pa.array(keep, type=pa.bool_()))
         tables.append(t)
-    out = pa.concat_tables(tables) if tables else schema.empty_table()
+    out = pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema=schema)
     with pa.ipc.new_file(job["out"], out.schema) as w:
         w.write_table(out)
 
