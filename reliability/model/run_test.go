@@ -115,10 +115,21 @@ func (rn *runner) stepOnce() {
 	m := rn.tables[rn.r.IntN(len(rn.tables))]
 	rn.op(m)
 	if rn.skip.deletedRowsRead && m.exists && (m.keyed() || rn.deletedRows) {
-		// Known issue: reads of a fragment whose deletions leave scattered rows return wrong
-		// values or crash. Compaction rewrites every fragment with deleted rows before a read.
+		// Known issue: reads that leave out scattered rows of a fragment (deleted, or superseded
+		// by a keyed table's MemWAL rows) return wrong values or crash. Fold the MemWAL rows of a
+		// keyed table, and rewrite every fragment with deleted rows, before a read.
 		rn.deletedRows = false
-		rn.simpleAction(m, "compact", map[string]any{"table": m.name, "max_deleted_share": 0.0001})
+		if m.keyed() && m.shards > 0 {
+			rn.foldEverything(m)
+		}
+		s := rn.servers[0]
+		ctx, cancel := rn.callCtx()
+		b, err := rnAction(ctx, s, "compact", map[string]any{"table": m.name, "max_deleted_share": 0.0001})
+		cancel()
+		rn.logf("compact %s on %s (known issue deletedRowsRead): %s %v", m.name, s.name, b, err)
+		if err != nil && !retryable(err) {
+			rn.failf("compact %s on %s: %v", m.name, s.name, err)
+		}
 	}
 }
 
@@ -491,7 +502,8 @@ func (rn *runner) foldEverything(m *tableModel) bool {
 	}
 	ctx, cancel := rn.callCtx()
 	defer cancel()
-	if err := action(ctx, rn.server().client, "table_stats", map[string]any{"table": m.name}, &st); err != nil {
+	// servers[0], not a random one: steering around a known issue draws nothing from the seed.
+	if err := action(ctx, rn.servers[0].client, "table_stats", map[string]any{"table": m.name}, &st); err != nil {
 		rn.failf("table_stats %s: %v", m.name, err)
 	}
 	return st.MemWALRows == 0
