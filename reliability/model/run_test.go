@@ -165,14 +165,12 @@ func (rn *runner) op(m *tableModel) {
 // newSchema draws the schema and options of a table about to be created by its first epoch.
 func (rn *runner) newSchema(m *tableModel) {
 	r := rn.r
-	int64T := leafTypes()[4]
-	m.cols = []column{{name: "id", typ: int64T}}
+	m.cols = []column{{name: "id", typ: leaf("int64")}}
 	m.keys = nil
 	if r.IntN(5) < 2 {
 		m.keys = []string{"id"}
 		if r.IntN(4) == 0 {
-			utf8 := leafTypes()[7]
-			m.cols = append(m.cols, column{name: "k2", typ: utf8})
+			m.cols = append(m.cols, column{name: "k2", typ: leaf("utf8")})
 			m.keys = append(m.keys, "k2")
 		}
 	}

@@ -78,16 +78,6 @@ func (m *tableModel) holds(id arrow.Type) bool {
 	return false
 }
 
-// column returns the column called name.
-func (m *tableModel) column(name string) (column, bool) {
-	for _, c := range m.cols {
-		if c.name == name {
-			return c, true
-		}
-	}
-	return column{}, false
-}
-
 // apply changes the model as an acknowledged epoch of mode does.
 func (m *tableModel) apply(mode string, rows []row) {
 	switch {

@@ -25,8 +25,6 @@ type colType struct {
 	stored arrow.DataType // the type the table stores and reads return
 	// value returns one non-null value as Arrow JSON.
 	value func(r *rand.Rand) string
-	// key reports whether the type may be a primary-key column.
-	key bool
 	// stringy reports whether a predicate may compare the column with a JSON string.
 	stringy bool
 	// integer reports whether a predicate may compare the column with a JSON integer.
@@ -115,12 +113,22 @@ func leafTypes() []colType {
 	for i := range out {
 		switch out[i].stored.ID() {
 		case arrow.INT32, arrow.INT64:
-			out[i].integer, out[i].key = true, true
+			out[i].integer = true
 		case arrow.STRING:
-			out[i].stringy, out[i].key = true, out[i].send.ID() == arrow.STRING
+			out[i].stringy = true
 		}
 	}
 	return out
+}
+
+// leaf returns the scalar type labelled label.
+func leaf(label string) colType {
+	for _, t := range leafTypes() {
+		if t.label == label {
+			return t
+		}
+	}
+	panic("no leaf type " + label)
 }
 
 // stringValue is a utf8 value: mostly short (a few distinct ones, so predicates match), sometimes
