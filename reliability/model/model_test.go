@@ -128,7 +128,7 @@ var regressions = []struct {
 		"on DoGet of a keyed table with a large_list<utf8_view> column; with memwalDelete off: step 146, a delete missed " +
 		"rows in MemWAL (56 rows read, the model holds 21); with keyedDirectOverMemWAL off: step 192, a direct upsert " +
 		"hidden by the older MemWAL row of its key"},
-	{2, 51, "with flushFenced off: step 37, flush_memwal FailedPrecondition \"writer epoch N is fenced by writer epoch M\"; " +
+	{2, 51, "with flushFenced off: step 11, flush_memwal FailedPrecondition \"writer epoch N is fenced by writer epoch M\"; " +
 		"with dropWithWritersElsewhere off: step 51, DoGet of the re-created table Internal \"generations were folded " +
 		"into a newer base version during the read\""},
 }
