@@ -35,11 +35,11 @@ var (
 )
 
 // defaultSteps is the steps of a seed in a plain `go test`.
-const defaultSteps = 200
+const defaultSteps = 150
 
 // pythonEvery is how many steps apart the slow checks run (direct reads and the Iceberg
 // metadata through Python); they also run after the last step.
-const pythonEvery = 100
+const pythonEvery = 150
 
 // knownIssues switches off the operation combinations that hit bugs whose fixes are not on this
 // branch yet. Each switch names the bug; turning it off runs the combination again.

@@ -1,9 +1,9 @@
 """The model test's Python reader: direct reads of data files and a PyIceberg scan.
 
-Usage: read.py JOB.json. The job names an Arrow IPC file holding the FlightInfo schema, the data
-files of the direct endpoints (each with its deleted row runs), and an Iceberg metadata file; it
-writes what pyarrow reads from the files, and what PyIceberg reads from the metadata, as Arrow IPC
-files the Go test compares with its model.
+Usage: read.py JOBS.json, a list of jobs, one per table. A job names an Arrow IPC file holding the
+FlightInfo schema, the data files of the direct endpoints (each with its deleted row runs), and an
+Iceberg metadata file; it writes what pyarrow reads from the files, and what PyIceberg reads from
+the metadata, as Arrow IPC files the Go test compares with its model.
 """
 
 import json
@@ -59,11 +59,12 @@ def iceberg(job):
 
 def main():
     with open(sys.argv[1]) as f:
-        job = json.load(f)
-    if job.get("direct"):
-        direct(job["direct"])
-    if job.get("iceberg"):
-        iceberg(job["iceberg"])
+        jobs = json.load(f)
+    for job in jobs:
+        if job.get("direct"):
+            direct(job["direct"])
+        if job.get("iceberg"):
+            iceberg(job["iceberg"])
 
 
 if __name__ == "__main__":
