@@ -124,10 +124,11 @@ var regressions = []struct {
 	steps int
 	found string
 }{
-	{1, 194, "with deletedRowsRead off: step 33, kill of the server in arrow's Take (VarBinaryImpl, slice bounds out of range) " +
+	// Run on to step 194, with keyedDirectOverMemWAL off, seed 1 also finds a direct upsert
+	// hidden by the older MemWAL row of its key (step 192); cut at 148 to keep `go test` short.
+	{1, 148, "with deletedRowsRead off: step 33, kill of the server in arrow's Take (VarBinaryImpl, slice bounds out of range) " +
 		"on DoGet of a keyed table with a large_list<utf8_view> column; with memwalDelete off: step 146, a delete missed " +
-		"rows in MemWAL (56 rows read, the model holds 21); with keyedDirectOverMemWAL off: step 192, a direct upsert " +
-		"hidden by the older MemWAL row of its key"},
+		"rows in MemWAL (56 rows read, the model holds 21)"},
 	{2, 51, "with flushFenced off: step 11, flush_memwal FailedPrecondition \"writer epoch N is fenced by writer epoch M\"; " +
 		"with dropWithWritersElsewhere off: step 51, DoGet of the re-created table Internal \"generations were folded " +
 		"into a newer base version during the read\""},
