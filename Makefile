@@ -211,12 +211,16 @@ bench-servers: tools build
 
 # Reliability: kill -9 torture, several servers, fault-injected storage, fuzzing.
 # `make test` already runs the short versions (go test ./... includes ./reliability: 10 kill
-# cycles, 6 kills of three servers, one 1%-fault round per store, one kill of two MemWAL servers)
-# and every fuzz seed corpus.
+# cycles, 6 kills of three servers, one 1%-fault round per store, one kill of two MemWAL servers;
+# and ./reliability/model: one seed of 150 steps and the regression seeds) and every fuzz seed
+# corpus.
 TORTURE_CYCLES ?= 100
 TORTURE_MULTI_KILLS ?= 30
 TORTURE_FAULT_ROUNDS ?= 10
 TORTURE_MEMWAL_KILLS ?= 10
+# The model-based test (reliability/model) draws new seeds for this long; a seed it prints replays
+# with FLIGHT_SINK_MODEL_SEED=<seed> go test ./reliability/model -run 'TestModel$$'.
+TORTURE_TIME ?= 10m
 # Fuzzing time per target: `make fuzz FUZZTIME=5m` for a longer hunt.
 FUZZTIME ?= 10s
 FUZZ_TARGETS := \
@@ -234,6 +238,8 @@ torture: tools
 	FLIGHT_SINK_MEMWAL_KILLS=$(TORTURE_MEMWAL_KILLS) \
 		$(GO) test ./reliability -count=1 -v -timeout 120m \
 		-run '^(TestTorture|TestThreeServersOneTable|TestEngineUnderStoreFaults|TestMemWALUnderStoreFaults|TestMemWALServerKilled)$$'
+	FLIGHT_SINK_PYTHON=$(VENV_PYTHON) FLIGHT_SINK_MODEL_TIME=$(TORTURE_TIME) \
+		$(GO) test ./reliability/model -count=1 -v -timeout 0 -run '^TestModel$$'
 
 # Each fuzz target for FUZZTIME; a failing input lands in <pkg>/testdata/fuzz/<Target>/ (commit it
 # with the fix: plain `go test` then replays it). Runs every target, then fails if any found one.

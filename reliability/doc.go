@@ -15,6 +15,9 @@
 //   - TestEngineUnderStoreFaults, TestMemWALUnderStoreFaults: the engine and MemWAL on an object
 //     store that fails 1% of its calls (objstore/faultstore), on a local disk and on S3.
 //
+// The model-based test, random operation sequences checked against an in-memory model of the
+// table, is its own package: reliability/model.
+//
 // The fuzz targets live beside the decoders they fuzz (engine, memwal, flightsvc:
 // *_fuzz_test.go); `make fuzz` runs each for a fixed time.
 package reliability
