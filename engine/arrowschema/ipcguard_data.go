@@ -2,6 +2,7 @@ package arrowschema
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ func checkLayout(rec arrow.RecordBatch) (err error) {
 			path, msg := layoutErrorPath(f, err)
 			return fmt.Errorf("%w: column %q: %s", ErrDataMismatch, path, msg)
 		}
+		if err := checkEmptyOffsets(f.Name, col.Data()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -124,6 +128,68 @@ func withREESlots(d arrow.ArrayData) arrow.ArrayData {
 		nd.SetDictionary(dict)
 	}
 	return nd
+}
+
+// checkEmptyOffsets checks what ValidateFull leaves out: the one offset an empty array of offsets
+// (a string, binary, list or map with no rows, at any nesting level) still has must lie inside
+// its values, since the IPC writer slices them from it. d is the array of the field at path.
+func checkEmptyOffsets(path string, d arrow.ArrayData) error {
+	if d.Len() == 0 {
+		var width, limit int
+		bufs := d.Buffers()
+		switch d.DataType().ID() {
+		case arrow.STRING, arrow.BINARY, arrow.LARGE_STRING, arrow.LARGE_BINARY:
+			width = 4
+			if id := d.DataType().ID(); id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY {
+				width = 8
+			}
+			if len(bufs) > 2 && bufs[2] != nil {
+				limit = bufs[2].Len()
+			}
+		case arrow.LIST, arrow.MAP, arrow.LARGE_LIST:
+			width = 4
+			if d.DataType().ID() == arrow.LARGE_LIST {
+				width = 8
+			}
+			if len(d.Children()) == 1 {
+				limit = d.Children()[0].Len()
+			}
+		}
+		if width > 0 && len(bufs) > 1 && bufs[1] != nil && bufs[1].Len() >= width*(d.Offset()+1) {
+			b := bufs[1].Bytes()[width*d.Offset():]
+			first := int64(int32(binary.LittleEndian.Uint32(b)))
+			if width == 8 {
+				first = int64(binary.LittleEndian.Uint64(b))
+			}
+			if first < 0 || first > int64(limit) {
+				return fmt.Errorf("%w: column %q: an empty array's offset %d is outside its %d values", ErrDataMismatch, path, first, limit)
+			}
+		}
+	}
+	for i, c := range d.Children() {
+		child := path
+		if name, _ := validationChild(d.DataType(), childSegment(d.DataType(), i)); name != "" {
+			child += "." + name
+		}
+		if err := checkEmptyOffsets(child, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// childSegment is the ValidateFull path segment of child i of an array of type dt.
+func childSegment(dt arrow.DataType, i int) string {
+	if st, ok := dt.(*arrow.StructType); ok && i < st.NumFields() {
+		return fmt.Sprintf("field %q", st.Field(i).Name)
+	}
+	switch dt.ID() {
+	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST:
+		return "list values"
+	case arrow.MAP:
+		return "map entries"
+	}
+	return fmt.Sprintf("child %d", i)
 }
 
 // layoutErrorPath turns a ValidateFull error on column f into the dotted path of the field it
