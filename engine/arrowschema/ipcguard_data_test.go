@@ -19,7 +19,9 @@ import (
 func TestCheckBatch(t *testing.T) {
 	i64 := arrow.PrimitiveTypes.Int64
 	req := func(name string, dt arrow.DataType) arrow.Field { return arrow.Field{Name: name, Type: dt} }
-	opt := func(name string, dt arrow.DataType) arrow.Field { return arrow.Field{Name: name, Type: dt, Nullable: true} }
+	opt := func(name string, dt arrow.DataType) arrow.Field {
+		return arrow.Field{Name: name, Type: dt, Nullable: true}
+	}
 	for _, tc := range []struct {
 		name  string
 		field arrow.Field
