@@ -48,7 +48,8 @@ func CheckBatch(rec arrow.RecordBatch) error {
 	return checkValues(rec)
 }
 
-// checkLayout runs arrow-go's ValidateFull on every column of rec.
+// checkLayout checks that every column of rec is an array of its declared type and the batch's
+// length whose buffers describe it (ValidateFull, and checkEmptyOffsets for what that leaves out).
 func checkLayout(rec arrow.RecordBatch) (err error) {
 	sc := rec.Schema()
 	column := ""
