@@ -265,13 +265,7 @@ func (t *Table) ReadStages(ctx context.Context, m *Manifest, stages []*Stage) (a
 
 // decodeStageData decodes the rows a stage record holds, as batches of m's schema.
 func (t *Table) decodeStageData(m *Manifest, st *Stage) ([]arrow.RecordBatch, error) {
-	if err := arrowschema.CheckIPCStream(st.Data, arrowschema.IPCStreamGuard{}); err != nil {
-		return nil, fmt.Errorf("table %s: corrupt stage %s: %w", t.name, st.Token, err)
-	}
-	limit := int64(len(st.Data))
-	mr := ipc.NewMessageReader(bytes.NewReader(st.Data), ipc.WithAllocator(t.opts.Allocator),
-		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit))
-	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(t.opts.Allocator))
+	r, err := arrowschema.OpenIPC(st.Data, t.opts.Allocator)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: corrupt stage %s: %w", t.name, st.Token, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -60,6 +61,7 @@ var errorReasons = []errorReason{
 	{err: errUnknownAction, code: codes.InvalidArgument, reason: "UNKNOWN_ACTION"},
 	{err: arrowschema.ErrUnsupportedType, code: codes.InvalidArgument, reason: "UNSUPPORTED_TYPE"},
 	{err: arrowschema.ErrSchemaChangeRefused, code: codes.InvalidArgument, reason: "SCHEMA_CHANGE_REFUSED"}, // wraps ErrSchemaMismatch
+	{err: arrowschema.ErrDataMismatch, code: codes.InvalidArgument, reason: "SCHEMA_DATA_MISMATCH"},         // wraps ErrSchemaMismatch
 	{err: arrowschema.ErrSchemaMismatch, code: codes.InvalidArgument, reason: "SCHEMA_MISMATCH"},
 	{err: engine.ErrInvalidTableName, code: codes.InvalidArgument, reason: "INVALID_TABLE_NAME"},
 	{err: expr.ErrInvalidPredicate, code: codes.InvalidArgument, reason: "INVALID_PREDICATE"},
@@ -134,9 +136,11 @@ func toStatus(err error) error {
 // under 4 KiB.
 const maxStatusMessage = 1024
 
-// shortMessage is msg cut to maxStatusMessage bytes (at a UTF-8 boundary), saying how much was
-// cut.
+// shortMessage is msg made valid UTF-8 and cut to maxStatusMessage bytes (at a character
+// boundary), saying how much was cut. A status whose message is not UTF-8 cannot be marshalled
+// with its details: gRPC would send it without the ErrorInfo.
 func shortMessage(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	if len(msg) <= maxStatusMessage {
 		return msg
 	}
@@ -151,7 +155,7 @@ func shortMessage(msg string) string {
 // shortStatus is st with its message cut by shortMessage, its details kept; st itself when the
 // message is short.
 func shortStatus(st *status.Status) *status.Status {
-	if len(st.Message()) <= maxStatusMessage {
+	if len(st.Message()) <= maxStatusMessage && utf8.ValidString(st.Message()) {
 		return st
 	}
 	p := st.Proto()

@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
@@ -213,5 +215,26 @@ func TestInterceptorsGiveEveryErrorAReason(t *testing.T) {
 				t.Fatalf("unary: %v, info %v; want %v %s", err, info, c.code, c.reason)
 			}
 		})
+	}
+}
+
+// A message that is not UTF-8 (an error quoting bytes a client sent) keeps its ErrorInfo: gRPC
+// cannot marshal a status whose message is not UTF-8 with its details, and would drop them.
+func TestToStatusMessageNotUTF8(t *testing.T) {
+	err := toStatus(fmt.Errorf("%w: column \"name\" holds \"ok\xff\xfe\"", arrowschema.ErrDataMismatch))
+	st, _ := status.FromError(err)
+	if !utf8.ValidString(st.Message()) {
+		t.Fatalf("message %q is not UTF-8", st.Message())
+	}
+	if _, merr := proto.Marshal(st.Proto()); merr != nil {
+		t.Fatalf("the status cannot be marshalled: %v", merr)
+	}
+	if info := errorInfoOf(err); info == nil || info.Reason != "SCHEMA_DATA_MISMATCH" {
+		t.Fatalf("ErrorInfo %v, want reason SCHEMA_DATA_MISMATCH", info)
+	}
+	// A status made elsewhere with such a message is made UTF-8 too.
+	err = toStatus(status.Error(codes.InvalidArgument, "bad \xff"))
+	if st, _ := status.FromError(err); !utf8.ValidString(st.Message()) || errorInfoOf(err) == nil {
+		t.Fatalf("a gRPC status with a non-UTF-8 message: %q, info %v", st.Message(), errorInfoOf(err))
 	}
 }

@@ -275,16 +275,30 @@ func TestCreateTableThenPutWithoutCreate(t *testing.T) {
 	if !arrowschema.EqualIgnoringFieldIDs(r.Schema, want) || !slices.Equal(r.IDs, idRange(0, 6)) {
 		t.Fatalf("read back: schema %v ids %v", r.Schema, r.IDs)
 	}
-	// A nullable id cannot go into the non-nullable column.
+	// An id declared nullable goes into the non-nullable column when it holds no null, and is
+	// refused, naming the column, when it holds one.
 	nullable := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		want.Field(1), want.Field(2), want.Field(3)}, nil)
-	err = s.putSchema(testCtx(t), t, cmd{"table": "typed", "query_id": "q", "epoch_id": 1}, nullable, func(b *array.RecordBuilder) {
-		b.Field(0).(*array.Int64Builder).Append(1)
-		b.Field(1).(*array.StringBuilder).Append("x")
-		b.Field(2).(*array.TimestampBuilder).Append(1)
-		b.Field(3).(*array.Float64Builder).Append(1)
-	})
-	wantCode(t, err, codes.InvalidArgument, "nullable")
+	for epoch, null := range []bool{false, true} {
+		err = s.putSchema(testCtx(t), t, cmd{"table": "typed", "query_id": "q", "epoch_id": 1 + epoch}, nullable, func(b *array.RecordBuilder) {
+			if null {
+				b.Field(0).(*array.Int64Builder).AppendNull()
+			} else {
+				b.Field(0).(*array.Int64Builder).Append(6)
+			}
+			b.Field(1).(*array.StringBuilder).Append("x")
+			b.Field(2).(*array.TimestampBuilder).Append(1)
+			b.Field(3).(*array.Float64Builder).Append(1)
+		})
+		if !null && err != nil {
+			t.Fatalf("an id declared nullable, holding no null: %v", err)
+		}
+	}
+	wantReason(t, err, codes.InvalidArgument, "SCHEMA_DATA_MISMATCH")
+	wantCode(t, err, codes.InvalidArgument, `"id"`)
+	if r, err := s.get(testCtx(t), cmd{"table": "typed"}); err != nil || !slices.Equal(r.IDs, idRange(0, 7)) || r.Schema.Field(0).Nullable {
+		t.Fatalf("read back: %v, ids %v, schema %v", err, r.IDs, r.Schema)
+	}
 }
 
 // TestDoGetFitsDefaultClientLimits: a client with gRPC's default 4 MiB receive limit (arrow-go's

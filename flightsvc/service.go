@@ -211,12 +211,12 @@ func (p *putStream) pump() {
 type batchReader struct {
 	*flight.Reader
 	in  *putStream
-	err error // a batch that failed validation or could not be decoded
+	err error // a batch that could not be decoded
 }
 
-// Next validates every batch before the write path sees it: buffers from the wire are untrusted,
-// and corrupt offsets would otherwise panic deep in the Parquet encoder. A panic while decoding
-// or validating fails the stream as bad input, never the process, and nothing of it is committed.
+// Next decodes the next batch. A panic while decoding fails the stream as bad input, never the
+// process, and nothing of it is committed. The batch's data is checked against its schema where
+// every batch enters the sink (arrowschema.StoreBatch), before any write path reads it.
 func (b *batchReader) Next() (ok bool) {
 	if b.err != nil {
 		return false
@@ -227,17 +227,7 @@ func (b *batchReader) Next() (ok bool) {
 			ok = false
 		}
 	}()
-	if !b.Reader.Next() {
-		return false
-	}
-	rec := b.Reader.RecordBatch()
-	for i, col := range rec.Columns() {
-		if err := array.ValidateFull(col); err != nil {
-			b.err = fmt.Errorf("%w: column %q of the DoPut stream is malformed: %v", errMalformedIPC, rec.Schema().Field(i).Name, err)
-			return false
-		}
-	}
-	return true
+	return b.Reader.Next()
 }
 
 func (b *batchReader) Err() error {

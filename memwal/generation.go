@@ -98,7 +98,7 @@ func readIPCGeneration(ctx context.Context, store objstore.Store, key string, sc
 // step runs each decoding step (stepper).
 func decodeIPCGeneration(key string, b []byte, schema *arrow.Schema, alloc memory.Allocator, step func(func() error) error,
 	fn func(arrow.RecordBatch) error) error {
-	var r *ipc.Reader
+	var r *arrowschema.CheckedIPCReader
 	if err := step(func() (err error) { r, err = wal.OpenIPC(key, b, alloc); return err }); err != nil {
 		return err
 	}

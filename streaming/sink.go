@@ -259,9 +259,11 @@ type BatchSource interface {
 	Err() error
 }
 
-// storedSource is a BatchSource whose batches are converted to the stored types of the type policy
-// (arrowschema.StoredSchema) as they enter: every write path below it (data files, MemWAL WAL entries,
-// upserts, stages) and the schema checks against the table see stored types only.
+// storedSource is a BatchSource whose batches are admitted as they enter (arrowschema.StoreBatch):
+// their data checked against what their schema declares, and converted to the stored types of the
+// type policy (arrowschema.StoredSchema). Every write path below it (data files, MemWAL WAL
+// entries, upserts, stages, a create-on-put) and the schema checks against the table see checked
+// batches of stored types only.
 type storedSource struct {
 	src    BatchSource
 	ctx    context.Context
@@ -272,10 +274,11 @@ type storedSource struct {
 	err    error
 }
 
-// storeTypes returns src with its batches converted to stored types (to schema stored when it is
-// given, else arrowschema.StoredSchema's), or src itself when its schema holds those types
-// already. A refused type is an error wrapping arrowschema.ErrUnsupportedType (InvalidArgument)
-// naming the column, before anything of the stream is read.
+// storeTypes returns src with its batches admitted by arrowschema.StoreBatch as batches of schema
+// stored (when it is given, else of arrowschema.StoredSchema's). A refused type is an error
+// wrapping arrowschema.ErrUnsupportedType (InvalidArgument) naming the column, before anything of
+// the stream is read; a batch whose data does not fit the schema fails the stream with an error
+// wrapping arrowschema.ErrDataMismatch naming the column.
 func (s *Sink) storeTypes(ctx context.Context, src BatchSource, stored *arrow.Schema) (BatchSource, error) {
 	if src.Schema() == nil {
 		return src, nil
@@ -285,9 +288,6 @@ func (s *Sink) storeTypes(ctx context.Context, src BatchSource, stored *arrow.Sc
 		if stored, err = arrowschema.StoredSchema(src.Schema()); err != nil {
 			return nil, err
 		}
-	}
-	if stored == src.Schema() || stored.Equal(src.Schema()) {
-		return src, nil
 	}
 	return &storedSource{src: src, ctx: ctx, mem: s.opts.Engine.Allocator, schema: stored, limit: s.opts.MaxStoredBatchBytes}, nil
 }
@@ -372,22 +372,44 @@ func drain(src BatchSource) (int64, error) {
 // Append lands src as one plain Append with no epoch identity (Flight PATH descriptors).
 // An empty stream commits nothing.
 func (s *Sink) Append(ctx context.Context, table string, src BatchSource) (Ack, error) {
-	src, err := s.storeTypes(ctx, src, nil)
-	if err != nil {
-		return Ack{}, fmt.Errorf("table %s: %w", table, err)
+	if src.Schema() != nil {
+		if _, err := arrowschema.StoredSchema(src.Schema()); err != nil {
+			return Ack{}, fmt.Errorf("table %s: %w", table, err) // a refused type is the first mistake
+		}
 	}
 	t, err := s.Table(ctx, table)
 	if err != nil {
 		return Ack{}, err
 	}
-	frags, rows, w, err := s.writeAll(ctx, t, src, true)
+	m, err := t.Latest(ctx)
+	if err != nil {
+		return Ack{}, err
+	}
+	var stored *arrow.Schema
+	if src.Schema() != nil {
+		if stored, err = arrowschema.StoredSchemaFor(m.ArrowSchema(), src.Schema()); err != nil {
+			return Ack{}, fmt.Errorf("table %s: %w", table, err)
+		}
+	}
+	if src, err = s.storeTypes(ctx, src, stored); err != nil {
+		return Ack{}, fmt.Errorf("table %s: %w", table, err)
+	}
+	in := src.Schema()
+	if in == nil {
+		in = m.ArrowSchema() // no batches, so no schema of their own
+	}
+	nw, err := t.NewWriterFor(m.WriteSchema(), in)
+	if err != nil {
+		return Ack{}, err
+	}
+	frags, rows, w, err := s.writeInto(ctx, nw, src, true)
 	if err != nil {
 		return Ack{}, err
 	}
 	if rows == 0 {
 		return Ack{Status: StatusEmpty, Table: table}, nil
 	}
-	m, err := t.Commit(ctx, &engine.Transaction{Operation: engine.OpAppend, Fragments: frags, FilesDurable: w.Durable})
+	m, err = t.Commit(ctx, &engine.Transaction{Operation: engine.OpAppend, Fragments: frags, FilesDurable: w.Durable})
 	if err != nil {
 		abortIfFailed(ctx, w, err)
 		return Ack{}, err

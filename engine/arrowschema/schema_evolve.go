@@ -19,9 +19,12 @@ package arrowschema
 // merge_schema is given or not (nothing is committed): omitting a required column (a drop), a new
 // column that is not nullable, a nullable column where the table's is required (and a required one
 // never makes the table's nullable column required: the table keeps it nullable), a narrowing,
-// any change of a primary-key column (promotion included), and every other type change. A rename
-// cannot be told from a drop and an add: it is refused when the old name is required, and is an
-// omitted column plus a new one when it is nullable.
+// any change of a primary-key column (promotion included), and every other type change. (A
+// client's write reaches MergeSchema with the table's NOT NULL adopted, StoredSchemaFor: its data
+// decides whether it fits a required column, StoreBatch, so the nullability refusal meets stored
+// schemas only, a WAL entry or generation of another schema.) A rename cannot be told from a
+// drop and an add: it is refused when the old name is required, and is an omitted column plus a
+// new one when it is nullable.
 //
 // Without merge_schema, a write whose schema would change the table's is refused with an error
 // wrapping ErrSchemaMismatch that names the first difference and says to set merge_schema.

@@ -343,21 +343,37 @@ func StoredSchema(sc *arrow.Schema) (*arrow.Schema, error) { return StoredSchema
 // column whose type the table already holds exactly as it arrives keeps that type. A table
 // created while its type was stored as it is (timestamp[ns], uint32, ...) thus keeps taking writes
 // of that type; its Iceberg publish names the column instead (iceberg.ErrUnpublishable).
+//
+// A field the table declares not null is declared not null in the result too, at every nesting
+// level, whatever the write declares: a writer may declare every column nullable (Spark does),
+// and what decides whether its data fits a required column is whether the data holds a null, not
+// the declaration. StoreBatch then refuses a batch holding one, naming the column, and every
+// schema check after this one sees the table's nullability.
 func StoredSchemaFor(table, sc *arrow.Schema) (*arrow.Schema, error) {
 	fields := sc.Fields()
 	same := true
 	for i, f := range fields {
+		g := f
+		var tf arrow.Field
+		inTable := false
 		if table != nil {
-			if j := table.FieldIndices(f.Name); len(j) == 1 && SameType(table.Field(j[0]).Type, f.Type) {
-				continue
+			if j := table.FieldIndices(f.Name); len(j) == 1 {
+				tf, inTable = table.Field(j[0]), true
+				g = requireAsTable(tf, g)
 			}
 		}
-		st, err := StoredType(f.Name, f.Type)
-		if err != nil {
-			return nil, err
+		if !inTable || !SameType(tf.Type, g.Type) {
+			st, err := StoredType(f.Name, g.Type)
+			if err != nil {
+				return nil, err
+			}
+			g.Type = st
+			if inTable {
+				g = requireAsTable(tf, g) // a converted type (a list view, ...) takes it as stored
+			}
 		}
-		if !arrow.TypeEqual(st, f.Type, arrow.CheckMetadata()) {
-			fields[i].Type = st
+		if g.Nullable != f.Nullable || !arrow.TypeEqual(g.Type, f.Type, arrow.CheckMetadata()) {
+			fields[i] = g
 			same = false
 		}
 	}
@@ -366,4 +382,46 @@ func StoredSchemaFor(table, sc *arrow.Schema) (*arrow.Schema, error) {
 	}
 	md := sc.Metadata()
 	return arrow.NewSchema(fields, &md), nil
+}
+
+// requireAsTable returns f, a written field matched to the table's field tf, not null where tf
+// is not null: f itself, and its nested fields matched to tf's (a struct's by name, a list's
+// element and a map's key and value by position) when their types nest alike.
+func requireAsTable(tf, f arrow.Field) arrow.Field {
+	if !tf.Nullable {
+		f.Nullable = false
+	}
+	tc, _ := NestedFields(tf.Type)
+	fc, rebuild := NestedFields(f.Type)
+	if tc == nil || fc == nil || tf.Type.ID() != f.Type.ID() {
+		return f
+	}
+	_, isStruct := f.Type.(*arrow.StructType)
+	if !isStruct && len(tc) != len(fc) {
+		return f
+	}
+	out := make([]arrow.Field, len(fc))
+	changed := false
+	for i, c := range fc {
+		out[i] = c
+		var match arrow.Field
+		if isStruct {
+			j, ok := tf.Type.(*arrow.StructType).FieldIdx(c.Name)
+			if !ok {
+				continue
+			}
+			match = tc[j]
+		} else {
+			match = tc[i]
+		}
+		out[i] = requireAsTable(match, c)
+		if out[i].Nullable != c.Nullable || !arrow.TypeEqual(out[i].Type, c.Type) {
+			changed = true
+		}
+	}
+	if !changed {
+		return f
+	}
+	f.Type = rebuild(out)
+	return f
 }

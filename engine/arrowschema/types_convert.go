@@ -15,16 +15,28 @@ import (
 	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
-// StoreBatch returns rec converted to stored, the schema StoredSchema returned for rec's schema:
-// every column of a converted type (view, dictionary, run-end-encoded, decimal32/64, or a nested
-// type holding one) becomes its stored type with the same values. It returns rec itself, retained,
-// when the schemas are the same. The caller releases the result. A batch that cannot be converted
-// (invalid data) is an error wrapping ErrSchemaMismatch naming the column; a panic in the
-// conversion kernels is an error too. The conversion holds at most limit bytes of new buffers
-// (0: DefaultMaxIPCMessageBytes); past it the batch is refused with an error wrapping
-// ErrBatchTooLarge, since a small batch of converted types can expand without bound.
+// StoreBatch admits rec, a batch a client sent, as a batch of stored, the schema StoredSchema (or
+// StoredSchemaFor) returned for rec's schema: every column of a converted type (view, dictionary,
+// run-end-encoded, decimal32/64, or a nested type holding one) becomes its stored type with the
+// same values, and a field stored's schema declares not null where rec's declares it nullable
+// (StoredSchemaFor adopts the table's) is relabelled so. It is the one door of client data:
+// rec's layout is checked before anything reads its values, and the result's values against
+// what stored declares (CheckBatch: nullability at every level, decimal precision, UTF-8,
+// offsets and lengths), so a batch whose data its schema does not describe is refused with an
+// error wrapping ErrDataMismatch naming the column, before anything stores it. It returns rec
+// itself, retained, when the schemas are the same. The caller releases the result. A batch that
+// cannot be converted (invalid data) is an error wrapping ErrSchemaMismatch naming the column; a
+// panic in the conversion kernels is an error too. The conversion holds at most limit bytes of
+// new buffers (0: DefaultMaxIPCMessageBytes); past it the batch is refused with an error
+// wrapping ErrBatchTooLarge, since a small batch of converted types can expand without bound.
 func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema, rec arrow.RecordBatch, limit int64) (out arrow.RecordBatch, err error) {
+	if err := checkLayout(rec); err != nil {
+		return nil, err
+	}
 	if rec.Schema() == stored || rec.Schema().Equal(stored) {
+		if err := checkValues(rec); err != nil {
+			return nil, err
+		}
 		rec.Retain()
 		return rec, nil
 	}
@@ -55,6 +67,18 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 				}
 			}
 			c, err := storeArray(ctx, mem, col, f.Type)
+			if err == nil && !arrow.TypeEqual(c.DataType(), f.Type) {
+				// A conversion kernel (a dictionary's take, ...) gives its own nested
+				// nullability: relabel the result as stored declares it.
+				var r arrow.Array
+				r, err = storeArray(ctx, mem, c, f.Type)
+				c.Release()
+				c = r
+			}
+			if err == nil && !arrow.TypeEqual(c.DataType(), f.Type) {
+				c.Release()
+				err = fmt.Errorf("the result is %s", c.DataType())
+			}
 			if err != nil {
 				return fmt.Errorf("%w: column %q: convert %s to %s: %v", ErrSchemaMismatch, f.Name, col.DataType(), f.Type, err)
 			}
@@ -65,7 +89,12 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 	if err != nil {
 		return nil, err
 	}
-	return array.NewRecordBatch(stored, cols, rec.NumRows()), nil
+	out = array.NewRecordBatch(stored, cols, rec.NumRows())
+	if err := checkValues(out); err != nil {
+		out.Release()
+		return nil, err
+	}
+	return out, nil
 }
 
 // storeArray converts arr to type to (StoredType of arr's type). The result is a new reference.

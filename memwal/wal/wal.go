@@ -265,7 +265,7 @@ func decodeEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc memo
 
 // readEntryBatches reads the batches of an opened entry or stream record in tableSchema (nil: the
 // record's own, its WAL metadata stripped).
-func readEntryBatches(key string, r *ipc.Reader, tableSchema *arrow.Schema) ([]arrow.RecordBatch, error) {
+func readEntryBatches(key string, r *arrowschema.CheckedIPCReader, tableSchema *arrow.Schema) ([]arrow.RecordBatch, error) {
 	if tableSchema != nil && !arrowschema.EqualIgnoringFieldIDs(tableSchema, r.Schema()) {
 		// An entry written in an older schema of the table (before a schema merge) is read
 		// through the current one; an entry that does not fit it is corrupt.
@@ -363,12 +363,12 @@ func DecodeHeader(key string, b []byte) (*Entry, error) {
 // openEntry checks an entry's bytes, reads its schema message and parses the header: position,
 // writer epoch, kind, and (for a data entry) the put metadata. The caller reads the batches from
 // the returned reader, if it wants them, and releases it.
-func openEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *Entry, []putMeta, error) {
+func openEntry(key string, b []byte, alloc memory.Allocator) (*arrowschema.CheckedIPCReader, *Entry, []putMeta, error) {
 	r, err := OpenIPC("wal entry "+key, b, alloc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	fail := func(err error) (*ipc.Reader, *Entry, []putMeta, error) {
+	fail := func(err error) (*arrowschema.CheckedIPCReader, *Entry, []putMeta, error) {
 		r.Release()
 		return nil, nil, nil, err
 	}
@@ -413,18 +413,12 @@ func openEntry(key string, b []byte, alloc memory.Allocator) (*ipc.Reader, *Entr
 }
 
 // OpenIPC opens b, an Arrow IPC stream a shard stored (what names it in messages: a WAL entry,
-// a generation file), for reading; the caller releases the reader. arrow-go sizes allocations by what the bytes claim, so every
-// message's flatbuffer is checked against the schema first (the guard DoPut applies to the wire)
-// and every message is bounded by the stream's own size, and its schema must pass the type policy
-// (arrowschema.StoredSchema). Bytes that fail are ErrCorrupt.
-func OpenIPC(what string, b []byte, alloc memory.Allocator) (*ipc.Reader, error) {
-	if err := arrowschema.CheckIPCStream(b, arrowschema.IPCStreamGuard{}); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
-	}
-	limit := int64(len(b))
-	mr := ipc.NewMessageReader(bytes.NewReader(b), ipc.WithAllocator(alloc),
-		ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)) // ipc.NewReader ignores the limits
-	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(alloc))
+// a generation file), for reading; the caller releases the reader. The bytes are read as
+// arrowschema.OpenIPC reads untrusted Arrow data (every message checked before arrow-go decodes
+// it, every batch's data against its schema), and the schema must pass the type policy
+// (arrowschema.StoredSchema). Bytes that fail are ErrCorrupt, when opened or when read (Err).
+func OpenIPC(what string, b []byte, alloc memory.Allocator) (*arrowschema.CheckedIPCReader, error) {
+	r, err := arrowschema.OpenIPC(b, alloc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
 	}

@@ -221,6 +221,40 @@ def test_update_mode_upserts_into_a_keyed_table(spark, server, tmp_path, table_n
     assert sink.metrics.committed == 3
 
 
+def test_update_mode_into_a_not_null_key(spark, server, tmp_path, table_name):
+    """Spark declares the group key nullable; a table whose key column is NOT NULL takes the
+    batches (no key is null), keeps its NOT NULL, and a batch with a null key fails naming it."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    client = fs.Client(server.uri)
+    client.create_table(
+        table_name,
+        pa.schema([pa.field("k", pa.string(), nullable=False), ("n", pa.int64()), ("total", pa.int64())]),
+        primary_key=["k"],
+    )
+    src = tmp_path / "in"
+    sink = FlightSink(server.uri, table=table_name)
+    for i, ids in enumerate([[0, 1, 2], [3, 5]]):
+        write_json_file(src, i, ids)
+    agg = _stream(spark, src).groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+    q = (
+        agg.writeStream.outputMode("update").foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    )
+    q.processAllAvailable()
+    q.stop()
+    got = sorted((r["k"], r["n"], r["total"]) for r in client.read(table_name).to_pylist())
+    assert got == [("k0", 2, 5), ("k1", 1, 1), ("k2", 1, 2), ("k3", 1, 3)]
+    assert not client.read(table_name).schema.field("k").nullable
+
+    nulls = pa.table({"k": pa.array([None], pa.string()), "n": [1], "total": [1]})
+    with pytest.raises(fs.SchemaMismatchError) as refused:
+        client.put_epoch(table_name, nulls, query_id="other", epoch_id=0, mode="update")
+    assert refused.value.reason == "SCHEMA_DATA_MISMATCH" and 'column "k"' in str(refused.value)
+    assert len(client.read(table_name)) == 4
+
+
 def test_empty_complete_batch_commits_an_overwrite(spark, server, tmp_path, table_name):
     """An empty complete-mode batch still commits an (empty) overwrite; later batches fit it."""
     src = tmp_path / "in"

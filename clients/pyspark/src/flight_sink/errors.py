@@ -258,6 +258,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "MALFORMED_IPC": InvalidRequestError,
     "SCHEMA_MISMATCH": SchemaMismatchError,
     "SCHEMA_CHANGE_REFUSED": SchemaMismatchError,
+    "SCHEMA_DATA_MISMATCH": SchemaMismatchError,
     "UNSUPPORTED_TYPE": SchemaMismatchError,
     "UNKNOWN_ACTION": UnsupportedError,
     "TABLE_NOT_FOUND": TableNotFoundError,
