@@ -353,6 +353,9 @@ func (s *Service) compact(ctx context.Context, req *CompactRequest) (CompactResu
 	if err != nil {
 		return CompactResult{}, err
 	}
+	if rep.Version > 0 {
+		s.sink.AfterCommit(ctx, t)
+	}
 	return CompactResultOf(rep), nil
 }
 
@@ -371,6 +374,9 @@ func (s *Service) delete(ctx context.Context, req *DeleteRequest) (DeleteResult,
 	res, err := t.Delete(ctx, pred, nil)
 	if err != nil {
 		return DeleteResult{}, err
+	}
+	if res.Committed {
+		s.sink.AfterCommit(ctx, t)
 	}
 	return DeleteResult{Version: res.Manifest.Version, Committed: res.Committed, RowsDeleted: res.RowsDeleted}, nil
 }
@@ -422,6 +428,7 @@ func (s *Service) createIndex(ctx context.Context, req *CreateIndexRequest) (Tab
 	if err != nil {
 		return TableVersion{}, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
 	}
+	s.sink.AfterCommit(ctx, t)
 	return TableVersion{Table: t.Name(), Version: m.Version}, nil
 }
 
@@ -437,6 +444,7 @@ func (s *Service) optimizeIndices(ctx context.Context, req *OptimizeIndicesReque
 	if err != nil {
 		return OptimizeIndicesResult{}, err
 	}
+	s.sink.AfterCommit(ctx, t)
 	return optimizeIndicesResult(rep), nil
 }
 
@@ -469,5 +477,6 @@ func (s *Service) setTableConfig(ctx context.Context, req *SetTableConfigRequest
 	}
 	sort.Strings(keys)
 	requestLogger(ctx, s.logger).Info("table maintenance settings changed", "table", t.Name(), "version", m.Version, "set", keys)
+	s.sink.AfterCommit(ctx, t)
 	return TableConfigOf(t.Name(), m)
 }

@@ -381,6 +381,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopProbe()
 	go s.ready.probe(probeCtx, s.health, s.cfg.Logger)
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	go s.sink.WatchCommits(watchCtx)
 	if s.http != nil {
 		go func() {
 			if err := s.http.serve(); err != nil {
@@ -396,6 +399,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	stopWatch() // no publish is scheduled for another process's commit once draining starts
 	s.ready.draining.Store(true)
 	s.health.Shutdown() // NOT_SERVING from now on
 	if s.cfg.ShutdownDelay > 0 {

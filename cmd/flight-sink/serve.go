@@ -43,6 +43,7 @@ type ServeCmd struct {
 	MemWALStreamPuts  int64         `name:"memwal-stream-put-bytes" default:"0" env:"FLIGHT_SINK_MEMWAL_STREAM_PUT_BYTES" help:"Stream a MemWAL epoch of a table without a primary key into a local-disk WAL as its batches arrive once it passes this many bytes (0: never; docs/storage.md, Streamed puts)."`
 	MemWALLeaseTTL    time.Duration `name:"memwal-lease-ttl" default:"15s" env:"FLIGHT_SINK_MEMWAL_LEASE_TTL" help:"How long a server's claim of a MemWAL shard lasts without a commit; it renews every third of it, and another server that sees no commit of the owner for this long takes the shard over (fold, release). Every server of a table must use the same value."`
 	IcebergInterval   time.Duration `name:"iceberg-publish-interval" default:"1s" env:"FLIGHT_SINK_ICEBERG_PUBLISH_INTERVAL" help:"Least time between two Iceberg publishes of a table after commits (0: after every commit); a table overrides it with the configuration iceberg.publish_interval_ms."`
+	IcebergScan       time.Duration `name:"iceberg-scan-interval" default:"2s" env:"FLIGHT_SINK_ICEBERG_SCAN_INTERVAL" help:"How often the server looks for versions of the root's tables it did not commit (another server, flight-sink compact, cleanup or config set) and publishes them to Iceberg (0: never)."`
 	MemWALFreshness   time.Duration `name:"memwal-freshness" default:"5s" env:"FLIGHT_SINK_MEMWAL_FRESHNESS" help:"Longest an acknowledged MemWAL row waits before a fold makes it visible to engines (Iceberg readers); 0: folds by generation count only. A table overrides it with the configuration flight_sink.memwal.freshness_ms."`
 	CPUProfile        string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
 }
@@ -90,6 +91,10 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	cfg.Sink.DefaultLookback = c.DedupeLookback
 	cfg.Sink.DisableIceberg = c.NoIceberg
 	cfg.Sink.IcebergPublishInterval = c.IcebergInterval
+	cfg.Sink.IcebergScanInterval = c.IcebergScan
+	if c.IcebergScan <= 0 {
+		cfg.Sink.IcebergScanInterval = -1 // the Sink's zero value is its default; negative: no scan
+	}
 	cfg.Sink.MemWALFreshness = c.MemWALFreshness
 	if c.MemWALFreshness == 0 {
 		cfg.Sink.MemWALFreshness = -1 // the Sink's zero value is its default; negative: off
