@@ -275,7 +275,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ready := &readiness{store: store}
 	if err := ready.check(ctx); err != nil && !cfg.StartUnready {
-		return nil, fmt.Errorf("root %s does not answer: %w (%s)", store, err, storeHint(cfg.Root))
+		return nil, &RootUnavailableError{Root: store.String(), Err: err}
 	} else if err != nil {
 		cfg.Logger.Warn("root store does not answer: serving, not ready until it does", "root", store.String(), "err", err)
 	}
