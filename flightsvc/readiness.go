@@ -102,7 +102,9 @@ type RootUnavailableError struct {
 	Err  error
 }
 
-func (e *RootUnavailableError) Error() string { return "root " + e.Root + " does not answer: " + e.Err.Error() }
+func (e *RootUnavailableError) Error() string {
+	return "root " + e.Root + " does not answer: " + e.Err.Error()
+}
 
 // Unwrap returns the store's error.
 func (e *RootUnavailableError) Unwrap() error { return e.Err }
