@@ -47,5 +47,5 @@ func IcebergRESTHandler(s *Server, tokens ...string) http.Handler {
 	for _, t := range tokens {
 		tok = append(tok, []byte(t))
 	}
-	return newIcebergREST(s.svc, tok)
+	return newIcebergREST(s.svc, tok, s.cfg.IcebergVendCredentials)
 }

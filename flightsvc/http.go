@@ -87,7 +87,7 @@ func newHTTPServer(addr string, svc *Service, auth *tokenAuth, ready *readiness)
 		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("/status", h.status)
-	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth.tokens))
+	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth.tokens, svc.icebergVend))
 	mux.HandleFunc("/status.json", h.status)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

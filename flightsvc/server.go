@@ -38,6 +38,9 @@ type Config struct {
 	Root string
 	// S3 configures s3:// roots; nil uses the standard AWS environment.
 	S3 *objstore.S3Options
+	// IcebergVendCredentials, for an S3 root, are read-only credentials the Iceberg REST catalog
+	// hands to readers that delegate access to it (docs/iceberg.md, The REST catalog); nil: none.
+	IcebergVendCredentials *VendedS3Credentials
 	// Store, when set, is the store the server keeps its tables in, instead of opening Root
 	// (which then only names it in logs): for a store wrapped by the caller, such as a
 	// benchmark's faultstore with a fixed latency.
@@ -337,6 +340,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	svc.endpointBytes = cfg.EndpointBytes
 	// The status page reads ages and rates on the clock that stamps commits.
 	svc.rates = newTableRates(cfg.Sink.Engine.Now)
+	svc.icebergVend = cfg.IcebergVendCredentials
 	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()

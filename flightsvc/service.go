@@ -75,6 +75,8 @@ type Service struct {
 	endpointBytes int64
 	// rates are the rows and epochs acknowledged per table lately, for the status page.
 	rates *tableRates
+	// icebergVend are the credentials the REST catalog vends (Config.IcebergVendCredentials).
+	icebergVend *VendedS3Credentials
 }
 
 // NewService returns the Flight service for sink.
