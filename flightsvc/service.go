@@ -46,6 +46,7 @@ type Sink interface {
 	MemWALStats(ctx context.Context, t *engine.Table, m *engine.Manifest) ([]memwal.ShardStats, error)
 	TableState(ctx context.Context, t *engine.Table, m *engine.Manifest) (memwal.TableState, error)
 	VisibleRows(ctx context.Context, t *engine.Table) (baseRows, memwalRows int64, err error)
+	HealthThresholds(m *engine.Manifest) (lagging, stalled time.Duration)
 	Store() objstore.Store
 	IcebergSink
 }

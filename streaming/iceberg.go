@@ -139,6 +139,7 @@ func (s *Sink) AfterCommit(ctx context.Context, t *engine.Table) {
 	m, err := t.Latest(ctx)
 	if err == nil {
 		s.noteMaintained(t.Name(), m.Version)
+		s.recordHealthThresholds(ctx, t.Name(), m)
 		err = s.maintainAfterWrite(ctx, t, m, true)
 	}
 	if err != nil {

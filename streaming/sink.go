@@ -80,6 +80,12 @@ type Options struct {
 	// (the server's --iceberg-scan-interval). 0 means DefaultIcebergScanInterval, negative: no
 	// scan.
 	IcebergScanInterval time.Duration
+	// HealthLaggingAfter and HealthStalledAfter are how long a table streaming queries write may
+	// go without a committed epoch before its health is lagging, then stalled (the status page,
+	// and the alert rules through the per-table threshold metrics), for tables that set none
+	// (the configuration keys health.lagging_after, health.stalled_after). Defaults
+	// DefaultHealthLaggingAfter and DefaultHealthStalledAfter.
+	HealthLaggingAfter, HealthStalledAfter time.Duration
 }
 
 // EnsureDefaults fills unset options and returns o.
@@ -114,6 +120,12 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.IcebergScanInterval == 0 {
 		o.IcebergScanInterval = DefaultIcebergScanInterval
+	}
+	if o.HealthLaggingAfter <= 0 {
+		o.HealthLaggingAfter = DefaultHealthLaggingAfter
+	}
+	if o.HealthStalledAfter <= 0 {
+		o.HealthStalledAfter = DefaultHealthStalledAfter
 	}
 	if o.ReadSnapshotMaxBytes <= 0 {
 		o.ReadSnapshotMaxBytes = DefaultReadSnapshotMaxBytes
@@ -512,6 +524,7 @@ func (s *Sink) maintain(ctx context.Context, t *engine.Table, m *engine.Manifest
 		return err
 	}
 	s.noteMaintained(t.Name(), m.Version)
+	s.recordHealthThresholds(ctx, t.Name(), m)
 	return mt.MaintainAfterCommit(ctx, m)
 }
 

@@ -48,6 +48,8 @@ type ServeCmd struct {
 	IcebergVend       string        `name:"iceberg-vend-credentials" type:"existingfile" env:"FLIGHT_SINK_ICEBERG_VEND_CREDENTIALS" help:"JSON file of read-only S3 credentials ({\"access-key-id\", \"secret-access-key\", \"session-token\"?}) the Iceberg REST catalog hands to readers of an s3:// root that ask for vended credentials."`
 	IcebergScan       time.Duration `name:"iceberg-scan-interval" default:"2s" env:"FLIGHT_SINK_ICEBERG_SCAN_INTERVAL" help:"How often the server looks for versions of the root's tables it did not commit (another server, flight-sink compact, cleanup or config set) and publishes them to Iceberg (0: never)."`
 	MemWALFreshness   time.Duration `name:"memwal-freshness" default:"5s" env:"FLIGHT_SINK_MEMWAL_FRESHNESS" help:"Longest an acknowledged MemWAL row waits before a fold makes it visible to engines (Iceberg readers); 0: folds by generation count only. A table overrides it with the configuration flight_sink.memwal.freshness_ms."`
+	HealthLagging     time.Duration `name:"health-lagging-after" default:"2m" env:"FLIGHT_SINK_HEALTH_LAGGING_AFTER" help:"The status page calls a table streaming queries write lagging after this long without a committed epoch; a table sets its own with the configuration health.lagging_after."`
+	HealthStalled     time.Duration `name:"health-stalled-after" default:"15m" env:"FLIGHT_SINK_HEALTH_STALLED_AFTER" help:"The status page calls such a table stalled after this long (longer than --health-lagging-after); a table sets its own with health.stalled_after. Both are exported per table for the alert rules."`
 	CPUProfile        string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
 }
 
@@ -74,6 +76,9 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	if c.EndpointBytes <= 0 {
 		return fmt.Errorf("--endpoint-bytes must be positive, got %d", c.EndpointBytes)
 	}
+	if c.HealthLagging <= 0 || c.HealthStalled <= c.HealthLagging {
+		return fmt.Errorf("--health-lagging-after (%v) must be positive and --health-stalled-after (%v) longer", c.HealthLagging, c.HealthStalled)
+	}
 	if c.MaxDecodedMsg <= 0 {
 		return fmt.Errorf("--max-decoded-message-bytes must be positive, got %d", c.MaxDecodedMsg)
 	}
@@ -95,6 +100,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	cfg.Sink.DisableIceberg = c.NoIceberg
 	cfg.Sink.IcebergPublishInterval = c.IcebergInterval
 	cfg.Sink.IcebergScanInterval = c.IcebergScan
+	cfg.Sink.HealthLaggingAfter, cfg.Sink.HealthStalledAfter = c.HealthLagging, c.HealthStalled
 	if c.IcebergVend != "" {
 		vc, err := readVendedCredentials(c.IcebergVend)
 		if err != nil {
