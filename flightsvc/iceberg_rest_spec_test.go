@@ -3,7 +3,6 @@ package flightsvc_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -216,7 +215,7 @@ print(json.dumps(sorted(cat.load_table("default.events").scan().to_arrow().colum
 	if err != nil {
 		t.Fatalf("pyiceberg through the catalog: %v\n%s", err, stderr.String())
 	}
-	if got, want := strings.TrimSpace(string(out)), fmt.Sprint("[10, 11, 12, 20, 21, 22]"); got != want {
+	if got, want := strings.TrimSpace(string(out)), "[10, 11, 12, 20, 21, 22]"; got != want {
 		t.Fatalf("pyiceberg reads %s; want %s", got, want)
 	}
 }
