@@ -50,6 +50,17 @@ type MaintenanceConfig struct {
 	OptimizeIndices IndexMaintenance      `json:"optimize_indices,omitzero"`
 	Compaction      CompactionMaintenance `json:"compaction,omitzero"`
 	Cleanup         CleanupMaintenance    `json:"cleanup,omitzero"`
+	// Health is the table's own thresholds of the status page's health states (and of the alert
+	// rules, through the metrics the server exports); none of maintenance's steps reads them.
+	Health HealthThresholds `json:"health,omitzero"`
+}
+
+// HealthThresholds are how long a table streaming queries write may go without a committed
+// epoch before it is lagging, then stalled. Zero: the server's (serve --health-lagging-after,
+// --health-stalled-after).
+type HealthThresholds struct {
+	LaggingAfter Duration `json:"lagging_after,omitempty"`
+	StalledAfter Duration `json:"stalled_after,omitempty"`
 }
 
 // IndexMaintenance configures the optimize-indices step.
@@ -206,6 +217,10 @@ func (c *MaintenanceConfig) Validate() error {
 		if err := k.check(c); err != nil {
 			return err
 		}
+	}
+	if h := c.Health; h.LaggingAfter < 0 || h.StalledAfter < 0 || (h.LaggingAfter > 0 && h.StalledAfter > 0 && h.StalledAfter <= h.LaggingAfter) {
+		return fmt.Errorf("health lagging_after %v and stalled_after %v: want positive durations, stalled_after longer than lagging_after",
+			time.Duration(h.LaggingAfter), time.Duration(h.StalledAfter))
 	}
 	return nil
 }

@@ -256,6 +256,14 @@ var settingKeys = []settingKey{
 	numberKey("cleanup.keep_last", "", countBounds, func(c *MaintenanceConfig) *int { return &c.Cleanup.KeepLast }),
 	durationKey("cleanup.grace", func(c *MaintenanceConfig) *Duration { return &c.Cleanup.Grace }),
 	durationKey("cleanup.check_interval", func(c *MaintenanceConfig) *Duration { return &c.Cleanup.CheckInterval }),
+	withUnset(durationKey("health.lagging_after", func(c *MaintenanceConfig) *Duration { return &c.Health.LaggingAfter }), "server"),
+	withUnset(durationKey("health.stalled_after", func(c *MaintenanceConfig) *Duration { return &c.Health.StalledAfter }), "server"),
+}
+
+// withUnset returns k rendering unset as its default.
+func withUnset(k settingKey, unset string) settingKey {
+	k.unset = unset
+	return k
 }
 
 // MaintenanceKeys returns the keys of the maintenance settings, in listing order.

@@ -337,6 +337,9 @@ func (s *Service) compact(ctx context.Context, req *CompactRequest) (CompactResu
 	if err != nil {
 		return CompactResult{}, err
 	}
+	if rep.Version > 0 {
+		s.sink.AfterCommit(ctx, t)
+	}
 	return CompactResultOf(rep), nil
 }
 
@@ -351,6 +354,11 @@ func (s *Service) delete(ctx context.Context, req *DeleteRequest) (DeleteResult,
 	res, err := s.sink.Delete(ctx, req.Table, pred)
 	if err != nil {
 		return DeleteResult{}, err
+	}
+	if res.Committed {
+		if t, err := s.sink.Table(ctx, req.Table); err == nil {
+			s.sink.AfterCommit(ctx, t)
+		}
 	}
 	return DeleteResult{Version: res.Manifest.Version, Committed: res.Committed, RowsDeleted: res.RowsDeleted}, nil
 }
@@ -402,6 +410,7 @@ func (s *Service) createIndex(ctx context.Context, req *CreateIndexRequest) (Tab
 	if err != nil {
 		return TableVersion{}, fmt.Errorf("%w: %v", streaming.ErrInvalidRequest, err)
 	}
+	s.sink.AfterCommit(ctx, t)
 	return TableVersion{Table: t.Name(), Version: m.Version}, nil
 }
 
@@ -417,6 +426,7 @@ func (s *Service) optimizeIndices(ctx context.Context, req *OptimizeIndicesReque
 	if err != nil {
 		return OptimizeIndicesResult{}, err
 	}
+	s.sink.AfterCommit(ctx, t)
 	return optimizeIndicesResult(rep), nil
 }
 
@@ -449,5 +459,6 @@ func (s *Service) setTableConfig(ctx context.Context, req *SetTableConfigRequest
 	}
 	sort.Strings(keys)
 	requestLogger(ctx, s.logger).Info("table maintenance settings changed", "table", t.Name(), "version", m.Version, "set", keys)
+	s.sink.AfterCommit(ctx, t)
 	return TableConfigOf(t.Name(), m)
 }

@@ -47,5 +47,5 @@ func IcebergRESTHandler(s *Server, tokens ...string) http.Handler {
 	for _, t := range tokens {
 		auth.tokens = append(auth.tokens, []byte(t))
 	}
-	return newIcebergREST(s.svc, auth)
+	return newIcebergREST(s.svc, auth, s.cfg.IcebergVendCredentials)
 }

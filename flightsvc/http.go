@@ -25,6 +25,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
+	"github.com/flight-sink/flight-sink/streaming"
 )
 
 // Metrics are process-wide: the OpenTelemetry meter provider is global, so it is installed once
@@ -87,7 +88,7 @@ func newHTTPServer(addr string, svc *Service, auth *tokenAuth, ready *readiness)
 		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("/status", h.status)
-	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth))
+	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth, svc.icebergVend))
 	mux.HandleFunc("/status.json", h.status)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -117,6 +118,13 @@ type statusTable struct {
 	// Health is ok, lagging, stalled or failing (statusHealth); Why says what made it so.
 	Health string `json:"health"`
 	Why    string `json:"why"`
+	// LaggingAfter and StalledAfter are the table's health thresholds (its configuration's, else
+	// the server's); zero: the defaults.
+	LaggingAfter time.Duration `json:"-"`
+	StalledAfter time.Duration `json:"-"`
+	// LaggingAfterSec and StalledAfterSec are the same in seconds.
+	LaggingAfterSec float64 `json:"health_lagging_after_seconds,omitempty"`
+	StalledAfterSec float64 `json:"health_stalled_after_seconds,omitempty"`
 	// LastData is when a streaming query last committed to the table (zero: none has); Age
 	// renders how long ago.
 	LastData time.Time `json:"last_data_commit,omitzero"`
@@ -164,16 +172,16 @@ type statusRun struct {
 	When      string `json:"committed"`
 }
 
-// Health states of a table, worst first, and the ages that set them. The stall age is the
-// FlightSinkTableStalled alert's (deploy/prometheus/alerts.yml).
+// Health states of a table, worst first, and how long the Iceberg metadata may lag. The ages
+// of lagging and stalled are each table's (statusTable.LaggingAfter, StalledAfter: its
+// configuration's, else the server's), which the server exports for the alert rules
+// (deploy/prometheus/alerts.yml).
 const (
 	healthFailing = "failing"
 	healthStalled = "stalled"
 	healthLagging = "lagging"
 	healthOK      = "ok"
 
-	lagAfter        = 2 * time.Minute
-	stallAfter      = 15 * time.Minute
 	icebergLagAfter = 5 * time.Minute
 )
 
@@ -182,9 +190,16 @@ var healthRank = map[string]int{healthFailing: 0, healthStalled: 1, healthLaggin
 
 // statusHealth sets st's health, why and age from its figures at now: failing when its latest
 // version cannot be read; for a table streaming queries write, stalled when none has committed
-// for stallAfter, lagging after lagAfter; lagging too when its Iceberg metadata is more than
-// icebergLagAfter behind; ok otherwise.
+// for st.StalledAfter, lagging after st.LaggingAfter (zero: the server defaults); lagging too
+// when its Iceberg metadata is more than icebergLagAfter behind; ok otherwise.
 func statusHealth(st *statusTable, now time.Time) {
+	lagAfter, stallAfter := st.LaggingAfter, st.StalledAfter
+	if lagAfter <= 0 {
+		lagAfter = streaming.DefaultHealthLaggingAfter
+	}
+	if stallAfter <= 0 {
+		stallAfter = streaming.DefaultHealthStalledAfter
+	}
 	switch {
 	case st.Err != "":
 		st.Health, st.Why = healthFailing, "cannot read the table: "+st.Err
@@ -330,6 +345,8 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		st.Version, st.Rows, st.BaseRows, st.Fragments = m.Version, m.Rows(), m.Rows(), len(m.Fragments)
+		st.LaggingAfter, st.StalledAfter = h.svc.sink.HealthThresholds(m)
+		st.LaggingAfterSec, st.StalledAfterSec = st.LaggingAfter.Seconds(), st.StalledAfter.Seconds()
 		st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
 		st.Bytes = m.DataBytes()
 		streams := make(map[string]memwal.StreamState, len(m.Streams))

@@ -47,6 +47,8 @@ type IcebergStats struct {
 type IcebergSink interface {
 	PublishIceberg(ctx context.Context, table string) (iceberg.Report, error)
 	IcebergStatus(ctx context.Context, t *engine.Table) (iceberg.Status, error)
+	// AfterCommit schedules table t's maintenance, its publish included, after an action's commit.
+	AfterCommit(ctx context.Context, t *engine.Table)
 }
 
 func (s *Service) publishIceberg(ctx context.Context, req *PublishIcebergRequest) (PublishIcebergResult, error) {

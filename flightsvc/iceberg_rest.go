@@ -1,9 +1,12 @@
 package flightsvc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // icebergRESTPrefix is where the HTTP listener serves the Iceberg REST catalog: a client's
@@ -20,30 +24,114 @@ const icebergRESTPrefix = "/iceberg"
 // icebergNamespace is the one namespace of the REST catalog: every table of the server's root.
 const icebergNamespace = "default"
 
-// icebergREST is a read-only Iceberg REST catalog (the REST spec's config, namespaces, list and
-// load table endpoints) of every table of the sink's root that has Iceberg metadata. A loaded
-// table is its newest metadata file, as the publisher wrote it; the catalog commits nothing.
-// With auth tokens configured every request needs "Authorization: Bearer <token>".
+// icebergREST is a read-only Iceberg REST catalog (the REST spec's read-only subset: config,
+// namespaces, list, load and check tables, and vended credentials when configured) of every
+// table of the sink's root that has Iceberg metadata. A loaded table is its newest metadata
+// file, as the publisher wrote it; the catalog commits nothing. With auth tokens configured
+// every request needs "Authorization: Bearer <token>".
 type icebergREST struct {
 	svc  *Service
 	auth *tokenAuth
+	// vend, when set, are the read-only S3 credentials handed to readers of an S3 root.
+	vend *VendedS3Credentials
+	// endpoints are the endpoints served, as GET /v1/config lists them.
+	endpoints []string
+}
+
+// VendedS3Credentials are read-only S3 credentials the REST catalog hands to the readers of an
+// S3 root's tables (serve --iceberg-vend-credentials): in a loaded table's config and from the
+// table's credentials endpoint. They should allow reading the root's objects and nothing else.
+type VendedS3Credentials struct {
+	AccessKeyID     string `json:"access-key-id"`
+	SecretAccessKey string `json:"secret-access-key"`
+	SessionToken    string `json:"session-token,omitempty"`
+}
+
+// restRoute is one endpoint of the catalog: its method and path under the catalog (as the mux
+// matches them) and its name in the REST spec ("METHOD /v1/{prefix}/...").
+type restRoute struct {
+	method, path, spec string
+	handle             func(*icebergREST, http.ResponseWriter, *http.Request)
+}
+
+// restRoutes are the endpoints the catalog serves. GET routes answer HEAD too (net/http).
+var restRoutes = []restRoute{
+	{"GET", "/v1/config", "GET /v1/config", (*icebergREST).config},
+	{"GET", "/v1/namespaces", "GET /v1/{prefix}/namespaces", (*icebergREST).namespaces},
+	{"GET", "/v1/namespaces/{ns}", "GET /v1/{prefix}/namespaces/{namespace}", (*icebergREST).namespace},
+	{"HEAD", "/v1/namespaces/{ns}", "HEAD /v1/{prefix}/namespaces/{namespace}", (*icebergREST).namespace},
+	{"GET", "/v1/namespaces/{ns}/tables", "GET /v1/{prefix}/namespaces/{namespace}/tables", (*icebergREST).tables},
+	{"GET", "/v1/namespaces/{ns}/tables/{table}", "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}", (*icebergREST).loadTable},
+	{"HEAD", "/v1/namespaces/{ns}/tables/{table}", "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}", (*icebergREST).loadTable},
+	{"GET", restCredentialsPath, "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials", (*icebergREST).credentials},
+}
+
+// restSpecPaths are the other paths the REST spec defines (writes, scan planning, views,
+// functions, request signing, OAuth): any method on them answers the spec's
+// UnsupportedOperationResponse (406), as does a method the catalog does not serve on a path
+// it serves.
+var restSpecPaths = []string{
+	"/v1/oauth/tokens",
+	"/v1/namespaces/{ns}/properties",
+	"/v1/namespaces/{ns}/register",
+	"/v1/namespaces/{ns}/register-view",
+	"/v1/namespaces/{ns}/tables/{table}/plan",
+	"/v1/namespaces/{ns}/tables/{table}/plan/{plan}",
+	"/v1/namespaces/{ns}/tables/{table}/tasks",
+	"/v1/namespaces/{ns}/tables/{table}/unregister",
+	"/v1/namespaces/{ns}/tables/{table}/sign",
+	"/v1/namespaces/{ns}/tables/{table}/metrics",
+	"/v1/namespaces/{ns}/views",
+	"/v1/namespaces/{ns}/views/{view}",
+	"/v1/namespaces/{ns}/functions",
+	"/v1/namespaces/{ns}/functions/{function}",
+	"/v1/tables/rename",
+	"/v1/views/rename",
+	"/v1/transactions/commit",
 }
 
 // newIcebergREST returns the catalog's handler, to be mounted under icebergRESTPrefix.
-func newIcebergREST(svc *Service, auth *tokenAuth) http.Handler {
-	c := &icebergREST{svc: svc, auth: auth}
+func newIcebergREST(svc *Service, auth *tokenAuth, vend *VendedS3Credentials) http.Handler {
+	c := &icebergREST{svc: svc, auth: auth, vend: vend}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/config", c.config)
-	mux.HandleFunc("GET /v1/namespaces", c.namespaces)
-	mux.HandleFunc("GET /v1/namespaces/{ns}", c.namespace)
-	mux.HandleFunc("HEAD /v1/namespaces/{ns}", c.namespace)
-	mux.HandleFunc("GET /v1/namespaces/{ns}/tables", c.tables)
-	mux.HandleFunc("GET /v1/namespaces/{ns}/tables/{table}", c.loadTable)
-	mux.HandleFunc("HEAD /v1/namespaces/{ns}/tables/{table}", c.loadTable)
+	for _, rt := range restRoutes {
+		if rt.path == restCredentialsPath && !c.vending() {
+			continue // nothing to vend: the endpoint is unsupported, like the spec's others
+		}
+		handle := rt.handle
+		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { handle(c, w, r) })
+		c.endpoints = append(c.endpoints, rt.spec)
+	}
+	unsupported := func(w http.ResponseWriter, r *http.Request) {
+		restError(w, http.StatusNotAcceptable, "UnsupportedOperationException", "this catalog is read-only and does not support "+
+			echo(r.Method)+" "+echo(r.URL.Path)+" (GET /v1/config lists its endpoints)")
+	}
+	// Any other method on a path the spec defines (POST a table: a commit); the method-less
+	// pattern is less specific than the routes above.
+	paths := map[string]bool{}
+	for _, rt := range restRoutes {
+		paths[rt.path] = true
+	}
+	for _, p := range restSpecPaths {
+		paths[p] = true
+	}
+	for p := range paths {
+		mux.HandleFunc(p, unsupported)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusNotFound, "NotFoundException", "no such endpoint of this read-only catalog: "+echo(r.Method)+" "+echo(r.URL.Path))
 	})
 	return http.StripPrefix(icebergRESTPrefix, c.authorize(cleanPath(mux)))
+}
+
+// restCredentialsPath is the table's vended-credentials endpoint.
+const restCredentialsPath = "/v1/namespaces/{ns}/tables/{table}/credentials"
+
+// vending reports whether the catalog hands readers credentials: an S3 root and credentials
+// configured.
+func (c *icebergREST) vending() bool {
+	_, s3 := c.svc.sink.Store().(*objstore.S3)
+	return s3 && c.vend != nil
 }
 
 // cleanPath answers a path the mux would redirect to its cleaned form ("//", "." or ".."
@@ -90,7 +178,7 @@ func (c *icebergREST) authorize(next http.Handler) http.Handler {
 }
 
 func (c *icebergREST) config(w http.ResponseWriter, _ *http.Request) {
-	restJSON(w, map[string]any{"defaults": map[string]string{}, "overrides": map[string]string{}})
+	restJSON(w, map[string]any{"defaults": map[string]string{}, "overrides": map[string]string{}, "endpoints": c.endpoints})
 }
 
 func (c *icebergREST) namespaces(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +191,10 @@ func (c *icebergREST) namespaces(w http.ResponseWriter, r *http.Request) {
 
 func (c *icebergREST) namespace(w http.ResponseWriter, r *http.Request) {
 	if !c.knownNamespace(w, r) {
+		return
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusNoContent) // the spec's namespaceExists
 		return
 	}
 	restJSON(w, map[string]any{"namespace": []string{icebergNamespace}, "properties": map[string]string{}})
@@ -166,7 +258,103 @@ func (c *icebergREST) loadTable(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	restJSON(w, map[string]any{"metadata-location": loc, "metadata": json.RawMessage(meta), "config": map[string]string{}})
+	// The metadata location names one metadata file, written once: its tag changes with every
+	// publish and only then.
+	etag := metadataETag(loc)
+	w.Header().Set("ETag", etag)
+	if matchesETag(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	res := map[string]any{"metadata-location": loc, "metadata": json.RawMessage(meta), "config": c.tableConfig(r, name)}
+	if creds := c.storageCredentials(name); creds != nil && delegates(r, "vended-credentials") {
+		res["storage-credentials"] = creds
+	}
+	restJSON(w, res)
+}
+
+// metadataETag is the ETag of a load-table response answering metadata file loc.
+func metadataETag(loc string) string {
+	sum := sha256.Sum256([]byte(loc))
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// matchesETag reports whether an If-None-Match header names etag (or is "*"); weak tags match
+// their strong form.
+func matchesETag(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// delegates reports whether the request's X-Iceberg-Access-Delegation lists mechanism.
+func delegates(r *http.Request, mechanism string) bool {
+	for _, v := range r.Header.Values("X-Iceberg-Access-Delegation") {
+		for _, m := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(m), mechanism) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tableConfig is a loaded table's config: for an S3 root, how to reach the bucket
+// (s3.endpoint, s3.path-style-access, client.region) and, when the client delegates access to
+// vended credentials and the server has some, the credentials; nothing for a local root.
+func (c *icebergREST) tableConfig(r *http.Request, name string) map[string]string {
+	st, ok := c.svc.sink.Store().(*objstore.S3)
+	if !ok {
+		return map[string]string{}
+	}
+	a := st.Access()
+	cfg := map[string]string{"s3.path-style-access": strconv.FormatBool(a.PathStyle), "client.region": a.Region}
+	if a.Endpoint != "" {
+		cfg["s3.endpoint"] = a.Endpoint
+	}
+	if c.vending() && delegates(r, "vended-credentials") {
+		maps.Copy(cfg, c.credentialConfig())
+	}
+	return cfg
+}
+
+// credentialConfig is the vended credentials as FileIO properties.
+func (c *icebergREST) credentialConfig() map[string]string {
+	cfg := map[string]string{"s3.access-key-id": c.vend.AccessKeyID, "s3.secret-access-key": c.vend.SecretAccessKey}
+	if c.vend.SessionToken != "" {
+		cfg["s3.session-token"] = c.vend.SessionToken
+	}
+	return cfg
+}
+
+// storageCredentials are the spec's StorageCredentials of table name: the vended credentials
+// for the table's location; nil when the catalog vends none.
+func (c *icebergREST) storageCredentials(name string) []map[string]any {
+	if !c.vending() {
+		return nil
+	}
+	return []map[string]any{{"prefix": c.svc.sink.Store().String() + "/" + name, "config": c.credentialConfig()}}
+}
+
+// credentials answers a table's vended credentials (the spec's loadCredentials).
+func (c *icebergREST) credentials(w http.ResponseWriter, r *http.Request) {
+	if !c.knownNamespace(w, r) {
+		return
+	}
+	name := r.PathValue("table")
+	if err := engine.ValidateTableName(name); err != nil {
+		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+echo(name)+" does not exist: not a table name")
+		return
+	}
+	if _, _, err := iceberg.LatestMetadata(r.Context(), c.svc.sink.Store(), name); err != nil {
+		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)")
+		return
+	}
+	restJSON(w, map[string]any{"storage-credentials": c.storageCredentials(name)})
 }
 
 // checkMetadataFile checks that b is a whole Iceberg table metadata file: a JSON object with a

@@ -2,7 +2,6 @@ package flightsvc
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -41,10 +40,7 @@ type readiness struct {
 func (r *readiness) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyProbeTimeout)
 	defer cancel()
-	_, err := r.store.List(ctx, readyProbePrefix, "")
-	if err != nil {
-		err = fmt.Errorf("list %s: %w", r.store, err)
-	}
+	_, err := r.store.List(ctx, readyProbePrefix, "") // its error names the prefix, the callers the root
 	r.mu.Lock()
 	r.storeErr, r.probed = err, true
 	r.mu.Unlock()
@@ -94,17 +90,32 @@ func (r *readiness) notReady() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.storeErr != nil {
-		return "store unavailable: " + r.storeErr.Error()
+		return "store unavailable: " + r.store.String() + ": " + r.storeErr.Error()
 	}
 	return ""
 }
 
-// storeHint says what to check when the store at root does not answer.
-func storeHint(root string) string {
-	if strings.HasPrefix(root, "s3://") {
+// RootUnavailableError is NewServer's error when the root's store does not answer at start
+// (unless Config.StartUnready). Its message is the failure; Hint says what to check, once.
+type RootUnavailableError struct {
+	Root string // the store's URI
+	Err  error
+}
+
+func (e *RootUnavailableError) Error() string {
+	return "root " + e.Root + " does not answer: " + e.Err.Error()
+}
+
+// Unwrap returns the store's error.
+func (e *RootUnavailableError) Unwrap() error { return e.Err }
+
+// Hint says what to check: for S3 the bucket, the credentials and the endpoint flags; for a
+// directory its existence and permissions.
+func (e *RootUnavailableError) Hint() string {
+	if strings.HasPrefix(e.Root, "s3://") {
 		return "check the bucket exists, the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE " +
 			"or an instance role) may list it, and --s3-endpoint, --s3-region and --s3-path-style; " +
-			"--store-unreachable=not-ready starts the server anyway, not ready until the store answers"
+			"--store-unreachable=not-ready serves anyway, not ready until the store answers"
 	}
 	return "check the directory exists and this user may read and write it"
 }

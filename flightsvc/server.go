@@ -38,6 +38,9 @@ type Config struct {
 	Root string
 	// S3 configures s3:// roots; nil uses the standard AWS environment.
 	S3 *objstore.S3Options
+	// IcebergVendCredentials, for an S3 root, are read-only credentials the Iceberg REST catalog
+	// hands to readers that delegate access to it (docs/iceberg.md, The REST catalog); nil: none.
+	IcebergVendCredentials *VendedS3Credentials
 	// Store, when set, is the store the server keeps its tables in, instead of opening Root
 	// (which then only names it in logs): for a store wrapped by the caller, such as a
 	// benchmark's faultstore with a fixed latency.
@@ -275,7 +278,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ready := &readiness{store: store}
 	if err := ready.check(ctx); err != nil && !cfg.StartUnready {
-		return nil, fmt.Errorf("root %s does not answer: %w (%s)", store, err, storeHint(cfg.Root))
+		return nil, &RootUnavailableError{Root: store.String(), Err: err}
 	} else if err != nil {
 		cfg.Logger.Warn("root store does not answer: serving, not ready until it does", "root", store.String(), "err", err)
 	}
@@ -337,6 +340,7 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	svc.endpointBytes = cfg.EndpointBytes
 	// The status page reads ages and rates on the clock that stamps commits.
 	svc.rates = newTableRates(cfg.Sink.Engine.Now)
+	svc.icebergVend = cfg.IcebergVendCredentials
 	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()
@@ -381,6 +385,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopProbe()
 	go s.ready.probe(probeCtx, s.health, s.cfg.Logger)
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	go s.sink.WatchCommits(watchCtx)
 	if s.http != nil {
 		go func() {
 			if err := s.http.serve(); err != nil {
@@ -396,6 +403,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	stopWatch() // no publish is scheduled for another process's commit once draining starts
 	s.ready.draining.Store(true)
 	s.health.Shutdown() // NOT_SERVING from now on
 	if s.cfg.ShutdownDelay > 0 {

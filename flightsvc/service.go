@@ -46,6 +46,7 @@ type Sink interface {
 	FlushMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	FoldMemWAL(ctx context.Context, req streaming.MemWALRequest) (int, error)
 	TableState(ctx context.Context, t *engine.Table) (memwal.TableState, error)
+	HealthThresholds(m *engine.Manifest) (lagging, stalled time.Duration)
 	Store() objstore.Store
 	IcebergSink
 }
@@ -75,6 +76,8 @@ type Service struct {
 	endpointBytes int64
 	// rates are the rows and epochs acknowledged per table lately, for the status page.
 	rates *tableRates
+	// icebergVend are the credentials the REST catalog vends (Config.IcebergVendCredentials).
+	icebergVend *VendedS3Credentials
 }
 
 // NewService returns the Flight service for sink.

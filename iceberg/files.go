@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -25,6 +26,29 @@ func dataFile(ctx context.Context, fio *storeIO, loc string, sc *iceberg.Schema,
 		return nil, fmt.Errorf("describe data file %s: %w", loc, err)
 	}
 	return df, nil
+}
+
+// fileHasFieldIDs reports whether every top-level column of the Parquet file at loc carries a
+// field id (the table's files do since tables have field ids; older ones may not). It reads the
+// file's footer.
+func fileHasFieldIDs(fio *storeIO, loc string) (bool, error) {
+	f, err := fio.Open(loc)
+	if err != nil {
+		return false, fmt.Errorf("open data file %s: %w", loc, err)
+	}
+	defer f.Close()
+	rdr, err := file.NewParquetReader(f)
+	if err != nil {
+		return false, fmt.Errorf("read the footer of %s: %w", loc, err)
+	}
+	defer rdr.Close()
+	root := rdr.MetaData().Schema.Root()
+	for i := range root.NumFields() {
+		if root.Field(i).FieldID() < 0 {
+			return false, nil
+		}
+	}
+	return root.NumFields() > 0, nil
 }
 
 // writePositionDeletes writes a position-delete file (Iceberg v2) that deletes the rows at

@@ -27,6 +27,12 @@ const (
 	PropVersion = "flight-sink.version"
 	// propOperation is the summary property naming the flight-sink operations a snapshot mirrors.
 	propOperation = "flight-sink.operation"
+	// propFilesWithoutFieldIDs ("true") marks a table holding data files written without
+	// Parquet field ids (before tables had them): only such a table publishes the name mapping
+	// (schema.name-mapping.default), which readers need to resolve those files' columns by name.
+	// Readers that honour a name mapping over field ids (iceberg-rust) read nested columns of
+	// files with ids as null through it, so a table whose files all carry ids has none.
+	propFilesWithoutFieldIDs = "flight-sink.files-without-field-ids"
 
 	// ConfigPublish is the table configuration key that turns publishing off ("false").
 	ConfigPublish = "iceberg.publish"
@@ -208,21 +214,17 @@ func publishedVersion(m table.Metadata) uint64 {
 	return v
 }
 
-// tableProperties are the Iceberg table properties the publisher sets at creation.
-func tableProperties(sc *iceberg.Schema) (iceberg.Properties, error) {
-	nm, err := nameMapping(sc)
-	if err != nil {
-		return nil, err
-	}
+// tableProperties are the Iceberg table properties the publisher sets at creation (no name
+// mapping: a step adds it when it finds a data file without field ids, propFilesWithoutFieldIDs).
+func tableProperties() iceberg.Properties {
 	return iceberg.Properties{
 		"format-version":                             strconv.Itoa(formatVersion),
-		table.DefaultNameMappingKey:                  nm,
 		table.ManifestMergeEnabledKey:                "true",
 		"write.metadata.previous-versions-max":       strconv.Itoa(keptMetadataFiles),
 		"write.metadata.delete-after-commit.enabled": "true",
 		"write.parquet.compression-codec":            "zstd",
 		PropVersion:                                  "0",
-	}, nil
+	}
 }
 
 // create returns the table's first metadata, its schema and no snapshot, pending in cat: it is
@@ -232,11 +234,7 @@ func (p *Publisher) create(cat *storeCatalog, latest *engine.Manifest) (*table.T
 	if err != nil {
 		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
 	}
-	props, err := tableProperties(sc)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, table.UnsortedSortOrder, cat.location(), props)
+	meta, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, table.UnsortedSortOrder, cat.location(), tableProperties())
 	if err != nil {
 		return nil, fmt.Errorf("new iceberg metadata: %w", err)
 	}
@@ -381,6 +379,14 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		inTarget                                   = map[string]bool{}
 		addedRows, deletedRows                     int64
 	)
+	// Field ids: the data files a step adds are checked for them until the table is known to
+	// hold a file without (then it keeps the name mapping). A name mapping without the mark was
+	// published by a publisher that always wrote one: every data file is checked once, and the
+	// mapping removed when all carry ids.
+	_, mapped := tbl.Properties()[table.DefaultNameMappingKey]
+	withoutIDsKnown := tbl.Properties()[propFilesWithoutFieldIDs] == "true"
+	checkAll := mapped && !withoutIDsKnown
+	withoutIDs := false
 	for _, f := range target.Fragments {
 		if len(f.Files) != 1 {
 			return nil, false, fmt.Errorf("fragment %d has %d data files; iceberg needs one", f.ID, len(f.Files))
@@ -388,6 +394,13 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		loc := fio.location(prefix + f.Files[0].Path)
 		inTarget[loc] = true
 		isLive := isLive(f.Files[0].Path, loc)
+		if !withoutIDsKnown && !withoutIDs && (checkAll || !isLive) {
+			ids, err := fileHasFieldIDs(fio, loc)
+			if err != nil {
+				return nil, false, err
+			}
+			withoutIDs = !ids
+		}
 		if !isLive {
 			df, err := dataFile(ctx, fio, loc, sc, tbl.Properties())
 			if err != nil {
@@ -460,9 +473,18 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 
 	props := iceberg.Properties{PropVersion: strconv.FormatUint(target.Version, 10), propOperation: joinOps(ops)}
 	tx := tbl.NewTransaction()
-	if err := tx.SetProperties(iceberg.Properties{PropVersion: props[PropVersion]}); err != nil {
+	tprops := iceberg.Properties{PropVersion: props[PropVersion]}
+	if withoutIDs && !withoutIDsKnown {
+		nm, err := nameMapping(sc)
+		if err != nil {
+			return nil, false, err
+		}
+		tprops[table.DefaultNameMappingKey], tprops[propFilesWithoutFieldIDs] = nm, "true"
+	}
+	if err := tx.SetProperties(tprops); err != nil {
 		return nil, false, err
 	}
+
 	snap := true
 	switch {
 	case len(removed) == 0 && len(newDeletes) == 0 && len(added) == 0 && tbl.CurrentSnapshot() == nil:
@@ -508,6 +530,10 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	default:
 		err = tx.ReplaceFiles(ctx, removed, added, removedDeletes, props)
 	}
+	if err == nil && !withoutIDs && !withoutIDsKnown {
+		// iceberg-go's snapshot operations add a name mapping to a table that has none.
+		err = tx.RemoveProperties([]string{table.DefaultNameMappingKey})
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -522,15 +548,18 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 }
 
 // evolveSchema commits sc as the table's current schema (a metadata commit before the snapshot
-// that needs it; the snapshots before it keep their schema id) and the name mapping for it.
+// that needs it; the snapshots before it keep their schema id), and the name mapping for it
+// when the table publishes one (propFilesWithoutFieldIDs).
 func (p *Publisher) evolveSchema(ctx context.Context, cat *storeCatalog, tbl *table.Table, sc *iceberg.Schema) (*table.Table, error) {
-	nm, err := nameMapping(sc)
-	if err != nil {
-		return nil, err
-	}
 	reqs := []table.Requirement{table.AssertCurrentSchemaID(tbl.Schema().ID), table.AssertTableUUID(tbl.Metadata().TableUUID())}
-	updates := []table.Update{table.NewAddSchemaUpdate(sc), table.NewSetCurrentSchemaUpdate(-1),
-		table.NewSetPropertiesUpdate(iceberg.Properties{table.DefaultNameMappingKey: nm})}
+	updates := []table.Update{table.NewAddSchemaUpdate(sc), table.NewSetCurrentSchemaUpdate(-1)}
+	if _, mapped := tbl.Properties()[table.DefaultNameMappingKey]; mapped {
+		nm, err := nameMapping(sc)
+		if err != nil {
+			return nil, err
+		}
+		updates = append(updates, table.NewSetPropertiesUpdate(iceberg.Properties{table.DefaultNameMappingKey: nm}))
+	}
 	meta, loc, err := cat.CommitTable(ctx, cat.ident, reqs, updates)
 	if err != nil {
 		return nil, err

@@ -86,3 +86,14 @@ func lagSince(ctx context.Context, t *engine.Table, v uint64) time.Duration {
 	}
 	return time.Since(h[0].Timestamp)
 }
+
+// PublishedVersion returns the version the table's newest Iceberg metadata mirrors (its
+// PropVersion; 0 when it has no metadata yet). It reads the newest metadata file and nothing
+// else.
+func (p *Publisher) PublishedVersion(ctx context.Context) (uint64, error) {
+	tbl, _, err := newStoreCatalog(newStoreIO(ctx, p.t.Store()), p.t.Name()).load(ctx)
+	if err != nil || tbl == nil {
+		return 0, err
+	}
+	return publishedVersion(tbl.Metadata()), nil
+}

@@ -58,3 +58,10 @@ func recordPublish(ctx context.Context, name string, rep Report, err error, took
 	}
 	versionsBehind.Record(ctx, int64(behind), metric.WithAttributes(tattr))
 }
+
+// RecordBehind records that table name's Iceberg metadata is behind versions behind its newest
+// version, as a publish run does: for a lag found by watching the table (commits of another
+// process), before the publish that catches it up.
+func RecordBehind(ctx context.Context, name string, behind uint64) {
+	versionsBehind.Record(ctx, int64(behind), metric.WithAttributes(attribute.String("table", name)))
+}

@@ -29,10 +29,11 @@ var ErrExists = errors.New("object already exists")
 // once the store is back, so callers may retry. A cancelled or expired context is not wrapped.
 var ErrUnavailable = errors.New("object store unavailable")
 
-// unavailableError marks err as ErrUnavailable and keeps err's message and chain.
+// unavailableError marks err as ErrUnavailable and keeps err's chain; its message is err's in
+// brief (briefError).
 type unavailableError struct{ err error }
 
-func (e unavailableError) Error() string        { return e.err.Error() }
+func (e unavailableError) Error() string        { return briefError(e.err) }
 func (e unavailableError) Unwrap() error        { return e.err }
 func (e unavailableError) Is(target error) bool { return target == ErrUnavailable }
 

@@ -459,3 +459,19 @@ func s3Status(err error) (status int, code string) {
 	}
 	return status, code
 }
+
+// S3Access is how a reader reaches an S3 store's objects: the endpoint (empty: the AWS default
+// for the region), the region and whether buckets are addressed by path, as the store's client
+// resolved them.
+type S3Access struct {
+	Endpoint  string
+	Region    string
+	PathStyle bool
+}
+
+// Access returns how the store's client reaches S3 (the Iceberg REST catalog hands it to
+// readers).
+func (s *S3) Access() S3Access {
+	o := s.client.Options()
+	return S3Access{Endpoint: aws.ToString(o.BaseEndpoint), Region: o.Region, PathStyle: o.UsePathStyle}
+}

@@ -43,6 +43,7 @@ func (s *Sink) forget(name string) {
 	ss := s.memwal[name]
 	delete(s.memwal, name)
 	delete(s.tables, name)
+	delete(s.maintained, name)
 	s.mu.Unlock()
 	if ss != nil {
 		ss.Close()

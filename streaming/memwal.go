@@ -245,6 +245,7 @@ func (s *Sink) memwalAck(ctx context.Context, e *epoch, rows int64, dup bool) (A
 	if err := e.shards.AfterPut(ctx, e.base); err != nil {
 		return Ack{}, err // inline maintenance with a strict policy; the epoch itself is durable
 	}
+	s.recordHealthThresholds(ctx, e.table.Name(), e.base)
 	ack := newAck(StatusCommitted, &e.EpochRequest)
 	ack.Rows, ack.Route = rows, RouteMemWAL
 	return ack, nil

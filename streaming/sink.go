@@ -75,6 +75,17 @@ type Options struct {
 	// "iceberg.publish_interval_ms". 0 means iceberg.DefaultPublishInterval, negative publishes
 	// after every commit.
 	IcebergPublishInterval time.Duration
+	// IcebergScanInterval is how often WatchCommits looks for versions of the root's tables that
+	// this sink did not schedule a publish for (commits of another process) and publishes them
+	// (the server's --iceberg-scan-interval). 0 means DefaultIcebergScanInterval, negative: no
+	// scan.
+	IcebergScanInterval time.Duration
+	// HealthLaggingAfter and HealthStalledAfter are how long a table streaming queries write may
+	// go without a committed epoch before its health is lagging, then stalled (the status page,
+	// and the alert rules through the per-table threshold metrics), for tables that set none
+	// (the configuration keys health.lagging_after, health.stalled_after). Defaults
+	// DefaultHealthLaggingAfter and DefaultHealthStalledAfter.
+	HealthLaggingAfter, HealthStalledAfter time.Duration
 }
 
 // EnsureDefaults fills unset options and returns o.
@@ -107,6 +118,15 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.IcebergPublishInterval == 0 {
 		o.IcebergPublishInterval = iceberg.DefaultPublishInterval
 	}
+	if o.IcebergScanInterval == 0 {
+		o.IcebergScanInterval = DefaultIcebergScanInterval
+	}
+	if o.HealthLaggingAfter <= 0 {
+		o.HealthLaggingAfter = DefaultHealthLaggingAfter
+	}
+	if o.HealthStalledAfter <= 0 {
+		o.HealthStalledAfter = DefaultHealthStalledAfter
+	}
 	if o.ReadSnapshotMaxBytes <= 0 {
 		o.ReadSnapshotMaxBytes = DefaultReadSnapshotMaxBytes
 	}
@@ -135,6 +155,9 @@ type Sink struct {
 	tables map[string]*engine.Table
 	memwal map[string]*memwal.ShardSet // MemWAL shard sets by table, made on first use
 	pins   pinnedReads                 // read snapshots of read plans (reads.go)
+	// maintained is, by table, the newest version this sink scheduled maintenance (so a publish)
+	// after, or found published by WatchCommits: a newer version is someone else's to notice.
+	maintained map[string]uint64
 
 	// bg is the context of background maintenance (folds included), cancelled by Close after a
 	// grace period. Its state is opts.Engine.Maintenance, shared by every table of the sink.
@@ -150,7 +173,8 @@ func NewSink(store objstore.Store, opts *Options) *Sink {
 	}
 	o.EnsureDefaults()
 	o.Engine = TableOptions(&o)
-	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*memwal.ShardSet)}
+	s := &Sink{store: store, opts: o, tables: make(map[string]*engine.Table), memwal: make(map[string]*memwal.ShardSet),
+		maintained: make(map[string]uint64)}
 	s.bg, s.stop = context.WithCancel(context.Background())
 	return s
 }
@@ -523,6 +547,8 @@ func (s *Sink) maintain(ctx context.Context, t *engine.Table, m *engine.Manifest
 	if err != nil {
 		return err
 	}
+	s.noteMaintained(t.Name(), m.Version)
+	s.recordHealthThresholds(ctx, t.Name(), m)
 	return mt.MaintainAfterCommit(ctx, m)
 }
 

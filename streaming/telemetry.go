@@ -18,6 +18,8 @@ var (
 	rowsIn      metric.Int64Counter
 	bytesIn     metric.Int64Counter
 	lastCommit  metric.Float64Gauge
+	// laggingAfter and stalledAfter are each table's health thresholds, for the alert rules.
+	laggingAfter, stalledAfter metric.Float64Gauge
 )
 
 func init() {
@@ -25,6 +27,10 @@ func init() {
 	rowsIn, _ = meter.Int64Counter("flight_sink.rows", metric.WithDescription("Rows committed by epoch writes and plain appends, by table."))
 	lastCommit, _ = meter.Float64Gauge("flight_sink.table.last_commit.timestamp", metric.WithUnit("s"),
 		metric.WithDescription("Unix time at which this process last acknowledged a committed epoch or append of the table (base table or MemWAL)."))
+	laggingAfter, _ = meter.Float64Gauge("flight_sink.table.health.lagging_after", metric.WithUnit("s"),
+		metric.WithDescription("How long the table may go without a committed epoch before its health is lagging (its health.lagging_after, else the server's)."))
+	stalledAfter, _ = meter.Float64Gauge("flight_sink.table.health.stalled_after", metric.WithUnit("s"),
+		metric.WithDescription("How long the table may go without a committed epoch before its health is stalled (its health.stalled_after, else the server's)."))
 	bytesIn, _ = meter.Int64Counter("flight_sink.data_bytes", metric.WithUnit("By"),
 		metric.WithDescription("Bytes of data files (Parquet) written for epochs and plain appends, committed or not."))
 }

@@ -157,6 +157,40 @@ func TestStoreErrorHint(t *testing.T) {
 	}
 }
 
+// TestServeStoreErrorSaysHintOnce: serve on an S3 root that does not answer exits with one
+// line: the root, the store's failure, and its hint once.
+func TestServeStoreErrorSaysHintOnce(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + lis.Addr().String()
+	lis.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	var out, errb bytes.Buffer
+	code := run([]string{"serve", "--listen", "127.0.0.1:0", "--http-listen", "off", "--log-level", "error",
+		"--s3-endpoint", endpoint, "--s3-region", "us-east-1", "--s3-path-style", "--root", "s3://bucket/prefix"}, &out, &errb)
+	msg := errb.String()
+	if code != 1 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "s3://bucket/prefix does not answer") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 and one line naming the root", code, msg)
+	}
+	for _, once := range []string{"hint:", "check the bucket exists", "--s3-endpoint", "--store-unreachable=not-ready"} {
+		if n := strings.Count(msg, once); n != 1 {
+			t.Errorf("%q appears %d times in %q; want once", once, n, msg)
+		}
+	}
+	// The S3 client's layers (retries, an empty response's ids, the request URL) are left out.
+	for _, noise := range []string{"RequestID", "HostID", "list-type=", "exceeded maximum"} {
+		if strings.Contains(msg, noise) {
+			t.Errorf("stderr %q carries the S3 client's %q", msg, noise)
+		}
+	}
+	if len(msg) > 500 {
+		t.Errorf("stderr is %d characters: %q", len(msg), msg)
+	}
+}
+
 // TestCompletion: completion bash|zsh|fish print scripts held in golden files; the bash one,
 // run by bash, completes commands, a group's commands and a command's flags.
 func TestCompletion(t *testing.T) {

@@ -140,9 +140,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	return 0
 }
 
-// errorHint returns what to check after an error, or "": for a store that did not answer, the
-// settings that reach it.
+// errorHint returns what to check after an error, or "": the error's own hint when it has one
+// (flightsvc.RootUnavailableError), else for a store that did not answer the settings that
+// reach it. One hint at most: the line says its advice once.
 func errorHint(err error) string {
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		return " (hint: " + h.Hint() + ")"
+	}
 	if errors.Is(err, objstore.ErrUnavailable) {
 		return " (hint: the S3 store did not answer: check that the bucket exists, the credentials " +
 			"(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role), and --s3-endpoint, " +

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -43,7 +45,11 @@ type ServeCmd struct {
 	MemWALStreamPuts  int64         `name:"memwal-stream-put-bytes" default:"0" env:"FLIGHT_SINK_MEMWAL_STREAM_PUT_BYTES" help:"Stream a MemWAL epoch of a table without a primary key into a local-disk WAL as its batches arrive once it passes this many bytes (0: never; docs/storage.md, Streamed puts)."`
 	MemWALLeaseTTL    time.Duration `name:"memwal-lease-ttl" default:"15s" env:"FLIGHT_SINK_MEMWAL_LEASE_TTL" help:"How long a server's claim of a MemWAL shard lasts without a commit; it renews every third of it, and another server that sees no commit of the owner for this long takes the shard over (fold, release). Every server of a table must use the same value."`
 	IcebergInterval   time.Duration `name:"iceberg-publish-interval" default:"1s" env:"FLIGHT_SINK_ICEBERG_PUBLISH_INTERVAL" help:"Least time between two Iceberg publishes of a table after commits (0: after every commit); a table overrides it with the configuration iceberg.publish_interval_ms."`
+	IcebergVend       string        `name:"iceberg-vend-credentials" type:"existingfile" env:"FLIGHT_SINK_ICEBERG_VEND_CREDENTIALS" help:"JSON file of read-only S3 credentials ({\"access-key-id\", \"secret-access-key\", \"session-token\"?}) the Iceberg REST catalog hands to readers of an s3:// root that ask for vended credentials."`
+	IcebergScan       time.Duration `name:"iceberg-scan-interval" default:"2s" env:"FLIGHT_SINK_ICEBERG_SCAN_INTERVAL" help:"How often the server looks for versions of the root's tables it did not commit (another server, flight-sink compact, cleanup or config set) and publishes them to Iceberg (0: never)."`
 	MemWALFreshness   time.Duration `name:"memwal-freshness" default:"5s" env:"FLIGHT_SINK_MEMWAL_FRESHNESS" help:"Longest an acknowledged MemWAL row waits before a fold makes it visible to engines (Iceberg readers); 0: folds by generation count only. A table overrides it with the configuration flight_sink.memwal.freshness_ms."`
+	HealthLagging     time.Duration `name:"health-lagging-after" default:"2m" env:"FLIGHT_SINK_HEALTH_LAGGING_AFTER" help:"The status page calls a table streaming queries write lagging after this long without a committed epoch; a table sets its own with the configuration health.lagging_after."`
+	HealthStalled     time.Duration `name:"health-stalled-after" default:"15m" env:"FLIGHT_SINK_HEALTH_STALLED_AFTER" help:"The status page calls such a table stalled after this long (longer than --health-lagging-after); a table sets its own with health.stalled_after. Both are exported per table for the alert rules."`
 	CPUProfile        string        `name:"cpuprofile" type:"path" env:"FLIGHT_SINK_CPUPROFILE" help:"Write a CPU profile of the server's whole run to this file, complete once the server has shut down (for go tool pprof)."`
 }
 
@@ -70,6 +76,9 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	if c.EndpointBytes <= 0 {
 		return fmt.Errorf("--endpoint-bytes must be positive, got %d", c.EndpointBytes)
 	}
+	if c.HealthLagging <= 0 || c.HealthStalled <= c.HealthLagging {
+		return fmt.Errorf("--health-lagging-after (%v) must be positive and --health-stalled-after (%v) longer", c.HealthLagging, c.HealthStalled)
+	}
 	if c.MaxDecodedMsg <= 0 {
 		return fmt.Errorf("--max-decoded-message-bytes must be positive, got %d", c.MaxDecodedMsg)
 	}
@@ -90,6 +99,18 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	cfg.Sink.DefaultLookback = c.DedupeLookback
 	cfg.Sink.DisableIceberg = c.NoIceberg
 	cfg.Sink.IcebergPublishInterval = c.IcebergInterval
+	cfg.Sink.IcebergScanInterval = c.IcebergScan
+	cfg.Sink.HealthLaggingAfter, cfg.Sink.HealthStalledAfter = c.HealthLagging, c.HealthStalled
+	if c.IcebergVend != "" {
+		vc, err := readVendedCredentials(c.IcebergVend)
+		if err != nil {
+			return err
+		}
+		cfg.IcebergVendCredentials = vc
+	}
+	if c.IcebergScan <= 0 {
+		cfg.Sink.IcebergScanInterval = -1 // the Sink's zero value is its default; negative: no scan
+	}
 	cfg.Sink.MemWALFreshness = c.MemWALFreshness
 	if c.MemWALFreshness == 0 {
 		cfg.Sink.MemWALFreshness = -1 // the Sink's zero value is its default; negative: off
@@ -114,6 +135,25 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	return srv.Serve(ctx)
+}
+
+// readVendedCredentials reads the --iceberg-vend-credentials file: a JSON object with
+// "access-key-id" and "secret-access-key", and "session-token" for temporary credentials.
+func readVendedCredentials(path string) (*flightsvc.VendedS3Credentials, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--iceberg-vend-credentials: %w", err)
+	}
+	var vc flightsvc.VendedS3Credentials
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&vc); err != nil {
+		return nil, fmt.Errorf("--iceberg-vend-credentials %s: not a JSON object of access-key-id, secret-access-key and session-token: %w", path, err)
+	}
+	if vc.AccessKeyID == "" || vc.SecretAccessKey == "" {
+		return nil, fmt.Errorf("--iceberg-vend-credentials %s: needs access-key-id and secret-access-key", path)
+	}
+	return &vc, nil
 }
 
 // configAttrs returns the effective value of every serve flag and the S3 flags, as log

@@ -109,8 +109,9 @@ func TestReadyzUnreachableStore(t *testing.T) {
 			root := "s3://" + opts.Bucket + "/" + opts.Prefix
 			cfg := flightsvc.Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Root: root, S3: &opts}
 			_, err := flightsvc.NewServer(t.Context(), cfg)
-			if err == nil || !strings.Contains(err.Error(), root+" does not answer") || !strings.Contains(err.Error(), "--s3-endpoint") {
-				t.Fatalf("start on an unreachable store: got %v, want an error naming %s with a hint", err, root)
+			var rerr *flightsvc.RootUnavailableError
+			if !errors.As(err, &rerr) || !strings.Contains(err.Error(), root+" does not answer") || !strings.Contains(rerr.Hint(), "--s3-endpoint") {
+				t.Fatalf("start on an unreachable store: got %v, want a RootUnavailableError naming %s with a hint", err, root)
 			}
 			if !errors.Is(err, objstore.ErrUnavailable) {
 				t.Errorf("start error %v does not wrap objstore.ErrUnavailable", err)
