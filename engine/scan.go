@@ -278,7 +278,7 @@ func (s *Scanner) advance() bool {
 				return false
 			}
 			if keep != nil {
-				sel, err := selectRows(s.ctx, s.alloc, conf, keep)
+				sel, err := arrowschema.TakeRecord(s.alloc, conf, keep)
 				conf.Release()
 				if err != nil {
 					s.err = fmt.Errorf("table %s: apply deletions to fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)

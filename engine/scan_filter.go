@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/engine/rowset"
 )
@@ -151,7 +152,7 @@ func (f *rowFilter) apply(ctx context.Context, rec arrow.RecordBatch) (arrow.Rec
 		return projected, nil
 	}
 	defer projected.Release()
-	return selectRows(ctx, f.alloc, projected, keep)
+	return arrowschema.TakeRecord(f.alloc, projected, keep)
 }
 
 // emit makes rec (a conformed batch of the read schema, owned by the scanner) the current batch,
