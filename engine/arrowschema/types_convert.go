@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -37,7 +36,6 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 	if limit <= 0 {
 		limit = DefaultMaxIPCMessageBytes
 	}
-	ctx = compute.WithAllocator(ctx, mem)
 	cols := make([]arrow.Array, 0, rec.NumCols())
 	defer func() {
 		for _, c := range cols {
@@ -48,8 +46,8 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 		for i, col := range rec.Columns() {
 			f := stored.Field(i)
 			if !arrow.TypeEqual(col.DataType(), f.Type) {
-				// Measured before converting: the kernels run in goroutines of their own, where
-				// running out of memory is not an error anyone can catch.
+				// Measured before converting: running out of memory is not an error anyone can
+				// catch.
 				if err := checkExpansion(f.Name, col, limit); err != nil {
 					return err
 				}
@@ -98,13 +96,13 @@ func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 		}
 		return Take(mem, values, idx)
 	case *array.StringView, *array.BinaryView:
-		return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
+		return castArray(mem, arr, to)
 	case *array.Decimal32:
 		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
 	case *array.Decimal64:
 		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
 	case *array.Uint8, *array.Uint16, *array.Uint32:
-		return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
+		return castArray(mem, arr, to)
 	case *array.Float16:
 		b := array.NewFloat32Builder(mem)
 		defer b.Release()
