@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/parquetfile"
 	"github.com/flight-sink/flight-sink/engine/rowset"
 	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -173,7 +173,7 @@ type Scanner struct {
 	leafCols []int
 	openID   uint64        // the open fragment's id
 	runs     []rowGroupRun // row groups of the open fragment still to read
-	rr       pqarrow.RecordReader
+	rr       *parquetfile.RecordReader
 	cur      arrow.RecordBatch
 	err      error
 	done     bool
@@ -326,7 +326,7 @@ func (s *Scanner) openFragment(f Fragment) error {
 		r.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
-	props := pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}
+	props := pqarrow.ArrowReadProperties{BatchSize: s.batchSize} // columns decode in parallel in openRun
 	fr, err := pqarrow.NewFileReader(pr, props, s.alloc)
 	if err != nil {
 		pr.Close()

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/parquetfile"
 	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
@@ -229,7 +231,8 @@ func (s *Scanner) openRun() (bool, error) {
 		s.rr.Release()
 		s.rr = nil
 	}
-	rr, err := s.fr.GetRecordReader(s.ctx, s.leafCols, run.groups)
+	parallel := !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1
+	rr, err := parquetfile.NewRecordReader(s.ctx, s.fr, s.leafCols, run.groups, parallel, s.alloc)
 	if err != nil {
 		return false, fmt.Errorf("table %s: read fragment %d: %w", s.t.name, s.openID, err)
 	}
