@@ -1,11 +1,13 @@
 package arrowschema
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine/typetest"
@@ -169,4 +171,54 @@ func TestTakeRefusesBadIndex(t *testing.T) {
 		got.Release()
 		t.Fatal("Take of row 3 of 3 returned no error")
 	}
+}
+
+// BenchmarkTake selects the rows a 20 % scattered deletion leaves of a 65,536-row batch of an
+// int64 and a string column, with Take and with arrow-go's compute.Take for comparison.
+func BenchmarkTake(b *testing.B) {
+	mem := memory.NewGoAllocator()
+	ib := array.NewInt64Builder(mem)
+	sb := array.NewStringBuilder(mem)
+	var keep []int32
+	for i := range 65_536 {
+		ib.Append(int64(i))
+		if i%5 == 0 {
+			sb.AppendNull()
+		} else {
+			sb.Append(fmt.Sprintf("name-%d", i*i))
+		}
+		if i%5 != 2 {
+			keep = append(keep, int32(i))
+		}
+	}
+	cols := []arrow.Array{ib.NewArray(), sb.NewArray()}
+	ib.Release()
+	sb.Release()
+	kb := array.NewInt32Builder(mem)
+	kb.AppendValues(keep, nil)
+	idx := kb.NewArray()
+	kb.Release()
+	b.Run("arrowschema.Take", func(b *testing.B) {
+		for b.Loop() {
+			for _, c := range cols {
+				out, err := Take(mem, c, keep)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Release()
+			}
+		}
+	})
+	b.Run("compute.TakeArray", func(b *testing.B) {
+		ctx := compute.WithAllocator(context.Background(), mem)
+		for b.Loop() {
+			for _, c := range cols {
+				out, err := compute.TakeArray(ctx, c, idx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Release()
+			}
+		}
+	})
 }
