@@ -36,10 +36,14 @@ var _ array.RecordReader = (*RecordReader)(nil)
 // NewRecordReader returns a reader of the leaf columns cols (all when nil) and row groups
 // rowGroups (all when nil) of fr, in batches of fr.Props.BatchSize rows; fr.Props.Parallel must be
 // false (the readers open one after another, with no goroutine of pqarrow's). parallel decodes
-// the columns of each batch in a goroutine each. Release it when done.
+// the columns of each batch in a goroutine each. mem (memory.DefaultAllocator when nil) holds a
+// column's batch when it spans pages that must be joined. Release it when done.
 func NewRecordReader(ctx context.Context, fr *pqarrow.FileReader, cols, rowGroups []int, parallel bool, mem memory.Allocator) (*RecordReader, error) {
 	if fr.Props.Parallel {
 		return nil, errors.New("parquetfile: NewRecordReader of a file reader with Parallel set")
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
 	}
 	md := fr.ParquetReader().MetaData()
 	if rowGroups == nil {
