@@ -157,6 +157,9 @@ type Scanner struct {
 	fieldIdx   []int
 	batchSize  int64
 	batchBytes int64
+	// rowBytes is the Arrow bytes per row of the last batch decoded (0 before the first): it
+	// sizes the batches of the fragments and runs that follow.
+	rowBytes int64
 	alloc      memory.Allocator // ScanOptions.Allocator
 	schema     *arrow.Schema    // what is read: out plus the columns only the filter needs
 	out        *arrow.Schema    // what is returned
@@ -426,11 +429,24 @@ func appendLeaves(dst []int, f *pqarrow.SchemaField) []int {
 	return dst
 }
 
-func (s *Scanner) closeFragment() {
-	if s.rr != nil {
-		s.rr.Release()
-		s.rr = nil
+// scanProbeRows is the most rows of a scan's first batch, read before any batch has told how many
+// Arrow bytes a row of this scan holds (parquetfile.RecordReader.SizeBatches).
+const scanProbeRows = 1024
+
+// releaseReader releases the reader of the open run, keeping the bytes per row it measured.
+func (s *Scanner) releaseReader() {
+	if s.rr == nil {
+		return
 	}
+	if b := s.rr.BytesPerRow(); b > 0 {
+		s.rowBytes = b
+	}
+	s.rr.Release()
+	s.rr = nil
+}
+
+func (s *Scanner) closeFragment() {
+	s.releaseReader()
 	if s.pr != nil {
 		s.pr.Close() // closes the underlying file too
 		s.pr = nil

@@ -227,15 +227,19 @@ func (s *Scanner) openRun() (bool, error) {
 	}
 	run := s.runs[0]
 	s.runs = s.runs[1:]
-	if s.rr != nil {
-		s.rr.Release()
-		s.rr = nil
-	}
+	s.releaseReader()
 	parallel := !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1
 	rr, err := parquetfile.NewRecordReader(s.ctx, s.fr, s.leafCols, run.groups, parallel, s.alloc)
 	if err != nil {
 		return false, fmt.Errorf("table %s: read fragment %d: %w", s.t.name, s.openID, err)
 	}
+	// Batches of about batchBytes of Arrow memory: by the bytes per row decoded so far, or a
+	// first batch of at most scanProbeRows rows (the file's estimate can be many times short).
+	first := min(s.fr.Props.BatchSize, scanProbeRows)
+	if s.rowBytes > 0 {
+		first = parquetfile.BatchRows(s.batchBytes, s.batchSize, s.rowBytes)
+	}
+	rr.SizeBatches(s.batchBytes, s.batchSize, first)
 	s.rr, s.offset = rr, run.start
 	return true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
@@ -29,6 +30,10 @@ type RecordReader struct {
 	parallel  bool
 	cur       arrow.RecordBatch
 	err       error
+
+	// Sizing by bytes (SizeBatches): the Arrow bytes a batch aims at (0: batchSize rows each),
+	// the most rows of one, and the bytes per row of the last batch decoded.
+	targetBytes, maxRows, bytesPerRow int64
 }
 
 var _ array.RecordReader = (*RecordReader)(nil)
@@ -84,6 +89,24 @@ func NewRecordReader(ctx context.Context, fr *pqarrow.FileReader, cols, rowGroup
 	return r, nil
 }
 
+// SizeBatches makes the reader size its batches by their Arrow memory (arrowschema.RecordBytes):
+// the next batch holds first rows, and each one after about target bytes, at most maxRows rows,
+// by the bytes per row of the batch before it. A Parquet file's encoded size says little of a
+// batch's decoded one (a dictionary of long strings decodes to many times its pages), so only
+// what was decoded sizes the batches that follow.
+func (r *RecordReader) SizeBatches(target, maxRows, first int64) {
+	r.targetBytes, r.maxRows, r.batchSize = target, max(1, maxRows), max(1, first)
+}
+
+// BytesPerRow returns the Arrow bytes per row of the last batch read; 0 before the first.
+func (r *RecordReader) BytesPerRow() int64 { return r.bytesPerRow }
+
+// BatchRows returns the rows of a batch of about target bytes at bytesPerRow bytes a row: at
+// least 1 and at most maxRows.
+func BatchRows(target, maxRows, bytesPerRow int64) int64 {
+	return min(max(1, maxRows), max(1, target/max(1, bytesPerRow)))
+}
+
 // Schema returns the schema of the batches.
 func (r *RecordReader) Schema() *arrow.Schema { return r.schema }
 
@@ -134,6 +157,12 @@ func (r *RecordReader) Next() bool {
 		return false
 	}
 	r.cur = array.NewRecordBatch(r.schema, cols, -1)
+	if n := r.cur.NumRows(); n > 0 {
+		r.bytesPerRow = max(1, arrowschema.RecordBytes(r.cur)/n)
+		if r.targetBytes > 0 {
+			r.batchSize = BatchRows(r.targetBytes, r.maxRows, r.bytesPerRow)
+		}
+	}
 	return true
 }
 
