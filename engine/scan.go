@@ -159,7 +159,7 @@ type Scanner struct {
 	batchBytes int64
 	// rowBytes is the Arrow bytes per row of the last batch decoded (0 before the first): it
 	// sizes the batches of the fragments and runs that follow.
-	rowBytes int64
+	rowBytes   int64
 	alloc      memory.Allocator // ScanOptions.Allocator
 	schema     *arrow.Schema    // what is read: out plus the columns only the filter needs
 	out        *arrow.Schema    // what is returned
