@@ -30,11 +30,11 @@ type ScanOptions struct {
 	Columns []string
 	// BatchSize is the most rows per record batch. Default 65,536.
 	BatchSize int64
-	// BatchBytes is the Arrow bytes a record batch aims at: each fragment's batches hold
-	// BatchBytes over the fragment's bytes per row (estimated from the Parquet column chunks of
-	// the columns read, uncompressed), at least one row and at most BatchSize. Default
-	// DefaultScanBatchBytes. A dictionary-encoded column of long repeated strings decodes
-	// larger than its estimate.
+	// BatchBytes is the Arrow bytes a record batch aims at: each batch holds BatchBytes over the
+	// Arrow bytes per row of the batch decoded before it, at least one row and at most
+	// BatchSize; the scan's first batch holds at most 1,024 rows and BatchBytes over the
+	// fragment's bytes per row estimated from the Parquet column chunks of the columns read
+	// (uncompressed). Default DefaultScanBatchBytes.
 	BatchBytes int64
 	// WithRowAddresses makes the scanner report each row's address (Scanner.RowAddresses), as
 	// DeleteRows takes them. Not with Filter.
