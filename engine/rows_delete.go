@@ -6,11 +6,6 @@ import (
 	"fmt"
 
 	"github.com/RoaringBitmap/roaring/v2"
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/compute/exec"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/expr"
@@ -328,33 +323,4 @@ func rowAddresses(dst []uint64, frag uint64, start, n int64, keep []int32) []uin
 		dst = append(dst, rowset.Address(frag, uint32(start+int64(i))))
 	}
 	return dst
-}
-
-// selectRows returns the rows keep (ascending indices) of rec. The caller releases the result.
-func selectRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, keep []int32) (arrow.RecordBatch, error) {
-	if len(keep) > 0 && int(keep[len(keep)-1]-keep[0]) == len(keep)-1 {
-		return rec.NewSlice(int64(keep[0]), int64(keep[len(keep)-1])+1), nil // one run: no copy
-	}
-	b := array.NewInt32Builder(mem)
-	b.AppendValues(keep, nil)
-	idx := b.NewArray()
-	b.Release()
-	defer idx.Release()
-	ctx = exec.WithAllocator(ctx, mem)
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i, c := range rec.Columns() {
-		out, err := compute.TakeArray(ctx, c, idx)
-		if err != nil {
-			return nil, err
-		}
-		cols[i] = out
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(len(keep))), nil
 }

@@ -97,7 +97,7 @@ func (t *Table) PrepareUpdate(ctx context.Context, base *Manifest, u UpdateSpec)
 		if len(keep) == 0 {
 			continue
 		}
-		sel, err := selectRows(ctx, t.opts.Allocator, rec, keep)
+		sel, err := arrowschema.TakeRecord(t.opts.Allocator, rec, keep)
 		if err != nil {
 			return fail(fmt.Errorf("table %s: update: %w", t.name, err))
 		}

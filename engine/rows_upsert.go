@@ -123,7 +123,7 @@ func (t *Table) PrepareUpsertIn(ctx context.Context, base *Manifest, recs []arro
 		}
 		out := rec
 		if dup {
-			if out, err = selectRows(ctx, t.opts.Allocator, rec, keep); err != nil {
+			if out, err = arrowschema.TakeRecord(t.opts.Allocator, rec, keep); err != nil {
 				w.Abort(ctx)
 				return nil, fmt.Errorf("table %s: upsert: %w", t.name, err)
 			}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/parquetfile"
 	"github.com/flight-sink/flight-sink/engine/rowset"
 	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -30,11 +30,11 @@ type ScanOptions struct {
 	Columns []string
 	// BatchSize is the most rows per record batch. Default 65,536.
 	BatchSize int64
-	// BatchBytes is the Arrow bytes a record batch aims at: each fragment's batches hold
-	// BatchBytes over the fragment's bytes per row (estimated from the Parquet column chunks of
-	// the columns read, uncompressed), at least one row and at most BatchSize. Default
-	// DefaultScanBatchBytes. A dictionary-encoded column of long repeated strings decodes
-	// larger than its estimate.
+	// BatchBytes is the Arrow bytes a record batch aims at: each batch holds BatchBytes over the
+	// Arrow bytes per row of the batch decoded before it, at least one row and at most
+	// BatchSize; the scan's first batch holds at most 1,024 rows and BatchBytes over the
+	// fragment's bytes per row estimated from the Parquet column chunks of the columns read
+	// (uncompressed). Default DefaultScanBatchBytes.
 	BatchBytes int64
 	// WithRowAddresses makes the scanner report each row's address (Scanner.RowAddresses), as
 	// DeleteRows takes them. Not with Filter.
@@ -157,6 +157,9 @@ type Scanner struct {
 	fieldIdx   []int
 	batchSize  int64
 	batchBytes int64
+	// rowBytes is the Arrow bytes per row of the last batch decoded (0 before the first): it
+	// sizes the batches of the fragments and runs that follow.
+	rowBytes   int64
 	alloc      memory.Allocator // ScanOptions.Allocator
 	schema     *arrow.Schema    // what is read: out plus the columns only the filter needs
 	out        *arrow.Schema    // what is returned
@@ -173,7 +176,7 @@ type Scanner struct {
 	leafCols []int
 	openID   uint64        // the open fragment's id
 	runs     []rowGroupRun // row groups of the open fragment still to read
-	rr       pqarrow.RecordReader
+	rr       *parquetfile.RecordReader
 	cur      arrow.RecordBatch
 	err      error
 	done     bool
@@ -278,7 +281,7 @@ func (s *Scanner) advance() bool {
 				return false
 			}
 			if keep != nil {
-				sel, err := selectRows(s.ctx, s.alloc, conf, keep)
+				sel, err := arrowschema.TakeRecord(s.alloc, conf, keep)
 				conf.Release()
 				if err != nil {
 					s.err = fmt.Errorf("table %s: apply deletions to fragment %d: %w", s.t.name, s.frags[s.next-1].ID, err)
@@ -326,7 +329,7 @@ func (s *Scanner) openFragment(f Fragment) error {
 		r.Close()
 		return fmt.Errorf("table %s: open data file %s: %w", s.t.name, key, err)
 	}
-	props := pqarrow.ArrowReadProperties{BatchSize: s.batchSize, Parallel: !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1}
+	props := pqarrow.ArrowReadProperties{BatchSize: s.batchSize} // columns decode in parallel in openRun
 	fr, err := pqarrow.NewFileReader(pr, props, s.alloc)
 	if err != nil {
 		pr.Close()
@@ -426,11 +429,24 @@ func appendLeaves(dst []int, f *pqarrow.SchemaField) []int {
 	return dst
 }
 
-func (s *Scanner) closeFragment() {
-	if s.rr != nil {
-		s.rr.Release()
-		s.rr = nil
+// scanProbeRows is the most rows of a scan's first batch, read before any batch has told how many
+// Arrow bytes a row of this scan holds (parquetfile.RecordReader.SizeBatches).
+const scanProbeRows = 1024
+
+// releaseReader releases the reader of the open run, keeping the bytes per row it measured.
+func (s *Scanner) releaseReader() {
+	if s.rr == nil {
+		return
 	}
+	if b := s.rr.BytesPerRow(); b > 0 {
+		s.rowBytes = b
+	}
+	s.rr.Release()
+	s.rr = nil
+}
+
+func (s *Scanner) closeFragment() {
+	s.releaseReader()
 	if s.pr != nil {
 		s.pr.Close() // closes the underlying file too
 		s.pr = nil

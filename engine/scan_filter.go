@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -12,7 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/parquetfile"
 	"github.com/flight-sink/flight-sink/engine/rowset"
 )
 
@@ -151,7 +154,7 @@ func (f *rowFilter) apply(ctx context.Context, rec arrow.RecordBatch) (arrow.Rec
 		return projected, nil
 	}
 	defer projected.Release()
-	return selectRows(ctx, f.alloc, projected, keep)
+	return arrowschema.TakeRecord(f.alloc, projected, keep)
 }
 
 // emit makes rec (a conformed batch of the read schema, owned by the scanner) the current batch,
@@ -224,14 +227,19 @@ func (s *Scanner) openRun() (bool, error) {
 	}
 	run := s.runs[0]
 	s.runs = s.runs[1:]
-	if s.rr != nil {
-		s.rr.Release()
-		s.rr = nil
-	}
-	rr, err := s.fr.GetRecordReader(s.ctx, s.leafCols, run.groups)
+	s.releaseReader()
+	parallel := !s.background && len(s.fieldIdx) > 1 && runtime.GOMAXPROCS(0) > 1
+	rr, err := parquetfile.NewRecordReader(s.ctx, s.fr, s.leafCols, run.groups, parallel, s.alloc)
 	if err != nil {
 		return false, fmt.Errorf("table %s: read fragment %d: %w", s.t.name, s.openID, err)
 	}
+	// Batches of about batchBytes of Arrow memory: by the bytes per row decoded so far, or a
+	// first batch of at most scanProbeRows rows (the file's estimate can be many times short).
+	first := min(s.fr.Props.BatchSize, scanProbeRows)
+	if s.rowBytes > 0 {
+		first = parquetfile.BatchRows(s.batchBytes, s.batchSize, s.rowBytes)
+	}
+	rr.SizeBatches(s.batchBytes, s.batchSize, first)
 	s.rr, s.offset = rr, run.start
 	return true, nil
 }

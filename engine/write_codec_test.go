@@ -201,3 +201,55 @@ func TestScanBatchBytes(t *testing.T) {
 		t.Fatalf("read %d rows in %d batches, want 2,000 in about 16", rows, batches)
 	}
 }
+
+// TestScanBatchBytesRepeatedStrings: a column whose Parquet encoding is far smaller than its Arrow
+// form (long strings from a few distinct values, dictionary-encoded) still reads in batches of
+// about BatchBytes of Arrow memory: the scan sizes its batches by the bytes per row of what it
+// decoded, starting from a small first batch, not by the Parquet estimate alone.
+func TestScanBatchBytesRepeatedStrings(t *testing.T) {
+	t.Parallel()
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String},
+	}, nil)
+	tbl, err := Create(t.Context(), store, "repeated", sc, CreateOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 200_000
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	for i := range int64(rows) {
+		b.Field(0).(*array.Int64Builder).Append(i)
+		b.Field(1).(*array.StringBuilder).Append(strings.Repeat(string(rune('a'+i%8)), 200))
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	if _, err := tbl.Append(t.Context(), []arrow.RecordBatch{rec}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const target = 1 << 20
+	s, err := tbl.Scan(t.Context(), ScanOptions{BatchBytes: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	var n int64
+	for s.Next() {
+		r := s.RecordBatch()
+		if size := arrowschema.RecordBytes(r); size > 2*target {
+			t.Fatalf("the batch at row %d holds %d rows, %d bytes; want about %d", n, r.NumRows(), size, target)
+		}
+		if id := r.Column(0).(*array.Int64).Value(0); id != n {
+			t.Fatalf("the batch at row %d starts with id %d", n, id)
+		}
+		n += r.NumRows()
+	}
+	if err := s.Err(); err != nil || n != rows {
+		t.Fatalf("read %d rows (%v), want %d", n, err, rows)
+	}
+}

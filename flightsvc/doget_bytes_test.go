@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,5 +237,66 @@ func TestStalledDoGetsOfWideRowsHeapBounded(t *testing.T) {
 	const bound = 2 * 40 << 20
 	if grown > bound {
 		t.Fatalf("2 stalled DoGets grew the live heap by %d bytes, want under %d", grown, bound)
+	}
+}
+
+// TestStalledDoGetsOfSmallRowsHoldBounded: DoGets whose clients read one message and stop, of a
+// table of 300,000 small rows whose Parquet encoding is many times smaller than their Arrow form
+// (200-byte strings of 8 distinct values, dictionary-encoded), each hold at most the read-ahead
+// (8 MiB) and two scan batches of up to twice engine.DefaultScanBatchBytes: the server's own
+// count of the bytes of the batches a stream holds (read and waiting, queued, being sent), not
+// the process's memory. Batches sized by the Parquet estimate alone were 65,536 rows, 14 MB
+// each, three of them a stream. Not parallel: every DoGet closed while it runs reports its peak.
+func TestStalledDoGetsOfSmallRowsHoldBounded(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	const rows, perBatch = 300_000, 15_000
+	var recs []arrow.RecordBatch
+	for first := 0; first < rows; first += perBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, rowSchema)
+		for i := first; i < first+perBatch; i++ {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			b.Field(1).(*array.StringBuilder).Append(strings.Repeat(string(rune('a'+i%8)), 200))
+		}
+		recs = append(recs, b.NewRecordBatch())
+		b.Release()
+	}
+	_, err := s.put(testCtx(t), cmdDesc(t, epochCmd("small", "q", 0)), rowSchema, recs...)
+	for _, r := range recs {
+		r.Release()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := flight.NewClientWithMiddleware(s.Addr, nil, nil,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	const streams = 8
+	peaks := make(chan int64, 64)
+	defer flightsvc.ReadAheadPeaks(peaks)()
+	stalled, cancel := context.WithCancel(testCtx(t))
+	for range streams {
+		stream, err := slow.DoGet(stalled, &flight.Ticket{Ticket: []byte(`{"table": "small"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Let the streams fill what they may hold: a wait, not a timing assertion.
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	const bound = flightsvc.ReadAheadBytes + 4*engine.DefaultScanBatchBytes
+	for i := range streams {
+		p := <-peaks
+		t.Logf("stream %d held at most %d bytes of batches", i, p)
+		if p > bound {
+			t.Fatalf("a stalled DoGet held %d bytes of batches at once, want at most %d", p, bound)
+		}
 	}
 }

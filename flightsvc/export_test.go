@@ -49,3 +49,14 @@ func IcebergRESTHandler(s *Server, tokens ...string) http.Handler {
 	}
 	return newIcebergREST(s.svc, auth, s.cfg.IcebergVendCredentials)
 }
+
+// ReadAheadPeaks makes every DoGet stream closed from now on send the most bytes of batches it
+// held at once (read, queued and being sent) to peaks, until the returned func is called.
+func ReadAheadPeaks(peaks chan<- int64) (stop func()) {
+	report := func(p int64) { peaks <- p }
+	readAheadPeak.Store(&report)
+	return func() { readAheadPeak.Store(nil) }
+}
+
+// ReadAheadBytes is the bytes of batches a DoGet reads ahead at most.
+const ReadAheadBytes = readAheadBytes

@@ -28,7 +28,20 @@ type readAhead struct {
 	// queued is the bytes of the batches in batches; taken signals the reader that Next took one.
 	queued atomic.Int64
 	taken  chan struct{}
+	// held is the bytes (arrowschema.RecordBytes) of every batch the stream holds: the one the
+	// reader decoded and waits to queue, those queued and the current one; peak is its most.
+	held, peak atomic.Int64
 }
+
+// hold counts n more bytes held (n < 0: fewer) and keeps the peak.
+func (ra *readAhead) hold(n int64) {
+	h := ra.held.Add(n)
+	for p := ra.peak.Load(); h > p && !ra.peak.CompareAndSwap(p, h); p = ra.peak.Load() {
+	}
+}
+
+// readAheadPeak, when set (by tests), is told the peak of held bytes of every readAhead closed.
+var readAheadPeak atomic.Pointer[func(peak int64)]
 
 // readAheadDepth is how many decoded batches wait for the sender at most (each is a scan batch:
 // up to 65,536 rows and about engine.DefaultScanBatchBytes), and readAheadBytes how many bytes of
@@ -61,10 +74,12 @@ func newReadAhead(ctx context.Context, src array.RecordReader) *readAhead {
 			rec := src.RecordBatch()
 			rec.Retain() // src reuses nothing, but its batch is only valid until its next Next
 			size := arrowschema.RecordBytes(rec)
+			ra.hold(size)
 			for q := ra.queued.Load(); q > 0 && q+size > readAheadBytes; q = ra.queued.Load() {
 				select {
 				case <-ra.taken:
 				case <-ctx.Done():
+					ra.hold(-size)
 					rec.Release()
 					return
 				}
@@ -73,6 +88,7 @@ func newReadAhead(ctx context.Context, src array.RecordReader) *readAhead {
 			select {
 			case ra.batches <- rec:
 			case <-ctx.Done():
+				ra.hold(-size)
 				rec.Release()
 				return
 			}
@@ -85,6 +101,7 @@ func newReadAhead(ctx context.Context, src array.RecordReader) *readAhead {
 // Next advances to the next batch.
 func (ra *readAhead) Next() bool {
 	if ra.cur != nil {
+		ra.hold(-arrowschema.RecordBytes(ra.cur))
 		ra.cur.Release()
 		ra.cur = nil
 	}
@@ -111,11 +128,16 @@ func (ra *readAhead) Err() error { return ra.err }
 func (ra *readAhead) Close() {
 	ra.stop()
 	for rec := range ra.batches {
+		ra.hold(-arrowschema.RecordBytes(rec))
 		rec.Release()
 	}
 	<-ra.done
 	if ra.cur != nil {
+		ra.hold(-arrowschema.RecordBytes(ra.cur))
 		ra.cur.Release()
 		ra.cur = nil
+	}
+	if report := readAheadPeak.Load(); report != nil {
+		(*report)(ra.peak.Load())
 	}
 }

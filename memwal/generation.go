@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/parquetfile"
 	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -154,11 +155,11 @@ func readParquet(ctx context.Context, store objstore.Store, key string, schema *
 	defer pr.Close()
 	// Columns decode in parallel. No background slot even for a fold: decoding reads ranges from
 	// the store as it goes, and a slot is never held across a store's round trip.
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024, Parallel: schema.NumFields() > 1 && runtime.GOMAXPROCS(0) > 1}, alloc)
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 * 1024}, alloc)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", key, err)
 	}
-	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	rr, err := parquetfile.NewRecordReader(ctx, fr, nil, nil, schema.NumFields() > 1 && runtime.GOMAXPROCS(0) > 1, alloc)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", key, err)
 	}

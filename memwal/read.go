@@ -280,26 +280,27 @@ func scannerSource(ctx context.Context, sc *engine.Scanner, keep func(arrow.Reco
 // schema (out projects it), which the filter's columns are read through. The result is the
 // caller's.
 func filterProject(ctx context.Context, b arrow.RecordBatch, mask *array.Boolean, filter *expr.Predicate, full, out *arrow.Schema) (arrow.RecordBatch, error) {
+	var keep []int32 // the rows mask keeps; nil when it keeps every row
 	if mask != nil {
-		n := 0
+		keep = make([]int32, 0, mask.Len())
 		for i := 0; i < mask.Len(); i++ {
 			if mask.IsValid(i) && mask.Value(i) {
-				n++
+				keep = append(keep, int32(i))
 			}
 		}
-		switch {
-		case n == 0:
+		switch len(keep) {
+		case 0:
 			return nil, nil
-		case n == int(b.NumRows()):
-			mask = nil
+		case int(b.NumRows()):
+			keep = nil
 		}
 	}
 	if b.NumRows() == 0 {
 		return nil, nil
 	}
 	src := b
-	if mask != nil {
-		f, err := compute.FilterRecordBatch(ctx, b, mask, compute.DefaultFilterOptions())
+	if keep != nil {
+		f, err := arrowschema.TakeRecord(compute.GetAllocator(ctx), b, keep)
 		if err != nil {
 			return nil, fmt.Errorf("memwal: filter batch: %w", err)
 		}

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 
@@ -118,14 +116,13 @@ func PartitionByKey(ctx context.Context, rec arrow.RecordBatch, pk []string, n i
 			out[s] = rec
 			continue
 		}
-		bb := array.NewBooleanBuilder(memory.DefaultAllocator)
-		for _, sh := range shardOf {
-			bb.Append(sh == s)
+		keep := make([]int32, 0, counts[s])
+		for row, sh := range shardOf {
+			if sh == s {
+				keep = append(keep, int32(row))
+			}
 		}
-		mask := bb.NewBooleanArray()
-		bb.Release()
-		part, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
-		mask.Release()
+		part, err := arrowschema.TakeRecord(memory.DefaultAllocator, rec, keep)
 		if err != nil {
 			arrowschema.ReleaseBatches(out)
 			return nil, fmt.Errorf("memwal: partition by key: %w", err)

@@ -30,13 +30,11 @@ package arrowschema
 // wrapping ErrSchemaMismatch that names the first difference and says to set merge_schema.
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -303,7 +301,7 @@ func evolveArray(arr arrow.Array, want arrow.DataType) (arrow.Array, error) {
 		return arr, nil
 	}
 	if promotes(got, want) {
-		return compute.CastArray(context.Background(), arr, compute.SafeCastOptions(want))
+		return castArray(nil, arr, want)
 	}
 	ws, wantStruct := want.(*arrow.StructType)
 	gs, gotStruct := got.(*arrow.StructType)

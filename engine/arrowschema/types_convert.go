@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -49,7 +48,6 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 	if limit <= 0 {
 		limit = DefaultMaxIPCMessageBytes
 	}
-	ctx = compute.WithAllocator(ctx, mem)
 	cols := make([]arrow.Array, 0, rec.NumCols())
 	defer func() {
 		for _, c := range cols {
@@ -60,8 +58,8 @@ func StoreBatch(ctx context.Context, mem memory.Allocator, stored *arrow.Schema,
 		for i, col := range rec.Columns() {
 			f := stored.Field(i)
 			if !arrow.TypeEqual(col.DataType(), f.Type) {
-				// Measured before converting: the kernels run in goroutines of their own, where
-				// running out of memory is not an error anyone can catch.
+				// Measured before converting: running out of memory is not an error anyone can
+				// catch.
 				if err := checkExpansion(f.Name, col, limit); err != nil {
 					return err
 				}
@@ -110,30 +108,30 @@ func storeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 			return nil, err
 		}
 		defer dict.Release()
-		return compute.TakeArray(ctx, dict, a.Indices())
+		idx, err := dictionaryIndices(a)
+		if err != nil {
+			return nil, err
+		}
+		return Take(mem, dict, idx)
 	case *array.RunEndEncoded:
 		values, err := storeArray(ctx, mem, a.Values(), to)
 		if err != nil {
 			return nil, err
 		}
 		defer values.Release()
-		idx := array.NewInt64Builder(mem)
-		defer idx.Release()
-		idx.Reserve(a.Len())
-		for i := 0; i < a.Len(); i++ {
-			idx.UnsafeAppend(int64(a.GetPhysicalIndex(i)))
+		idx := make([]int64, a.Len())
+		for i := range idx {
+			idx[i] = int64(a.GetPhysicalIndex(i))
 		}
-		ia := idx.NewArray()
-		defer ia.Release()
-		return compute.TakeArray(ctx, values, ia)
+		return Take(mem, values, idx)
 	case *array.StringView, *array.BinaryView:
-		return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
+		return castArray(mem, arr, to)
 	case *array.Decimal32:
 		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
 	case *array.Decimal64:
 		return widenDecimal(mem, a, to, func(i int) int64 { return int64(a.Value(i)) })
 	case *array.Uint8, *array.Uint16, *array.Uint32:
-		return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
+		return castArray(mem, arr, to)
 	case *array.Float16:
 		b := array.NewFloat32Builder(mem)
 		defer b.Release()
@@ -354,20 +352,17 @@ func listViewToList(ctx context.Context, mem memory.Allocator, a array.VarLenLis
 		return nil, fmt.Errorf("no conversion from %s to %s", a.DataType(), to)
 	}
 	n := a.Len()
-	idx := array.NewInt64Builder(mem)
-	defer idx.Release()
+	var idx []int64
 	offsets := make([]int64, n+1)
 	for i := 0; i < n; i++ {
 		if a.IsValid(i) {
 			start, end := a.ValueOffsets(i)
 			for j := start; j < end; j++ {
-				idx.Append(j)
+				idx = append(idx, j)
 			}
 		}
-		offsets[i+1] = int64(idx.Len())
+		offsets[i+1] = int64(len(idx))
 	}
-	ia := idx.NewArray()
-	defer ia.Release()
 	var values arrow.Array
 	switch lv := a.(type) {
 	case *array.ListView:
@@ -382,7 +377,7 @@ func listViewToList(ctx context.Context, mem memory.Allocator, a array.VarLenLis
 		return nil, err
 	}
 	defer child.Release()
-	taken, err := compute.TakeArray(ctx, child, ia)
+	taken, err := Take(mem, child, idx)
 	if err != nil {
 		return nil, err
 	}
@@ -414,4 +409,21 @@ func listViewToList(ctx context.Context, mem memory.Allocator, a array.VarLenLis
 	d := array.NewData(to, n, []*memory.Buffer{valid, offBuf}, []arrow.ArrayData{taken.Data()}, nulls, 0)
 	defer d.Release()
 	return array.MakeFromData(d), nil
+}
+
+// dictionaryIndices returns the indices of a dictionary array as row numbers of its dictionary,
+// -1 for a null row.
+func dictionaryIndices(a *array.Dictionary) ([]int64, error) {
+	idx := make([]int64, a.Len())
+	for i := range idx {
+		idx[i] = -1
+		if a.IsValid(i) {
+			j := a.GetValueIndex(i)
+			if j < 0 {
+				return nil, fmt.Errorf("dictionary index %d of row %d", j, i)
+			}
+			idx[i] = int64(j)
+		}
+	}
+	return idx, nil
 }

@@ -1,13 +1,11 @@
 package arrowschema
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 
 	"github.com/flight-sink/flight-sink/internal/panics"
 )
@@ -87,7 +85,7 @@ func conformArray(arr arrow.Array, want arrow.DataType) (arrow.Array, error) {
 		return array.NewExtensionArrayWithStorage(w, st), nil
 	}
 	if unitCast(got, want) {
-		return compute.CastArray(context.Background(), arr, compute.SafeCastOptions(want))
+		return castArray(nil, arr, want)
 	}
 	d := arr.Data()
 	if isNested(want) {

@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+
+	"github.com/flight-sink/flight-sink/engine/arrowschema"
 )
 
 // MayMatch reports whether pred can be want (true or false, never unknown) for some row of row
@@ -216,23 +216,5 @@ func FilterBatch(ctx context.Context, pred *Predicate, rec arrow.RecordBatch) (a
 	if err != nil {
 		return nil, fmt.Errorf("evaluate filter %s: %w", pred, err)
 	}
-	bb := array.NewBooleanBuilder(memory.DefaultAllocator)
-	defer bb.Release()
-	n := 0
-	for _, ok := range match {
-		bb.Append(ok)
-		if ok {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	if n == len(match) {
-		rec.Retain()
-		return rec, nil
-	}
-	mask := bb.NewBooleanArray()
-	defer mask.Release()
-	return compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+	return arrowschema.FilterRecord(compute.GetAllocator(ctx), rec, match)
 }

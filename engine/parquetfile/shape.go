@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -128,20 +127,17 @@ func shapeArray(ctx context.Context, mem memory.Allocator, arr arrow.Array, to a
 			}
 			values = array.NewSlice(child, start, start+int64(n)*size)
 		} else {
-			idx := array.NewInt64Builder(mem)
-			defer idx.Release()
+			var idx []int64
 			for i := 0; i < n; i++ {
 				if fsl.IsValid(i) {
 					start, end := fsl.ValueOffsets(i)
 					for j := start; j < end; j++ {
-						idx.Append(j)
+						idx = append(idx, j)
 					}
 				}
-				offsets[i+1] = int32(idx.Len())
+				offsets[i+1] = int32(len(idx))
 			}
-			ia := idx.NewArray()
-			defer ia.Release()
-			if values, err = compute.TakeArray(compute.WithAllocator(ctx, mem), child, ia); err != nil {
+			if values, err = arrowschema.Take(mem, child, idx); err != nil {
 				return nil, err
 			}
 		}

@@ -26,11 +26,16 @@ const (
 const alignment = 64
 
 // Pool is a memory.Allocator that reuses freed buffers. Like every Arrow allocator, it returns
-// zeroed memory. A buffer must not be used after it is freed (Arrow frees it when its last
-// reference is released): the next allocation of its size class may return it. Size classes are
-// four to a power of two (a buffer is at most 25 % larger than asked for). Its free buffers
-// are held in sync.Pools, which the garbage collector empties when they stay unused. Safe for
-// concurrent use.
+// zeroed memory, and a slice whose capacity is its length: Arrow's compute kernels size their
+// output buffers by a slice's capacity and write them by its length, so a slice with spare
+// capacity makes a string Take or Filter write past its end. A buffer must not be used after it is
+// freed (Arrow frees it when its last reference is released): the next allocation of its size
+// class may return it. Size classes are four to a power of two (a buffer is at most 25 % larger
+// than asked for). Its free buffers are held in sync.Pools, which the garbage collector empties
+// when they stay unused. Safe for concurrent use.
+//
+// REQUIRES: Reallocate and Free are given only slices this Pool returned (Arrow's Allocator
+// contract): the capacity of a pooled buffer is found again from the slice's length.
 type Pool struct {
 	fallback memory.GoAllocator
 	classes  [numClasses]sync.Pool
@@ -56,6 +61,17 @@ func class(n int) (c, size int, ok bool) {
 	return (e-minShift)*4 + k, 1<<e + k*step, true
 }
 
+// pooled reports whether a buffer of n bytes is one of the classes' (and not the fallback's).
+func pooled(n int) bool { return n >= 1<<minShift && n <= 1<<maxShift }
+
+// whole returns the buffer of its size class that b, a slice this Pool returned, starts: every
+// buffer of a pooled length n that the Pool hands out starts an allocation of at least class(n)'s
+// capacity.
+func whole(b []byte) []byte {
+	_, capacity, _ := class(cap(b))
+	return unsafe.Slice(unsafe.SliceData(b), capacity)
+}
+
 // Allocate returns size zeroed bytes.
 func (p *Pool) Allocate(size int) []byte {
 	b, reused := p.get(size)
@@ -72,32 +88,44 @@ func (p *Pool) AllocateDirty(size int) []byte {
 	return b
 }
 
-// get returns size bytes, and whether they were freed before (and are not zeroed).
+// get returns size bytes with no spare capacity, and whether they were freed before (and are not
+// zeroed).
 func (p *Pool) get(size int) ([]byte, bool) {
-	c, capacity, ok := class(size)
-	if size < 1<<minShift || !ok {
+	if !pooled(size) {
 		return p.fallback.Allocate(size), false
 	}
+	c, capacity, _ := class(size)
 	if b, ok := p.classes[c].Get().(*[]byte); ok {
-		return (*b)[:size], true
+		return (*b)[:size:size], true
 	}
 	// Go places an object of a size class that is a multiple of 64 bytes at a multiple of its
-	// size from a page boundary, and a large one at a page: Arrow's 64-byte alignment holds.
-	buf := make([]byte, size, capacity)
-	if uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%alignment != 0 {
-		return p.fallback.Allocate(size), false
+	// size from a page boundary, and a large one at a page: Arrow's 64-byte alignment holds. An
+	// allocation that lands elsewhere is padded, so that every pooled buffer starts an allocation
+	// of its class's capacity (whole).
+	buf := make([]byte, capacity)
+	if shift := misalignment(buf); shift != 0 {
+		buf = make([]byte, capacity+alignment)
+		buf = buf[misalignment(buf):][:capacity:capacity]
 	}
-	return buf, false
+	return buf[:size:size], false
 }
 
-// Reallocate resizes b to size bytes, keeping its contents; bytes beyond its old length are
-// zeroed.
+// misalignment returns how many bytes past b's start the next 64-byte boundary is.
+func misalignment(b []byte) int {
+	return int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) % alignment)
+}
+
+// Reallocate resizes b, a slice this Pool returned, to size bytes, keeping its contents; bytes
+// beyond its old length are zeroed.
 func (p *Pool) Reallocate(size int, b []byte) []byte {
 	if size <= cap(b) {
-		if size > len(b) {
-			clear(b[len(b):size])
+		return b[:size:size]
+	}
+	if pooled(cap(b)) && pooled(size) {
+		if w := whole(b); size <= len(w) { // the class's spare capacity
+			clear(w[len(b):size])
+			return w[:size:size]
 		}
-		return b[:size]
 	}
 	nb, reused := p.get(size)
 	n := copy(nb, b)
@@ -108,13 +136,13 @@ func (p *Pool) Reallocate(size int, b []byte) []byte {
 	return nb
 }
 
-// Free returns b to its size class; a buffer of another capacity or alignment is left to the
-// collector.
+// Free returns b, a slice this Pool returned, to its size class; a buffer of the fallback's is
+// left to the collector.
 func (p *Pool) Free(b []byte) {
-	c, capacity, ok := class(cap(b))
-	if !ok || capacity != cap(b) || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%alignment != 0 {
+	if !pooled(cap(b)) || misalignment(b) != 0 {
 		return
 	}
-	b = b[:capacity]
-	p.classes[c].Put(&b)
+	w := whole(b)
+	c, _, _ := class(len(w))
+	p.classes[c].Put(&w)
 }
