@@ -134,7 +134,7 @@ func takeData[I Index](mem memory.Allocator, d arrow.ArrayData, indices []I) (ar
 	case *arrow.BooleanType:
 		vals := newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
 		defer vals.Release()
-		src, dst := d.Buffers()[1].Bytes(), vals.Bytes()
+		src, dst := bufferBytes(d, 1), vals.Bytes()
 		for j, i := range indices {
 			if i >= 0 && bitutil.BitIsSet(src, off+int(i)) {
 				bitutil.SetBit(dst, j)
@@ -148,7 +148,7 @@ func takeData[I Index](mem memory.Allocator, d arrow.ArrayData, indices []I) (ar
 		}
 		vals := newBuffer(mem, n*w)
 		defer vals.Release()
-		src, dst := d.Buffers()[1].Bytes(), vals.Bytes()
+		src, dst := bufferBytes(d, 1), vals.Bytes()
 		for j, i := range indices {
 			if i >= 0 {
 				s := (off + int(i)) * w
@@ -212,11 +212,8 @@ func takeData[I Index](mem memory.Allocator, d arrow.ArrayData, indices []I) (ar
 // takeVarBinary takes the rows of a binary or string array with offsets of type O.
 func takeVarBinary[O int32 | int64, I Index](mem memory.Allocator, d arrow.ArrayData, indices []I, isNull func(I) bool, valid *memory.Buffer, nulls int) (arrow.ArrayData, error) {
 	n, off := len(indices), d.Offset()
-	srcOff := arrow.GetData[O](d.Buffers()[1].Bytes())
-	var src []byte
-	if b := d.Buffers()[2]; b != nil {
-		src = b.Bytes()
-	}
+	srcOff := arrow.GetData[O](bufferBytes(d, 1))
+	src := bufferBytes(d, 2)
 	total := 0
 	for _, i := range indices {
 		if !isNull(i) {
@@ -247,7 +244,7 @@ func takeVarBinary[O int32 | int64, I Index](mem memory.Allocator, d arrow.Array
 // child's rows the taken lists hold.
 func takeList[O int32 | int64, I Index](mem memory.Allocator, d arrow.ArrayData, indices []I, isNull func(I) bool, valid *memory.Buffer, nulls int) (arrow.ArrayData, error) {
 	n, off := len(indices), d.Offset()
-	srcOff := arrow.GetData[O](d.Buffers()[1].Bytes())
+	srcOff := arrow.GetData[O](bufferBytes(d, 1))
 	total := 0
 	for _, i := range indices {
 		if !isNull(i) {
@@ -312,6 +309,15 @@ func takeValidity[I Index](mem memory.Allocator, d arrow.ArrayData, indices []I)
 func hasNulls(d arrow.ArrayData) bool {
 	b := d.Buffers()
 	return len(b) > 0 && b[0] != nil && d.NullN() != 0
+}
+
+// bufferBytes returns the bytes of d's buffer i; nil when d has no such buffer (an empty array
+// may carry none).
+func bufferBytes(d arrow.ArrayData, i int) []byte {
+	if b := d.Buffers(); i < len(b) && b[i] != nil {
+		return b[i].Bytes()
+	}
+	return nil
 }
 
 // validBits returns the validity bitmap of d, which hasNulls.

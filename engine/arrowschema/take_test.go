@@ -222,3 +222,45 @@ func BenchmarkTake(b *testing.B) {
 		}
 	})
 }
+
+// TestTakeEmptyArraysWithoutBuffers: an empty array may carry no data buffers at all (an empty
+// list's child, as IPC readers and converters make them); taking no rows of it, or of a list
+// whose every row is empty, is an empty array, not a panic.
+func TestTakeEmptyArraysWithoutBuffers(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	for _, dt := range []arrow.DataType{
+		arrow.FixedWidthTypes.Date32, arrow.FixedWidthTypes.Boolean, arrow.BinaryTypes.String,
+		arrow.BinaryTypes.LargeBinary, arrow.PrimitiveTypes.Int64,
+	} {
+		bufs := []*memory.Buffer{nil, nil}
+		if arrow.IsBaseBinary(dt.ID()) {
+			bufs = append(bufs, nil)
+		}
+		empty := array.NewData(dt, 0, bufs, nil, 0, 0)
+		arr := array.MakeFromData(empty)
+		got, err := Take(mem, arr, []int32{})
+		if err != nil {
+			t.Fatalf("%s: take no rows of an empty array: %v", dt, err)
+		}
+		if got.Len() != 0 {
+			t.Fatalf("%s: %d rows", dt, got.Len())
+		}
+		got.Release()
+
+		// Two empty lists over that child: their offsets say 0 elements each.
+		offs := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{0, 0, 0}))
+		list := array.MakeFromData(array.NewData(arrow.ListOf(dt), 2, []*memory.Buffer{nil, offs}, []arrow.ArrayData{empty}, 0, 0))
+		got, err = Take(mem, list, []int32{1, 0})
+		if err != nil {
+			t.Fatalf("list<%s>: take the empty lists: %v", dt, err)
+		}
+		if got.Len() != 2 || got.(*array.List).ListValues().Len() != 0 {
+			t.Fatalf("list<%s>: got %v", dt, got)
+		}
+		got.Release()
+		list.Release()
+		arr.Release()
+		empty.Release()
+	}
+}
