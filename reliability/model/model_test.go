@@ -107,8 +107,8 @@ func (k *knownIssues) unskip(names string) error {
 
 // skip is the set of known issues this branch steers around.
 var skip = knownIssues{
-	memwalDelete:             true,
-	deletedRowsRead:          true,
+	memwalDelete:             false,
+	deletedRowsRead:          false,
 	keyedDirectOverMemWAL:    true,
 	flushFenced:              true,
 	dropWithWritersElsewhere: true,
