@@ -109,7 +109,7 @@ func (k *knownIssues) unskip(names string) error {
 var skip = knownIssues{
 	memwalDelete:             true,
 	deletedRowsRead:          true,
-	keyedDirectOverMemWAL:    true,
+	keyedDirectOverMemWAL:    false,
 	flushFenced:              true,
 	dropWithWritersElsewhere: true,
 	icebergFixedSizeList:     true,
