@@ -110,7 +110,7 @@ var skip = knownIssues{
 	memwalDelete:             true,
 	deletedRowsRead:          true,
 	keyedDirectOverMemWAL:    false,
-	flushFenced:              true,
+	flushFenced:              false,
 	dropWithWritersElsewhere: true,
 	icebergFixedSizeList:     true,
 }
