@@ -1,6 +1,7 @@
 package memwal
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -86,6 +87,10 @@ type Options struct {
 	// The shard set sets both on the writers it opens.
 	owner   string
 	claimIf func(cur *ShardManifest) error
+	// dropFence, when set, fails with engine.ErrTableNotFound once the table incarnation the
+	// writer opened the shard on is dropped (engine.CheckNotDropped); every manifest version the
+	// writer creates is checked by it (ManifestStore.put). OpenShard sets it.
+	dropFence func(ctx context.Context) error
 
 	// Allocator for Arrow memory. Default memory.DefaultAllocator.
 	Allocator memory.Allocator

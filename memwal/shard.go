@@ -106,6 +106,13 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 	if err != nil {
 		return nil, err
 	}
+	// Every manifest version the writer creates is fenced by the drop of the incarnation it
+	// opened: a writer of a dropped table must not leave shard state to a table created again
+	// under the name.
+	tableID := base.TableID
+	o.dropFence = func(ctx context.Context) error {
+		return engine.CheckNotDropped(ctx, tbl.Store(), tbl.Name(), tableID)
+	}
 	paths := newShardPaths(tbl.Name(), shardID)
 	s := &Shard{
 		table: tbl, id: shardID, schema: base.ArrowSchema(), pk: base.PrimaryKey, opts: o, paths: paths,
@@ -725,12 +732,12 @@ func (s *Shard) runFlusher() {
 			err := panics.Recover(s.opts.Logger, "memwal flush", func() error { return s.flush(mt) })
 			if err != nil {
 				failures++
-				// A fenced writer, a panic (the memtable cannot be encoded: it would panic again) or
-				// a failure that outlasts the retries stops the writer: its puts and every Flush
-				// waiting on it get the error instead of waiting for ever. The rows are durable in
-				// the WAL; the writer opened next replays them.
+				// A fenced writer, one of a dropped table, a panic (the memtable cannot be encoded:
+				// it would panic again) or a failure that outlasts the retries stops the writer: its
+				// puts and every Flush waiting on it get the error instead of waiting for ever. The
+				// rows are durable in the WAL; the writer opened next replays them.
 				switch {
-				case errors.Is(err, ErrFenced):
+				case errors.Is(err, ErrFenced), errors.Is(err, engine.ErrTableNotFound): // taken over, or dropped
 					_ = s.fail(err)
 				case errors.Is(err, panics.ErrPanic) || failures >= maxFlushFailures:
 					_ = s.fail(fmt.Errorf("memwal shard %s: flush failed %d times, the writer stops: %w", s.id, failures, err))

@@ -104,6 +104,10 @@ type ShardSetOptions struct {
 	// It acts with background maintenance (the fold is its step) and automatic folds on
 	// (FoldGenerations not negative). 0: folds by FoldGenerations only.
 	Freshness time.Duration
+	// TableID is the incarnation of the table (engine.Manifest.TableID) the set serves: a table
+	// dropped and created again under the name is another incarnation and needs a set of its
+	// own (the caller compares it, ShardSet.TableID).
+	TableID string
 }
 
 // ConfigFreshness is the table configuration key of a MemWAL table's freshness bound
@@ -178,6 +182,9 @@ func (ss *ShardSet) foldByAge(stop <-chan struct{}) {
 		}
 	}
 }
+
+// TableID returns the table incarnation the set serves (ShardSetOptions.TableID).
+func (ss *ShardSet) TableID() string { return ss.opts.TableID }
 
 // IDs returns the shard ids, in shard index order. The caller must not modify them.
 func (ss *ShardSet) IDs() []string { return ss.ids }

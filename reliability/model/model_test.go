@@ -111,7 +111,7 @@ var skip = knownIssues{
 	deletedRowsRead:          true,
 	keyedDirectOverMemWAL:    false,
 	flushFenced:              false,
-	dropWithWritersElsewhere: true,
+	dropWithWritersElsewhere: false,
 	icebergFixedSizeList:     true,
 }
 
