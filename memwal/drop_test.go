@@ -66,3 +66,37 @@ func TestShardWritersOfDroppedTableWriteNothing(t *testing.T) {
 		}
 	})
 }
+
+// A put into a shard writer of a dropped table is not acknowledged: the drop fence after its WAL
+// entry refuses it (engine.ErrTableNotFound), removes an entry object, and stops the writer.
+func TestShardPutIntoDroppedTableRefused(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		ctx := context.Background()
+		srv := newOwnerServers(t, store, 1, 0)[0]
+		if _, err := srv.put("a", 0, 0, 5); err != nil {
+			t.Fatal(err)
+		}
+		w := srv.ss.healthyWriters()[0]
+		if _, err := engine.Drop(ctx, store, "events"); err != nil {
+			t.Fatal(err)
+		}
+		// Straight to the writer: a put through the set reads the table first, and finds it gone.
+		rec := makeRows(5, 5, "a", 1)
+		defer rec.Release()
+		if _, err := w.Put(ctx, &engine.EpochIdentity{QueryID: "a", EpochID: 1}, rec); !errors.Is(err, engine.ErrTableNotFound) {
+			t.Fatalf("put after the drop: %v, want ErrTableNotFound", err)
+		}
+		if err := w.Err(); !errors.Is(err, engine.ErrTableNotFound) {
+			t.Fatalf("writer after the refused put: %v, want ErrTableNotFound", err)
+		}
+		if !w.wal.Segmented() {
+			objs, err := store.List(ctx, "events/", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs) != 0 {
+				t.Fatalf("the refused put left %d objects under the dropped table, first %s", len(objs), objs[0].Key)
+			}
+		}
+	})
+}

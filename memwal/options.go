@@ -89,7 +89,8 @@ type Options struct {
 	claimIf func(cur *ShardManifest) error
 	// dropFence, when set, fails with engine.ErrTableNotFound once the table incarnation the
 	// writer opened the shard on is dropped (engine.CheckNotDropped); every manifest version the
-	// writer creates is checked by it (ManifestStore.put). OpenShard sets it.
+	// writer creates (ManifestStore.put) and every WAL entry before its puts are acknowledged
+	// (Shard.confirmOwner) is checked by it. OpenShard sets it.
 	dropFence func(ctx context.Context) error
 
 	// Allocator for Arrow memory. Default memory.DefaultAllocator.

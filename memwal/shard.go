@@ -574,7 +574,21 @@ func (s *Shard) confirmOwner(ctx context.Context, pos uint64) error {
 	// local disk, at or above the new owner's fence, where no replay will ever read it. Only the
 	// current owner may acknowledge: confirm before we do. On a local disk this probe, after the
 	// fdatasync, is what makes the fence rule safe (wal/segment.go).
-	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
+	// Beside it, the drop fence: a table whose drop began may have been listed already, and an
+	// entry acknowledged now would be lost with it, or inherited by a table created again under
+	// the name; the entry is removed and nothing acknowledged.
+	dropped := make(chan error, 1)
+	go func() { dropped <- s.ms.checkNotDropped(ctx) }()
+	err := s.ms.confirmEpoch(ctx, s.epoch)
+	if derr := <-dropped; derr != nil {
+		if errors.Is(derr, engine.ErrTableNotFound) && !s.wal.Segmented() {
+			// A local segment holds other entries and goes with its writer's later ones; an
+			// entry object goes now.
+			s.wal.DeleteEntries(ctx, pos, pos, s.opts.Logger.Warn)
+		}
+		return s.fail(fmt.Errorf("memwal shard %s: wal entry %d: %w", s.id, pos, derr))
+	}
+	if err != nil {
 		if errors.Is(err, ErrFenced) {
 			return s.fail(err)
 		}
