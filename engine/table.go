@@ -330,8 +330,25 @@ func (t *Table) Latest(ctx context.Context) (*Manifest, error) {
 		// Nothing after the cached version. Confirm it still exists: if cleanup removed it, newer
 		// versions exist and were removed too, and only a listing finds the newest. (Cleanup
 		// removes versions oldest first, so an existing cached version means none after it was
-		// removed.)
+		// removed.) And confirm its incarnation was not dropped, beside that probe: a table
+		// created again under the name has a version v of its own, which the cached manifest
+		// must not stand for.
+		var dropped bool
+		var derr error
+		checked := make(chan struct{})
+		go func() {
+			defer close(checked)
+			dropped, derr = t.isDropped(ctx, cached.TableID)
+		}()
 		_, err := t.store.Stat(ctx, t.key(makeManifestKey(v)))
+		<-checked
+		if derr != nil {
+			return nil, derr
+		}
+		if dropped {
+			t.forgetLatest()
+			return t.latestByList(ctx, 0)
+		}
 		if errors.Is(err, objstore.ErrNotFound) {
 			return t.latestAfterGone(ctx, v)
 		}

@@ -122,6 +122,23 @@ func (t *Table) isDropped(ctx context.Context, id string) (bool, error) {
 	return true, nil
 }
 
+// CheckNotDropped is the drop fence of a write that is not one of the table's commits but lands
+// under its directory (a MemWAL shard's manifest): it fails with ErrTableNotFound when
+// incarnation tableID (Manifest.TableID) of table name has a drop marker. Drop creates the marker
+// before it deletes anything, so a write checked after it landed that finds no marker landed
+// before the drop began, and the drop removes it; a write that finds one must remove itself.
+func CheckNotDropped(ctx context.Context, store objstore.Store, name, tableID string) error {
+	t := newTable(store, name, nil)
+	dropped, err := t.isDropped(ctx, tableID)
+	if err != nil {
+		return err
+	}
+	if dropped {
+		return fmt.Errorf("table %s at %s: %w: %w", name, store, ErrTableNotFound, errTableDropped)
+	}
+	return nil
+}
+
 // refuseIfDropped is the drop fence of a commit whose manifest m has landed: it fails with
 // ErrTableNotFound (and errTableDropped) when m's incarnation has a drop marker, after removing
 // m so that nothing builds on it. Drop creates the marker before it deletes anything, so a

@@ -104,3 +104,44 @@ func TestDropDamagedTable(t *testing.T) {
 		requireSameIDs(t, "the new table", scanRows(t, fresh, 0), nil)
 	})
 }
+
+// A handle that read a table before it was dropped and created again under the name reads the
+// new table, never its cached manifest of the dropped one (which the new table's version of the
+// same number would seem to confirm), and CheckNotDropped tells the two incarnations apart.
+func TestLatestAfterDropAndCreateAgain(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		ctx := t.Context()
+		old := createRowsTable(t, store, "events", nil)
+		before, err := old.Latest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Drop(ctx, store, "events"); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckNotDropped(ctx, store, "events", before.TableID); !errors.Is(err, ErrTableNotFound) {
+			t.Fatalf("CheckNotDropped of the dropped incarnation: %v, want ErrTableNotFound", err)
+		}
+		fresh, err := Create(ctx, store, "events", rowsSchema, CreateOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := fresh.Latest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.Version != before.Version || want.TableID == before.TableID {
+			t.Fatalf("the new table is at version %d (%s), the dropped one was at %d (%s): the case needs the same version", want.Version, want.TableID, before.Version, before.TableID)
+		}
+		if err := CheckNotDropped(ctx, store, "events", want.TableID); err != nil {
+			t.Fatalf("CheckNotDropped of the new incarnation: %v", err)
+		}
+		got, err := old.Latest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.TableID != want.TableID {
+			t.Fatalf("the old handle reads incarnation %s, want the new table's %s", got.TableID, want.TableID)
+		}
+	})
+}

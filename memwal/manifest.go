@@ -591,22 +591,52 @@ func (ms *ManifestStore) read(ctx context.Context, v uint64) (*ShardManifest, er
 }
 
 // put creates m's version put-if-absent. An error wrapping objstore.ErrExists means another
-// commit won that version.
+// commit won that version. With a drop fence (Options.dropFence) a version of a dropped table is
+// not created, or removed again: put fails with engine.ErrTableNotFound.
 func (ms *ManifestStore) put(ctx context.Context, m *ShardManifest) error {
 	b, err := encodeShardManifest(m)
 	if err != nil {
 		return err
 	}
 	key := ms.paths.makeManifestKey(m.Version)
+	if err := ms.checkNotDropped(ctx); err != nil {
+		return err // long dropped: write nothing into the directory a new table may hold
+	}
 	err = ms.store.PutIfAbsent(ctx, key, b)
 	if err != nil && !errors.Is(err, objstore.ErrExists) {
 		// The outcome is unknown (the create may have landed before the error): look.
-		if got, rerr := ms.store.Get(ctx, key); rerr == nil && string(got) == string(b) {
-			return nil
+		if got, rerr := ms.store.Get(ctx, key); rerr != nil || string(got) != string(b) {
+			return fmt.Errorf("memwal shard %s: write manifest version %d: %w", ms.shard, m.Version, err)
 		}
-		return fmt.Errorf("memwal shard %s: write manifest version %d: %w", ms.shard, m.Version, err)
+		err = nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// Checked again after the version landed, as a table commit is (engine.Table.Commit): a drop
+	// that began before it did may have listed the shard already, and would leave it behind for
+	// a table created again under the name.
+	if derr := ms.checkNotDropped(ctx); derr != nil {
+		if errors.Is(derr, engine.ErrTableNotFound) {
+			if rerr := ms.store.Delete(ctx, key); rerr != nil && !errors.Is(rerr, objstore.ErrNotFound) {
+				ms.opts.Logger.Warn("memwal: manifest version of a dropped table not removed", "shard", ms.shard, "key", key, "err", rerr)
+			}
+			ms.forget()
+		}
+		return derr
+	}
+	return nil
+}
+
+// checkNotDropped applies the store's drop fence (Options.dropFence), when it has one.
+func (ms *ManifestStore) checkNotDropped(ctx context.Context) error {
+	if ms.opts.dropFence == nil {
+		return nil
+	}
+	if err := ms.opts.dropFence(ctx); err != nil {
+		return fmt.Errorf("memwal shard %s: %w", ms.shard, err)
+	}
+	return nil
 }
 
 // ClaimEpoch makes the caller the shard's writer: it commits a new manifest version with the

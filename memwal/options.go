@@ -1,6 +1,7 @@
 package memwal
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -86,6 +87,11 @@ type Options struct {
 	// The shard set sets both on the writers it opens.
 	owner   string
 	claimIf func(cur *ShardManifest) error
+	// dropFence, when set, fails with engine.ErrTableNotFound once the table incarnation the
+	// writer opened the shard on is dropped (engine.CheckNotDropped); every manifest version the
+	// writer creates (ManifestStore.put) and every WAL entry before its puts are acknowledged
+	// (Shard.confirmOwner) is checked by it. OpenShard sets it.
+	dropFence func(ctx context.Context) error
 
 	// Allocator for Arrow memory. Default memory.DefaultAllocator.
 	Allocator memory.Allocator

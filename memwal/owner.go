@@ -443,7 +443,7 @@ func (ss *ShardSet) renewLeases(ctx context.Context) {
 			continue
 		}
 		_, err := w.ms.CommitUpdate(ctx, w.epoch, func(*ShardManifest) error { return nil })
-		if errors.Is(err, ErrFenced) {
+		if errors.Is(err, ErrFenced) || errors.Is(err, engine.ErrTableNotFound) { // taken over, or dropped
 			_ = w.fail(err)
 			ss.unroute(i)
 		} else if err != nil {

@@ -291,3 +291,40 @@ func TestShardSetTakesOverDeadOwner(t *testing.T) {
 		}
 	})
 }
+
+// A flush on a server whose writer of a shard another server fenced (took the shard over) drops
+// that writer and skips the shard, which its live new owner flushes; nothing is lost.
+func TestShardSetFlushSkipsShardTakenOver(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		ctx := context.Background()
+		srv := newOwnerServers(t, store, 1, 0, 0)
+		old, taker := srv[0], srv[1]
+		if _, err := old.put("a", 0, 0, 5); err != nil {
+			t.Fatal(err)
+		}
+		// The only shard is old's: taker's put claims it as the fallback, fencing old, whose
+		// writer does not know until it writes.
+		if _, err := taker.put("b", 0, 100, 5); err != nil {
+			t.Fatal(err)
+		}
+		if len(old.ss.healthyWriters()) != 1 {
+			t.Fatal("the fenced writer is expected to look healthy until it writes")
+		}
+		if err := old.ss.Flush(ctx); err != nil {
+			t.Fatalf("flush on the fenced server: %v", err)
+		}
+		if n := len(old.ss.healthyWriters()); n != 0 {
+			t.Fatalf("the fenced server still holds %d writers", n)
+		}
+		id := ShardIDs(1)[0]
+		if owner := latestShardManifest(t, old.tbl, id).Owner; owner != taker.ss.Instance() {
+			t.Fatalf("shard owner %q after the fenced flush, want the taker %q", owner, taker.ss.Instance())
+		}
+		if err := taker.ss.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(storedRows(t, old.tbl, 1)); got != 10 {
+			t.Fatalf("%d rows stored, want 10", got)
+		}
+	})
+}

@@ -106,6 +106,13 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 	if err != nil {
 		return nil, err
 	}
+	// Every manifest version the writer creates is fenced by the drop of the incarnation it
+	// opened: a writer of a dropped table must not leave shard state to a table created again
+	// under the name.
+	tableID := base.TableID
+	o.dropFence = func(ctx context.Context) error {
+		return engine.CheckNotDropped(ctx, tbl.Store(), tbl.Name(), tableID)
+	}
 	paths := newShardPaths(tbl.Name(), shardID)
 	s := &Shard{
 		table: tbl, id: shardID, schema: base.ArrowSchema(), pk: base.PrimaryKey, opts: o, paths: paths,
@@ -567,7 +574,21 @@ func (s *Shard) confirmOwner(ctx context.Context, pos uint64) error {
 	// local disk, at or above the new owner's fence, where no replay will ever read it. Only the
 	// current owner may acknowledge: confirm before we do. On a local disk this probe, after the
 	// fdatasync, is what makes the fence rule safe (wal/segment.go).
-	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
+	// Beside it, the drop fence: a table whose drop began may have been listed already, and an
+	// entry acknowledged now would be lost with it, or inherited by a table created again under
+	// the name; the entry is removed and nothing acknowledged.
+	dropped := make(chan error, 1)
+	go func() { dropped <- s.ms.checkNotDropped(ctx) }()
+	err := s.ms.confirmEpoch(ctx, s.epoch)
+	if derr := <-dropped; derr != nil {
+		if errors.Is(derr, engine.ErrTableNotFound) && !s.wal.Segmented() {
+			// A local segment holds other entries and goes with its writer's later ones; an
+			// entry object goes now.
+			s.wal.DeleteEntries(ctx, pos, pos, s.opts.Logger.Warn)
+		}
+		return s.fail(fmt.Errorf("memwal shard %s: wal entry %d: %w", s.id, pos, derr))
+	}
+	if err != nil {
 		if errors.Is(err, ErrFenced) {
 			return s.fail(err)
 		}
@@ -725,12 +746,12 @@ func (s *Shard) runFlusher() {
 			err := panics.Recover(s.opts.Logger, "memwal flush", func() error { return s.flush(mt) })
 			if err != nil {
 				failures++
-				// A fenced writer, a panic (the memtable cannot be encoded: it would panic again) or
-				// a failure that outlasts the retries stops the writer: its puts and every Flush
-				// waiting on it get the error instead of waiting for ever. The rows are durable in
-				// the WAL; the writer opened next replays them.
+				// A fenced writer, one of a dropped table, a panic (the memtable cannot be encoded:
+				// it would panic again) or a failure that outlasts the retries stops the writer: its
+				// puts and every Flush waiting on it get the error instead of waiting for ever. The
+				// rows are durable in the WAL; the writer opened next replays them.
 				switch {
-				case errors.Is(err, ErrFenced):
+				case errors.Is(err, ErrFenced), errors.Is(err, engine.ErrTableNotFound): // taken over, or dropped
 					_ = s.fail(err)
 				case errors.Is(err, panics.ErrPanic) || failures >= maxFlushFailures:
 					_ = s.fail(fmt.Errorf("memwal shard %s: flush failed %d times, the writer stops: %w", s.id, failures, err))

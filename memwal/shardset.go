@@ -104,6 +104,10 @@ type ShardSetOptions struct {
 	// It acts with background maintenance (the fold is its step) and automatic folds on
 	// (FoldGenerations not negative). 0: folds by FoldGenerations only.
 	Freshness time.Duration
+	// TableID is the incarnation of the table (engine.Manifest.TableID) the set serves: a table
+	// dropped and created again under the name is another incarnation and needs a set of its
+	// own (the caller compares it, ShardSet.TableID).
+	TableID string
 }
 
 // ConfigFreshness is the table configuration key of a MemWAL table's freshness bound
@@ -178,6 +182,9 @@ func (ss *ShardSet) foldByAge(stop <-chan struct{}) {
 		}
 	}
 }
+
+// TableID returns the table incarnation the set serves (ShardSetOptions.TableID).
+func (ss *ShardSet) TableID() string { return ss.opts.TableID }
 
 // IDs returns the shard ids, in shard index order. The caller must not modify them.
 func (ss *ShardSet) IDs() []string { return ss.ids }
@@ -358,35 +365,58 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 // none is given) to generations. It flushes the shards this set writes and claims (reason
 // "flush") those that are free (owner.go), releasing them after on a table without a primary key;
 // a shard another live server owns is that server's to flush and is skipped, so a flush never
-// fences a live owner.
+// fences a live owner. A writer of the set that another server fenced (took the shard over) is
+// dropped, and the shard is then flushed as one the set does not write: skipped while its new
+// owner lives.
 func (ss *ShardSet) Flush(ctx context.Context, shards ...int) error {
 	if len(shards) == 0 {
 		shards = ss.all()
 	}
 	for _, i := range shards {
 		w := ss.healthyWriters()[i]
-		claimed := w == nil
-		if claimed {
-			m, err := ss.readManifest(ctx, i)
-			if err != nil {
-				return fmt.Errorf("flush memwal shard %s: %w", ss.ids[i], err)
-			}
-			if m == nil || !ss.observe(i, m) {
-				continue // nothing was ever written there, or a live server owns it
-			}
-			if w, err = ss.open(ctx, i, ClaimFlush, ss.claimFree(i)); errors.Is(err, errShardTaken) {
+		if w != nil {
+			err := w.Flush(ctx)
+			if err == nil {
 				continue
-			} else if err != nil {
-				return err
 			}
+			if !errors.Is(err, ErrFenced) {
+				return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
+			}
+			// Fenced: the shard's new owner replays its WAL, this writer's acknowledged puts
+			// included, so nothing is lost by dropping the writer.
+			ss.opts.Shard.Logger.Warn("memwal: another server claimed a shard this server wrote; flushing it is that server's", "table", ss.table.Name(), "shard", w.ShardID(), "err", err)
+			ss.unroute(i)
+			ss.dropWriter(i, w)
+			ss.own.noteFenced(i)
 		}
-		if err := w.Flush(ctx); err != nil {
-			return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
-		}
-		if claimed {
-			ss.releaseUnrouted(ctx, i, w)
+		if err := ss.flushUnwritten(ctx, i); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// flushUnwritten flushes shard i, which the set does not write, when it is free: it claims the
+// shard (reason "flush"), flushes it and releases it after on a table without a primary key. A
+// shard that holds nothing, or that a live server owns, is skipped.
+func (ss *ShardSet) flushUnwritten(ctx context.Context, i int) error {
+	m, err := ss.readManifest(ctx, i)
+	if err != nil {
+		return fmt.Errorf("flush memwal shard %s: %w", ss.ids[i], err)
+	}
+	if m == nil || !ss.observe(i, m) {
+		return nil // nothing was ever written there, or a live server owns it
+	}
+	w, err := ss.open(ctx, i, ClaimFlush, ss.claimFree(i))
+	if errors.Is(err, errShardTaken) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := w.Flush(ctx); err != nil {
+		return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
+	}
+	ss.releaseUnrouted(ctx, i, w)
 	return nil
 }
 

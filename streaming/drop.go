@@ -20,8 +20,10 @@ type DropResult struct {
 // then answers READ_SNAPSHOT_NOT_FOUND). Acknowledged rows the MemWAL shards held but had not
 // folded are dropped with the table. Afterwards the name is free: a put with "create" makes a
 // fresh table at version 1, one without answers ErrTableNotFound. Other servers' commits to the
-// table are refused from the moment the drop begins (engine.Drop's fence), and their cached
-// handles find the table gone at their next read of it (engine.Table.Latest).
+// table are refused from the moment the drop begins (engine.Drop's fence), as are their MemWAL
+// shard writers' manifest commits (memwal's drop fence: they stop and leave no shard state to a
+// table created again under the name), and their cached handles find the table gone, or the new
+// table under the name, at their next read of it (engine.Table.Latest).
 func (s *Sink) DropTable(ctx context.Context, name string) (DropResult, error) {
 	if err := engine.ValidateTableName(name); err != nil {
 		return DropResult{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)

@@ -307,6 +307,15 @@ func (s *Sink) upsertEpoch(ctx context.Context, e *epoch, src BatchSource) (Ack,
 	if rows == 0 {
 		return s.ackEmpty(e), nil
 	}
+	// Fold first, then upsert: a MemWAL row is newer than every base row of its key, so an
+	// upsert committed in the base table under an older MemWAL row of the same key would stay
+	// hidden by it in reads and be replaced by it in the fold. Folded first, those rows are base
+	// rows the upsert (prepared on the latest version, after the fold) replaces.
+	release, err := s.foldShardsFirst(ctx, e)
+	if err != nil {
+		return Ack{}, err
+	}
+	defer release() // after the upsert's commit: an epoch that waited lands over it
 	txn, err := t.PrepareUpsertIn(ctx, nil, recs, e.merged)
 	if err != nil {
 		return Ack{}, err
@@ -326,7 +335,7 @@ func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragmen
 	op := engine.OpAppend
 	if e.Mode == ModeComplete {
 		op = engine.OpOverwrite // the mode alone decides to replace; an empty complete epoch truncates
-		release, err := s.foldBeforeOverwrite(ctx, e)
+		release, err := s.foldShardsFirst(ctx, e)
 		if err != nil {
 			abortIfFailed(ctx, w, engine.ErrCommitConflict)
 			return Ack{}, err
@@ -352,13 +361,14 @@ func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragmen
 	return s.commitTxn(ctx, e, txn, rows, func() { abortIfFailed(ctx, w, engine.ErrCommitConflict) })
 }
 
-// foldBeforeOverwrite folds a MemWAL table's shards into the base table, so that an Overwrite
-// replaces their rows too instead of leaving them above the merged watermark. As a delete does
-// (Sink.Delete), it holds the shard set (memwal.ShardSet.Quiesce) until release, which the
-// caller calls once the Overwrite has committed: the MemWAL epochs in flight land before the
-// fold and are replaced, those that arrive meanwhile land after the Overwrite, and no epoch is
-// replaced in part.
-func (s *Sink) foldBeforeOverwrite(ctx context.Context, e *epoch) (release func(), err error) {
+// foldShardsFirst folds a MemWAL table's shards into the base table ahead of a direct commit
+// that must act on their rows too: an Overwrite (a complete epoch) that replaces them, or a direct
+// upsert whose rows must win over older MemWAL rows of their keys. As a delete does (Sink.Delete),
+// it holds the shard set (memwal.ShardSet.Quiesce) until release, which the caller calls once
+// its commit has landed: the MemWAL epochs in flight land before the fold, those that arrive
+// meanwhile land after the commit, and no epoch is acted on in part. A table without shards
+// has nothing to fold.
+func (s *Sink) foldShardsFirst(ctx context.Context, e *epoch) (release func(), err error) {
 	if e.shards == nil {
 		return func() {}, nil
 	}

@@ -45,19 +45,21 @@ import (
 // what is here are the epoch rules on top of it.
 
 // shardSet returns the table's MemWAL shard set (memwal.ShardSet: the writers this process owns,
-// reopening after fencing, fold scheduling), made on first use. A set whose shards differ from
-// ids (the table was recreated with other shards) is closed and replaced.
-func (s *Sink) shardSet(t *engine.Table, ids []string, freshness time.Duration) *memwal.ShardSet {
+// reopening after fencing, fold scheduling) for version m, made on first use. A set of another
+// incarnation of the table (m.TableID), or whose shards differ from ids, is closed and replaced.
+func (s *Sink) shardSet(t *engine.Table, m *engine.Manifest, ids []string) *memwal.ShardSet {
 	s.mu.Lock()
 	ss := s.memwal[t.Name()]
-	if ss != nil && slices.Equal(ss.IDs(), ids) {
+	// A set of another incarnation (the table was dropped and created again) holds the dropped
+	// table's writers and cached shard manifests: replaced, never used for the new table.
+	if ss != nil && ss.TableID() == m.TableID && slices.Equal(ss.IDs(), ids) {
 		s.mu.Unlock()
 		return ss
 	}
 	old := ss
 	ss = memwal.NewShardSet(t, ids, &memwal.ShardSetOptions{
 		Shard: s.opts.MemWAL, FoldGenerations: s.opts.MemWALFoldGenerations, Maintainer: s.maintainerOptions(t),
-		Freshness: freshness,
+		Freshness: s.freshness(m), TableID: m.TableID,
 	})
 	s.memwal[t.Name()] = ss
 	s.mu.Unlock()
@@ -91,7 +93,7 @@ func (s *Sink) tableShards(t *engine.Table, m *engine.Manifest) (*memwal.ShardSe
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	return s.shardSet(t, ids, s.freshness(m)), nil
+	return s.shardSet(t, m, ids), nil
 }
 
 // useMemWAL decides the route of an epoch on a table that has MemWAL shards or not.

@@ -109,9 +109,9 @@ func (k *knownIssues) unskip(names string) error {
 var skip = knownIssues{
 	memwalDelete:             false,
 	deletedRowsRead:          false,
-	keyedDirectOverMemWAL:    true,
-	flushFenced:              true,
-	dropWithWritersElsewhere: true,
+	keyedDirectOverMemWAL:    false,
+	flushFenced:              false,
+	dropWithWritersElsewhere: false,
 	icebergFixedSizeList:     true,
 }
 
