@@ -4,18 +4,32 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeSet;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Collectors;
 import java.util.stream.LongStream;
 import org.apache.arrow.flight.FlightEndpoint;
 import org.apache.arrow.flight.FlightInfo;
 import org.apache.arrow.flight.FlightStream;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.types.pojo.ArrowType;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.util.ArrowUtils;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -190,6 +204,103 @@ class FlightSinkCorrectnessTest {
 
   private static List<Long> ids(Dataset<Row> df) {
     return df.select("id").collectAsList().stream().map(r -> r.getLong(0)).sorted().collect(Collectors.toList());
+  }
+
+  // -- MemWAL reads -----------------------------------------------------------------------------
+
+  /**
+   * Upserts of 200 keys into a keyed table with three MemWAL shards, every epoch rewriting every
+   * key with v = the epoch's number (so each epoch has a part in every shard), put by one thread
+   * (with a {@code flush_memwal} every few epochs: generations and folds under the reads) while
+   * Spark reads the table (GetFlightInfo, then one DoGet per endpoint) in a loop, unfiltered and
+   * with a filter pushed on the key and on v. Every read is one epoch whole: each key it selects
+   * exactly once, all with the same v. No read goes back: an epoch a read returned had landed in
+   * every shard before that read's cut, so every later read returns it or a newer one.
+   */
+  @Test
+  void memWalReadsNeverSeeHalfAnEpoch() throws Exception {
+    String table = "memwal_whole_epochs";
+    int keys = 200;
+    FlightSinkClient c = FlightSinkClient.get(server.uri(), null);
+    c.action("create_table", Map.of("table", table,
+        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "v", "type", "int64")),
+        "primary_key", List.of("id"), "memwal", Map.of("shards", 3)));
+    putUpsertEpoch(table, keys, 0);
+    assertTrue(read(table).where("id < 100").queryExecution().executedPlan().toString().contains("filter="),
+        "the key filter is pushed");
+    assertTrue(read(table).where("v >= 0").queryExecution().executedPlan().toString().contains("filter="),
+        "the value filter is pushed");
+
+    AtomicBoolean readsDone = new AtomicBoolean();
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<Long> writer = pool.submit(() -> {
+        long e = 0;
+        while (!readsDone.get()) {
+          putUpsertEpoch(table, keys, ++e);
+          if (e % 5 == 0) {
+            c.action("flush_memwal", Map.of("table", table));
+          }
+        }
+        return e;
+      });
+      long last = 0;
+      try {
+        for (int i = 0; i < 30 && !writer.isDone(); i++) {
+          String where = i % 3 == 1 ? "id < 100" : i % 3 == 2 ? "v >= " + last : null;
+          Dataset<Row> df = where == null ? read(table) : read(table).where(where);
+          List<Long> ids = new ArrayList<>();
+          TreeSet<Long> values = new TreeSet<>();
+          for (Row r : df.select("id", "v").collectAsList()) {
+            ids.add(r.getLong(0));
+            values.add(r.getLong(1));
+          }
+          ids.sort(null);
+          String what = "read " + i + (where == null ? "" : " WHERE " + where);
+          assertEquals(LongStream.range(0, "id < 100".equals(where) ? 100 : keys).boxed().collect(Collectors.toList()),
+              ids, what + ": every selected key once");
+          assertEquals(1, values.size(), what + ": the rows of one epoch, not " + values);
+          assertTrue(values.first() >= last, what + ": epoch " + values.first() + " after a read of epoch " + last);
+          last = values.first();
+        }
+      } finally {
+        readsDone.set(true);
+      }
+      long lastEpoch = writer.get(); // a failed put fails the test here
+      List<Long> values = read(table).select("v").collectAsList().stream().map(r -> r.getLong(0))
+          .distinct().collect(Collectors.toList());
+      assertEquals(List.of(lastEpoch), values, "a read after the last acknowledgement returns the last epoch");
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /** Puts epoch e of query "upserter" as one DoPut: keys 0..keys-1 upserted with v = e. */
+  private void putUpsertEpoch(String table, int keys, long e) {
+    Schema schema = new Schema(List.of(Field.nullable("id", new ArrowType.Int(64, true)),
+        Field.nullable("v", new ArrowType.Int(64, true))));
+    try (BufferAllocator alloc = ArrowUtils.rootAllocator().newChildAllocator("test put", 0, Long.MAX_VALUE);
+         VectorSchemaRoot root = VectorSchemaRoot.create(schema, alloc)) {
+      root.allocateNew();
+      BigIntVector id = (BigIntVector) root.getVector("id");
+      BigIntVector v = (BigIntVector) root.getVector("v");
+      for (int i = 0; i < keys; i++) {
+        id.setSafe(i, i);
+        v.setSafe(i, e);
+      }
+      root.setRowCount(keys);
+      Map<String, Object> cmd = new LinkedHashMap<>();
+      cmd.put("table", table);
+      cmd.put("query_id", "upserter");
+      cmd.put("epoch_id", e);
+      cmd.put("mode", "update");
+      try (FlightSinkClient.Put put = FlightSinkClient.get(server.uri(), null).new Put(cmd, root)) {
+        put.putNext();
+        JsonNode ack = put.finish();
+        assertEquals("committed", ack.path("status").asText(), "epoch " + e + ": " + ack);
+        assertEquals("memwal", ack.path("route").asText(), "epoch " + e + ": " + ack);
+      }
+    }
   }
 
   // -- batch writes -----------------------------------------------------------------------------
