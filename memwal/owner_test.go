@@ -328,3 +328,26 @@ func TestShardSetFlushSkipsShardTakenOver(t *testing.T) {
 		}
 	})
 }
+
+// TestShardSetFoldAllAfterShardTakenOver: FoldAll (what a delete, an overwrite and a direct
+// upsert run first) on a server whose writer of a shard another server fenced claims the shard
+// again and folds every acknowledged row, the taker's and its own, into the base table.
+func TestShardSetFoldAllAfterShardTakenOver(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store objstore.Store) {
+		ctx := context.Background()
+		srv := newOwnerServers(t, store, 1, 0, 0)
+		old, taker := srv[0], srv[1]
+		if _, err := old.put("a", 0, 0, 5); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := taker.put("b", 0, 100, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.ss.FoldAll(ctx); err != nil {
+			t.Fatalf("fold all on the fenced server: %v", err)
+		}
+		if got := len(baseRows(t, old.tbl)); got != 10 {
+			t.Fatalf("%d rows in the base table after the fold, want 10", got)
+		}
+	})
+}

@@ -435,18 +435,33 @@ func (ss *ShardSet) FoldShard(ctx context.Context, i, minGenerations int) (int, 
 // It claims every shard it does not write (reason "fold_all"), fencing their owners: an overwrite
 // must hold every row acknowledged before it. On a table without a primary key it releases those
 // shards after (releaseUnrouted).
+//
+// A writer of the set that another server fenced (took the shard over) is dropped and the shard
+// claimed again: the claim replays the shard's WAL, the dropped writer's acknowledged puts
+// included.
 func (ss *ShardSet) FoldAll(ctx context.Context) error {
 	for i := range ss.ids {
-		claimed := ss.healthyWriters()[i] == nil
-		w, err := ss.open(ctx, i, ClaimFoldAll, nil)
-		if err != nil {
-			return err
-		}
-		if err := w.Flush(ctx); err != nil {
-			return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
-		}
-		if claimed {
-			defer ss.releaseUnrouted(ctx, i, w)
+		for attempt := 0; ; attempt++ {
+			claimed := ss.healthyWriters()[i] == nil
+			w, err := ss.open(ctx, i, ClaimFoldAll, nil)
+			if err != nil {
+				return err
+			}
+			err = w.Flush(ctx)
+			if errors.Is(err, ErrFenced) && !claimed && attempt == 0 {
+				ss.opts.Shard.Logger.Warn("memwal: another server claimed a shard this server wrote; claiming it again to fold every shard", "table", ss.table.Name(), "shard", w.ShardID(), "err", err)
+				ss.unroute(i)
+				ss.dropWriter(i, w)
+				ss.own.noteFenced(i)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("flush memwal shard %s: %w", w.ShardID(), err)
+			}
+			if claimed {
+				defer ss.releaseUnrouted(ctx, i, w)
+			}
+			break
 		}
 	}
 	c := ss.folder(nil)
