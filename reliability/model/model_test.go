@@ -78,6 +78,12 @@ type knownIssues struct {
 	// data files carry the Arrow type, the Iceberg schema says list. On: such tables get no
 	// Iceberg check.
 	icebergFixedSizeList bool
+	// icebergPublish: publish_iceberg of a table after some sequences of deletes, compactions,
+	// folds and schema merges fails ("cannot delete data files that do not belong to the
+	// table", "invalid schema: mismatch in fields") or publishes a snapshot whose rows differ
+	// from the table's. On: a failed publish is logged and that table gets no Iceberg read,
+	// and an Iceberg read that differs is logged, not failed.
+	icebergPublish bool
 }
 
 // unskip turns off the switches named (comma-separated field names of knownIssues), as
@@ -98,6 +104,8 @@ func (k *knownIssues) unskip(names string) error {
 			k.dropWithWritersElsewhere = false
 		case "icebergFixedSizeList":
 			k.icebergFixedSizeList = false
+		case "icebergPublish":
+			k.icebergPublish = false
 		default:
 			return fmt.Errorf("no known issue %q", n)
 		}
@@ -113,6 +121,7 @@ var skip = knownIssues{
 	flushFenced:              false,
 	dropWithWritersElsewhere: false,
 	icebergFixedSizeList:     true,
+	icebergPublish:           true,
 }
 
 // regressions are seeds that found a bug: each runs in every `go test`, for its steps (up to the
@@ -299,6 +308,13 @@ func (rn *runner) compare(m *tableModel, what string, got readResult) {
 			rn.failf("%s: schema\n  %s\nwant\n  %s", what, strings.Join(have, "\n  "), strings.Join(want, "\n  "))
 		}
 	}
+	if d := rn.difference(m, got); d != "" {
+		rn.failf("%s: %s", what, d)
+	}
+}
+
+// difference describes how got's rows differ from the model's; "" when they are the same.
+func (rn *runner) difference(m *tableModel, got readResult) string {
 	have := make([]string, len(got.rows))
 	for i, r := range got.rows {
 		have[i] = m.render(r)
@@ -306,10 +322,10 @@ func (rn *runner) compare(m *tableModel, what string, got readResult) {
 	slices.Sort(have)
 	want := m.expected()
 	if slices.Equal(have, want) {
-		return
+		return ""
 	}
 	missing, extra := diff(want, have)
-	rn.failf("%s: %d rows, the model holds %d\nmissing (%d):\n%s\nunexpected (%d):\n%s", what, len(have), len(want),
+	return fmt.Sprintf("%d rows, the model holds %d\nmissing (%d):\n%s\nunexpected (%d):\n%s", len(have), len(want),
 		len(missing), clip(missing), len(extra), clip(extra))
 }
 

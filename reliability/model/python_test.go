@@ -104,14 +104,21 @@ func (rn *runner) checkPython() {
 			rn.logf("python check %s: no Iceberg read (known issue icebergFixedSizeList)", m.name)
 			folded = false
 		}
+		var pub struct {
+			MetadataFile string `json:"metadata_file"`
+		}
 		if folded {
-			var pub struct {
-				MetadataFile string `json:"metadata_file"`
-			}
-			if err := action(ctx, s.client, "publish_iceberg", map[string]any{"table": m.name}, &pub); err != nil {
+			err := action(ctx, s.client, "publish_iceberg", map[string]any{"table": m.name}, &pub)
+			switch {
+			case err != nil && rn.skip.icebergPublish:
+				rn.logf("python check %s: publish_iceberg failed, no Iceberg read (known issue icebergPublish): %v", m.name, err)
+				folded = false
+			case err != nil:
 				cancel()
 				rn.failf("publish_iceberg %s on %s: %v", m.name, s.name, err)
 			}
+		}
+		if folded {
 			meta, ok := strings.CutPrefix(pub.MetadataFile, "file://")
 			if !ok {
 				cancel()
@@ -153,7 +160,14 @@ func (rn *runner) checkPython() {
 				rn.failf("iceberg read %s: %v", m.name, err)
 			}
 			ice.schema = nil // Iceberg types are not Arrow's (int8 reads as int32): rows only
-			rn.compare(m, fmt.Sprintf("PyIceberg scan of %s", m.name), ice)
+			what := fmt.Sprintf("PyIceberg scan of %s", m.name)
+			if rn.skip.icebergPublish {
+				if d := rn.difference(m, ice); d != "" {
+					rn.logf("%s differs (known issue icebergPublish): %s", what, d)
+					continue
+				}
+			}
+			rn.compare(m, what, ice)
 			rn.icebergReads++
 		}
 	}
