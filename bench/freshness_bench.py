@@ -19,7 +19,9 @@ defaults (background maintenance, `--iceberg-publish-interval 1s`, `--memwal-fre
    metadata mirrors the committed version: the current snapshot's summary `flight-sink.version`
    for a commit that changes rows, the table property `flight-sink.version` for `config set` (it
    changes no rows, so its publish records the version without a snapshot). One commit at a
-   time, COMMITS of each kind; reports p50/p99/max of ack -> visible.
+   time, COMMITS of each kind, each started after a random pause of up to JITTER seconds so that
+   the commits fall at every phase of the server's publish (1 s) and scan (2 s) ticks rather
+   than locking to one; reports p50/p99/max of ack -> visible.
 3. Publishing on vs off: epochs of ROWS rows sent back to back on the direct route to a server
    that publishes and to one started with `--no-iceberg`, in alternating rounds (off, on, off,
    on, ...), so both see the same machine; reports each round's epochs/s and the on/off ratio.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -171,9 +174,11 @@ def cli_json(binary: str, *args: str) -> Dict[str, object]:
     return json.loads(out.stdout)
 
 
-def commit_lag(srv: LocalServer, binary: str, root: Path, commits: int, rows: int, poll_interval: float, timeout: float) -> Dict[str, Dict[str, float]]:
+def commit_lag(srv: LocalServer, binary: str, root: Path, commits: int, rows: int, poll_interval: float, timeout: float, jitter: float) -> Dict[str, Dict[str, float]]:
     """Ack -> visible of each commit kind of COMMIT_KINDS, COMMITS of each, one at a time."""
     from pyiceberg.catalog import load_catalog
+
+    rng = random.Random(1)
 
     table = "commits"
     cat = load_catalog(table, type="rest", uri=http_uri(srv))
@@ -189,9 +194,11 @@ def commit_lag(srv: LocalServer, binary: str, root: Path, commits: int, rows: in
             epoch[0] += 1
 
     def settle() -> None:
-        # The epochs' own publish first, so each lag is its commit's alone.
+        # The epochs' own publish first, so each lag is its commit's alone; then a random pause,
+        # so the commit falls at a random phase of the server's tickers.
         v = c.table_stats(table)["version"]
         wait_visible(cat, table, v, True, time.monotonic(), poll_interval, timeout)
+        time.sleep(rng.uniform(0, jitter))
 
     with fs.Client(srv.uri) as c:
         for i in range(commits):
@@ -213,6 +220,7 @@ def commit_lag(srv: LocalServer, binary: str, root: Path, commits: int, rows: in
             ack = time.monotonic()
             lags["compact CLI"].append(wait_visible(cat, table, int(res["version"]), True, ack, poll_interval, timeout))
 
+            time.sleep(rng.uniform(0, jitter))
             res = cli_json(binary, "config", "set", uri, f"cleanup.keep_last={2 + i % 2}")
             ack = time.monotonic()
             lags["config set CLI"].append(wait_visible(cat, table, int(res["version"]), False, ack, poll_interval, timeout))
@@ -251,6 +259,7 @@ def main() -> None:
     ap.add_argument("--drain", type=float, default=60, help="seconds to wait for the last epochs to be visible (60)")
     ap.add_argument("--poll-interval", type=float, default=0.05, help="seconds between two catalog loads of the reader (0.05)")
     ap.add_argument("--commits", type=int, default=10, help="commits of each kind: delete, compact, CLI compact, CLI config set (10)")
+    ap.add_argument("--jitter", type=float, default=2, help="up to this many seconds of random pause before each of those commits (2)")
     ap.add_argument("--commit-timeout", type=float, default=60, help="seconds a commit may take to be visible before it counts as not visible (60)")
     ap.add_argument("--rounds", type=int, default=3, help="off/on pairs of the publishing cost (3)")
     ap.add_argument("--round-seconds", type=float, default=20, help="seconds of each round (20)")
@@ -275,7 +284,7 @@ def main() -> None:
             print(f"{route:7s} ack->visible in PyIceberg (REST catalog): p50 {r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s, "
                   f"max {r['max_s']:.2f} s; {r['visible']}/{r['epochs']} epochs visible, {r['epochs_per_s']:.2f} epochs/s sent, "
                   f"{r['polls_per_s']:.1f} catalog loads/s", flush=True)
-        commits = commit_lag(on, binary, tmp / "on", args.commits, args.rows, args.poll_interval, args.commit_timeout)
+        commits = commit_lag(on, binary, tmp / "on", args.commits, args.rows, args.poll_interval, args.commit_timeout, args.jitter)
         out["commit_lag"] = commits
         for kind, r in commits.items():
             print(f"{kind:15s} commit->visible in PyIceberg (REST catalog): p50 {r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s, "
