@@ -174,8 +174,10 @@ bench-reads:
 	$(BENCH_PYTHON) bench/read_bench.py --go $(GO) $(BENCH_READS_ARGS)
 
 # bench-freshness: ack -> visible in PyIceberg through the REST catalog, 1,000-row epochs at 10/s
-# for 2 minutes on each route (direct, MemWAL), and the direct route's back-to-back epochs/s with
-# Iceberg publishing on against off in alternating rounds (bench/freshness_bench.py --help).
+# for 2 minutes on each route (direct, MemWAL); commit -> visible after 10 each of a `delete`
+# action, a `compact` action, a `flight-sink compact` and a `flight-sink config set` run as other
+# processes on the same root; and the direct route's back-to-back epochs/s with Iceberg publishing
+# on against off in alternating rounds (bench/freshness_bench.py --help).
 BENCH_FRESHNESS_ARGS ?=
 bench-freshness: pydeps build
 	$(VENV_PYTHON) bench/freshness_bench.py --bin bin/flight-sink $(BENCH_FRESHNESS_ARGS)

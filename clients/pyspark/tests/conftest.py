@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Union
 
 import pytest
 
@@ -62,10 +70,11 @@ def server_factory(server_bin: str, tmp_path: Path) -> Iterator[Callable[..., Lo
     def factory(
         listen: str = "127.0.0.1:0",
         extra_args: Optional[List[str]] = None,
-        root: Optional[Path] = None,
+        root: Optional[Union[str, Path]] = None,
+        env: Optional[Dict[str, str]] = None,
     ) -> LocalServer:
         root = root if root is not None else tmp_path / f"root{len(started)}"
-        srv = LocalServer.start(server_bin, root, listen, extra_args or ())
+        srv = LocalServer.start(server_bin, root, listen, extra_args or (), env=env)
         started.append(srv)
         return srv
 
@@ -79,6 +88,113 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class S3Gateway:
+    """A running versitygw (a real S3 server over a temporary directory) with one bucket."""
+
+    endpoint: str  # http://127.0.0.1:PORT
+    bucket: str
+    region: str
+    access_key: str
+    secret_key: str
+
+    def server_args(self) -> List[str]:
+        """The ``serve`` flags that reach this gateway (with :meth:`env`'s credentials)."""
+        return ["--s3-endpoint", self.endpoint, "--s3-path-style", "--s3-region", self.region]
+
+    def env(self) -> Dict[str, str]:
+        """The AWS credentials of the gateway's root user, for a server or CLI process."""
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_SESSION_TOKEN": "",
+            "AWS_REGION": self.region,
+        }
+
+
+def find_versitygw() -> Optional[str]:
+    """$FLIGHT_SINK_VERSITYGW, versitygw on PATH, or $(go env GOPATH)/bin/versitygw (where
+    `make tools` installs it, as objstore/storetest looks for it)."""
+    env = os.environ.get("FLIGHT_SINK_VERSITYGW")
+    if env:
+        return env
+    found = shutil.which("versitygw")
+    if found:
+        return found
+    gopath = os.environ.get("GOPATH", "")
+    if not gopath and shutil.which("go"):
+        gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True).stdout.strip()
+    for d in [*(p for p in gopath.split(os.pathsep) if p), str(Path.home() / "go")]:
+        p = Path(d) / "bin" / "versitygw"
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None
+
+
+@pytest.fixture
+def s3_gateway() -> Iterator[S3Gateway]:
+    """A versitygw on a free loopback port with the bucket "flight-sink", stopped and removed at
+    the end. Skips when versitygw is not installed (`make tools` installs it), except under
+    CI=true, where that fails."""
+    binary = find_versitygw()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("versitygw not found (FLIGHT_SINK_VERSITYGW, PATH, $(go env GOPATH)/bin): `make tools` installs it")
+        pytest.skip("versitygw not found (FLIGHT_SINK_VERSITYGW, PATH, $(go env GOPATH)/bin): `make tools` installs it")
+    tmp = Path(tempfile.mkdtemp(prefix="flight-sink-s3-"))
+    data = tmp / "data"
+    bucket = "flight-sink"
+    (data / bucket).mkdir(parents=True)  # the posix backend's buckets are the data directory's directories
+    args = ["--quiet", "posix"]
+    try:
+        os.setxattr(data, "user.flight-sink-probe", b"1")
+    except OSError:
+        # No user xattrs here (tmpfs, some overlays): object metadata goes to a sidecar directory.
+        (tmp / "sidecar").mkdir()
+        args += ["--sidecar", str(tmp / "sidecar")]
+    gw = S3Gateway(
+        endpoint="", bucket=bucket, region="us-east-1", access_key="flightsink", secret_key=secrets.token_hex(16)
+    )
+    proc: Optional["subprocess.Popen[bytes]"] = None
+    log = open(tmp / "versitygw.log", "wb")
+    try:
+        for _ in range(3):  # a port free a moment ago may be taken before versitygw binds it
+            port = free_port()
+            env = dict(os.environ, ROOT_ACCESS_KEY=gw.access_key, ROOT_SECRET_KEY=gw.secret_key)
+            proc = subprocess.Popen(
+                [binary, "--port", f"127.0.0.1:{port}", *args, str(data)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            )
+            deadline = time.monotonic() + 15
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+                    break
+                except urllib.error.HTTPError:
+                    break  # it answers (403 without credentials)
+                except OSError:
+                    time.sleep(0.1)
+            else:
+                proc.kill()
+                proc.wait()
+                proc = None
+                continue
+            break
+        if proc is None:
+            pytest.fail(f"versitygw ({binary}) did not start:\n{(tmp / 'versitygw.log').read_text(errors='replace')}")
+        yield S3Gateway(f"http://127.0.0.1:{port}", bucket, gw.region, gw.access_key, gw.secret_key)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 _counter = [0]

@@ -2,7 +2,7 @@
 form compared against DoGet.
 
 The engines: PyIceberg (``load_catalog(type="rest")``), Polars (``scan_iceberg`` of the table
-PyIceberg loads), DuckDB (``ATTACH ... (TYPE iceberg)`` with the extensions of the pip packages
+PyIceberg loads, with the storage options of its catalog config), DuckDB (``ATTACH ... (TYPE iceberg)`` with the extensions of the pip packages
 ``duckdb-ext-iceberg``, ``duckdb-ext-avro`` and ``duckdb-ext-httpfs``) and Spark 4.1 with the
 Iceberg runtime (a REST catalog, ``spark.sql.catalog.<name>.type=rest``; run as a script in the
 PySpark 4.1 environment: ``python iceberg_readers.py spark CATALOG_URI JAR``, which prints one
@@ -97,8 +97,20 @@ def read_pyiceberg_polars(uri: str, token: str) -> Dict[str, Dict[str, pa.Table]
     for ident in cat.list_tables("default"):
         tbl = cat.load_table(ident)
         out["pyiceberg"][ident[-1]] = tbl.scan().to_arrow()
-        out["polars"][ident[-1]] = pl.scan_iceberg(tbl).collect().to_arrow()
+        out["polars"][ident[-1]] = pl.scan_iceberg(tbl, storage_options=polars_storage_options(tbl.io.properties)).collect().to_arrow()
     return out
+
+
+def polars_storage_options(props: Dict[str, str]) -> Dict[str, str] | None:
+    """The storage options Polars needs for a table the catalog loaded: its ``s3.*`` config
+    (endpoint, vended credentials) and ``client.region`` as ``s3.region``. Polars 2.1 plans an
+    Iceberg scan with PyIceberg (without the polars_iceberg plugin) and then reads the files with
+    its own object store, configured from ``storage_options`` alone, not from the table's FileIO
+    properties: without them it asks AWS for the bucket."""
+    opts = {k: v for k, v in props.items() if k.startswith("s3.") and isinstance(v, str)}
+    if "client.region" in props and "s3.region" not in opts:
+        opts["s3.region"] = props["client.region"]
+    return opts or None
 
 
 def read_duckdb(uri: str, token: str) -> Dict[str, pa.Table]:

@@ -1,7 +1,9 @@
 """Every engine reads what DoGet reads: a table holding every type (nulls and edge values) after
 appends, a delete, an upsert, a compaction, a schema change and a MemWAL fold, a MemWAL table
 whose rows are folded, and a table of pandas' nanosecond timestamps, all read through the
-server's Iceberg REST catalog by PyIceberg, Polars, DuckDB and Spark 4.1 (docs/iceberg.md)."""
+server's Iceberg REST catalog by PyIceberg, Polars, DuckDB and Spark 4.1 (docs/iceberg.md); and
+the same tables on an S3 root (versitygw) read by PyIceberg, Polars and DuckDB given only the
+catalog URI and token, the server vending the credentials."""
 
 from __future__ import annotations
 
@@ -159,67 +161,90 @@ def first_difference(got: List[Dict[str, Any]], want: List[Dict[str, Any]]) -> s
     return ""
 
 
+def write_every_table(c: fs.Client) -> Dict[str, List[Dict[str, Any]]]:
+    """Write the test's tables through the client and publish each one; returns what DoGet reads
+    of each, in canonical form: "every" (every type) after appends, a delete, a keyed upsert, a
+    compaction, a schema change (merge_schema), an epoch that leaves columns out and a MemWAL
+    fold; "folded", a MemWAL table folded; "pandas", written from pandas (timestamp[ns]);
+    "times", Iceberg time columns."""
+    pd = pytest.importorskip("pandas")
+    # The keyed table with every type: every operation, the schema change, a fold.
+    put = lambda data, e, **kw: c.put_epoch("every", data, query_id="q", epoch_id=e, **kw)  # noqa: E731
+    put(every_type_rows(list(range(0, 8))), 0, route="direct", create={"primary_key": ["id"], "memwal": {"shards": 1}})
+    put(every_type_rows(list(range(8, 16)), "b"), 1, route="direct")
+    c.delete("every", {"op": "in", "column": "id", "values": [3, 9]})
+    put(every_type_rows([5, 16, 17], "u"), 2, mode="update", route="direct")  # 5 updated, 16 and 17 inserted
+    assert c.compact("every")["fragments_removed"] > 1
+    put(with_extra(every_type_rows([18, 19, 20], "x"), [18, 19, 20]), 3, route="direct", merge_schema=True)
+    # An epoch that leaves nullable columns out (its files hold only the columns it carried):
+    # engines read the others by field id, the omitted ones as nulls.
+    put(with_extra(every_type_rows([24, 25], "o"), [24, 25]).drop_columns(["s", "dec", "st", "ts"]), 4, route="direct", merge_schema=True)
+    put(with_extra(every_type_rows([21, 22, 23, 4], "w"), [21, 22, 23, 4]), 5, route="memwal")
+    c.flush_memwal("every")
+    c.compact_memwal_shard("every")
+
+    # A MemWAL table (no key) whose rows reach Iceberg by a fold.
+    for e in range(2):
+        c.put_epoch("folded", every_type_rows(list(range(10 * e, 10 * e + 8)), f"m{e}"), query_id="m", epoch_id=e, route="memwal", create={"memwal": {"shards": 1}})
+    c.flush_memwal("folded")
+    c.compact_memwal_shard("folded")
+
+    # pandas' default timestamps (nanoseconds, sub-microsecond parts), uint32, float16.
+    df = pd.DataFrame(
+        {
+            "id": pd.Series([1, 2, 3], dtype="int64"),
+            "ts": pd.to_datetime(["1677-09-22 00:12:43.145225", "2024-05-06 07:08:09.123456789", "2262-04-11 23:47:16.854775"]),
+            "u32": pd.Series([0, 4294967295, 7], dtype="uint32"),
+        }
+    )
+    c.put_epoch("pandas", pa.Table.from_pandas(df, preserve_index=False), query_id="p", epoch_id=0, create=True)
+
+    # Iceberg time columns: Spark does not read them (below).
+    times = pa.table(
+        {
+            "id": pa.array([0, 1, 2, 3], pa.int64()),
+            "t": pa.array([None, dt.time(0, 0), dt.time(23, 59, 59, 999999), dt.time(12, 0, 0, 1)], pa.time64("us")),
+            "t32": pa.array([None, 0, 86399999, 1], pa.time32("ms")),
+            "tns": pa.array([None, 0, 86399999999999, 1999], pa.time64("ns")),
+        }
+    )
+    c.put_epoch("times", times, query_id="t", epoch_id=0, create=True)
+
+    want = {}
+    for name in ("every", "folded", "pandas", "times"):
+        res = c.action("publish_iceberg", {"table": name})
+        assert res["iceberg_version"] == c.table_stats(name)["version"], res
+        served = c.read(name)
+        want[name] = canon_rows(served.to_pylist(), uuid_columns(served.schema))
+    assert [r["id"] for r in want["every"]] == [0, 1, 2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+    assert want["every"][3]["extra"] == "x4" and want["every"][0]["extra"] is None
+    assert len(want["folded"]) == 16
+    return want
+
+
+def engine_failures(engines: Dict[str, Dict[str, List[Dict[str, Any]]]], want: Dict[str, List[Dict[str, Any]]]) -> List[str]:
+    """Each engine's differences from DoGet: a table listed or missing, a row or a value."""
+    failures = []
+    for engine, tables in engines.items():
+        expected = {n: rows for n, rows in want.items() if not (engine == "spark" and n == "times")}
+        if sorted(tables) != sorted(expected):
+            failures.append(f"{engine} lists {sorted(tables)}, want {sorted(expected)}")
+        for name, rows in expected.items():
+            if name in tables:
+                diff = first_difference(tables[name], rows)
+                if diff:
+                    failures.append(f"{engine} reads {name}: {diff}")
+    return failures
+
+
 def test_every_engine_reads_every_type(server_factory) -> None:
     """PyIceberg, Polars, DuckDB and Spark, attached to the REST catalog, list every table and
-    read each one exactly as DoGet (every column, every value) after appends, a delete, a keyed
-    upsert, a compaction, a schema change (merge_schema), an epoch that leaves columns out, a
-    MemWAL fold; plus a MemWAL table
-    folded and a table written from pandas (timestamp[ns])."""
-    pd = pytest.importorskip("pandas")
+    read each one exactly as DoGet (every column, every value): the tables of
+    write_every_table."""
     srv = server_factory(extra_args=["--http-listen", "127.0.0.1:0", "--auth-token", TOKEN, "--maintenance", "off"])
     uri = http_uri(srv)
     with fs.Client(srv.uri, token=TOKEN) as c:
-        # The keyed table with every type: every operation, the schema change, a fold.
-        put = lambda data, e, **kw: c.put_epoch("every", data, query_id="q", epoch_id=e, **kw)  # noqa: E731
-        put(every_type_rows(list(range(0, 8))), 0, route="direct", create={"primary_key": ["id"], "memwal": {"shards": 1}})
-        put(every_type_rows(list(range(8, 16)), "b"), 1, route="direct")
-        c.delete("every", {"op": "in", "column": "id", "values": [3, 9]})
-        put(every_type_rows([5, 16, 17], "u"), 2, mode="update", route="direct")  # 5 updated, 16 and 17 inserted
-        assert c.compact("every")["fragments_removed"] > 1
-        put(with_extra(every_type_rows([18, 19, 20], "x"), [18, 19, 20]), 3, route="direct", merge_schema=True)
-        # An epoch that leaves nullable columns out (its files hold only the columns it carried):
-        # engines read the others by field id, the omitted ones as nulls.
-        put(with_extra(every_type_rows([24, 25], "o"), [24, 25]).drop_columns(["s", "dec", "st", "ts"]), 4, route="direct", merge_schema=True)
-        put(with_extra(every_type_rows([21, 22, 23, 4], "w"), [21, 22, 23, 4]), 5, route="memwal")
-        c.flush_memwal("every")
-        c.compact_memwal_shard("every")
-
-        # A MemWAL table (no key) whose rows reach Iceberg by a fold.
-        for e in range(2):
-            c.put_epoch("folded", every_type_rows(list(range(10 * e, 10 * e + 8)), f"m{e}"), query_id="m", epoch_id=e, route="memwal", create={"memwal": {"shards": 1}})
-        c.flush_memwal("folded")
-        c.compact_memwal_shard("folded")
-
-        # pandas' default timestamps (nanoseconds, sub-microsecond parts), uint32, float16.
-        df = pd.DataFrame(
-            {
-                "id": pd.Series([1, 2, 3], dtype="int64"),
-                "ts": pd.to_datetime(["1677-09-22 00:12:43.145225", "2024-05-06 07:08:09.123456789", "2262-04-11 23:47:16.854775"]),
-                "u32": pd.Series([0, 4294967295, 7], dtype="uint32"),
-            }
-        )
-        c.put_epoch("pandas", pa.Table.from_pandas(df, preserve_index=False), query_id="p", epoch_id=0, create=True)
-
-        # Iceberg time columns: Spark does not read them (below).
-        times = pa.table(
-            {
-                "id": pa.array([0, 1, 2, 3], pa.int64()),
-                "t": pa.array([None, dt.time(0, 0), dt.time(23, 59, 59, 999999), dt.time(12, 0, 0, 1)], pa.time64("us")),
-                "t32": pa.array([None, 0, 86399999, 1], pa.time32("ms")),
-                "tns": pa.array([None, 0, 86399999999999, 1999], pa.time64("ns")),
-            }
-        )
-        c.put_epoch("times", times, query_id="t", epoch_id=0, create=True)
-
-        want = {}
-        for name in ("every", "folded", "pandas", "times"):
-            res = c.action("publish_iceberg", {"table": name})
-            assert res["iceberg_version"] == c.table_stats(name)["version"], res
-            served = c.read(name)
-            want[name] = canon_rows(served.to_pylist(), uuid_columns(served.schema))
-        assert [r["id"] for r in want["every"]] == [0, 1, 2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
-        assert want["every"][3]["extra"] == "x4" and want["every"][0]["extra"] is None
-        assert len(want["folded"]) == 16
+        want = write_every_table(c)
 
     engines: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
     for engine, tables in read_pyiceberg_polars(uri, TOKEN).items():
@@ -231,14 +256,37 @@ def test_every_engine_reads_every_type(server_factory) -> None:
     spark_times = spark.pop("times", None)
     assert spark_times is not None and "does not support time" in spark_times.get("error", ""), spark_times
     engines["spark"] = spark
-    failures = []
-    for engine, tables in engines.items():
-        expected = {n: rows for n, rows in want.items() if not (engine == "spark" and n == "times")}
-        if sorted(tables) != sorted(expected):
-            failures.append(f"{engine} lists {sorted(tables)}, want {sorted(expected)}")
-        for name, rows in expected.items():
-            if name in tables:
-                diff = first_difference(tables[name], rows)
-                if diff:
-                    failures.append(f"{engine} reads {name}: {diff}")
+    failures = engine_failures(engines, want)
+    assert not failures, "\n".join(failures)
+
+
+def test_every_engine_reads_an_s3_root_with_uri_and_token(server_factory, s3_gateway, tmp_path, monkeypatch) -> None:
+    """A server whose root is on S3 (versitygw), vending read credentials
+    (--iceberg-vend-credentials): PyIceberg, Polars and DuckDB, given only the catalog URI and
+    token (no AWS settings in the reader's environment), list every table and read each one
+    exactly as DoGet."""
+    for k in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(k)
+    # Nothing from a shared AWS configuration either: the catalog's answer is all the reader has.
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    vend = tmp_path / "vend.json"
+    vend.write_text(json.dumps({"access-key-id": s3_gateway.access_key, "secret-access-key": s3_gateway.secret_key}))
+    srv = server_factory(
+        root=f"s3://{s3_gateway.bucket}/engines",
+        extra_args=[
+            "--http-listen", "127.0.0.1:0", "--auth-token", TOKEN, "--maintenance", "off",
+            "--iceberg-vend-credentials", str(vend), *s3_gateway.server_args(),
+        ],
+        env=s3_gateway.env(),
+    )
+    uri = http_uri(srv)
+    with fs.Client(srv.uri, token=TOKEN) as c:
+        want = write_every_table(c)
+
+    engines: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
+    for engine, tables in read_pyiceberg_polars(uri, TOKEN).items():
+        engines[engine] = {n: canon_table(t, ["u"]) for n, t in tables.items()}
+    engines["duckdb"] = {n: canon_table(t, ["u"]) for n, t in read_duckdb(uri, TOKEN).items()}
+    failures = engine_failures(engines, want)
     assert not failures, "\n".join(failures)

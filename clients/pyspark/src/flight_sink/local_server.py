@@ -43,7 +43,7 @@ def build_server(repo_root: Union[str, Path], out_dir: Optional[Union[str, Path]
 class LocalServer:
     """A ``flight-sink serve`` child process."""
 
-    def __init__(self, proc: "subprocess.Popen[bytes]", addr: str, root: Path, log_path: Path) -> None:
+    def __init__(self, proc: "subprocess.Popen[bytes]", addr: str, root: Union[str, Path], log_path: Path) -> None:
         self.proc = proc
         self.addr = addr
         self.root = root
@@ -63,7 +63,10 @@ class LocalServer:
 
         Args:
             binary: the flight-sink executable.
-            root: the table root directory (default: a new temporary directory).
+            root: the table root directory (default: a new temporary directory), created when
+                missing; or an object-store URI (``s3://bucket/prefix``, a ``str``), passed on
+                as is (give the server its ``--s3-*`` flags in ``extra_args`` and its
+                credentials in ``env``).
             listen: the listen address; port 0 picks a free port.
             extra_args: more ``serve`` flags, e.g. ``["--auth-token", "secret"]``.
             timeout: seconds to wait for the "flight-sink serving" line.
@@ -72,8 +75,9 @@ class LocalServer:
                 unless ``FLIGHT_SINK_HTTP_LISTEN`` is given here, so that several servers can
                 run side by side. The server must log at info level (the default).
         """
-        root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="flight-sink-root-"))
-        root.mkdir(parents=True, exist_ok=True)
+        if not (isinstance(root, str) and "://" in root):
+            root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="flight-sink-root-"))
+            root.mkdir(parents=True, exist_ok=True)
         fd, log_name = tempfile.mkstemp(prefix="flight-sink-", suffix=".log")
         log_path = Path(log_name)
         cmd: List[str] = [binary, "serve", "--listen", listen, "--root", str(root), *extra_args]
