@@ -104,6 +104,10 @@ func (rn *runner) checkPython() {
 			rn.logf("python check %s: no Iceberg read (known issue icebergFixedSizeList)", m.name)
 			folded = false
 		}
+		if folded && rn.skip.icebergNullListOfStruct && m.holdsNestedOfStruct() {
+			rn.logf("python check %s: no Iceberg read (known issue icebergNullListOfStruct)", m.name)
+			folded = false
+		}
 		var pub struct {
 			MetadataFile string `json:"metadata_file"`
 		}
