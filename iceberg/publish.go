@@ -348,6 +348,12 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		if tbl, err = p.evolveSchema(ctx, cat, tbl, sc); err != nil {
 			return nil, false, err
 		}
+		if v := publishedVersion(tbl.Metadata()); v != pub {
+			// The schema commit landed on metadata another publisher moved on since: the step
+			// is computed from version pub, so it starts over from the newer metadata (its
+			// schema is in place). Building on it would add that publisher's files again.
+			return nil, false, fmt.Errorf("%w: the metadata moved from version %d to %d under a schema change", table.ErrCommitFailed, pub, v)
+		}
 	}
 	sc = tbl.Schema()
 	// The snapshot reads exactly version pub (it was made from it), so pub's fragments say what
