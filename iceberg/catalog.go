@@ -63,6 +63,9 @@ type storeCatalog struct {
 	// finds no newer file applies its updates to it instead of reading and parsing it again.
 	last  table.Metadata
 	lastN int
+	// staged: last is staged (stage), not written yet; the next commit writes it as file
+	// lastN+1.
+	staged bool
 }
 
 var _ table.CatalogIO = (*storeCatalog)(nil)
@@ -110,7 +113,7 @@ func (c *storeCatalog) load(ctx context.Context) (*table.Table, int, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("parse %s: %w", key, err)
 		}
-		c.last, c.lastN = meta, n
+		c.last, c.lastN, c.staged = meta, n, false
 		return c.tableOf(meta, n), n, nil
 	}
 	return nil, 0, fmt.Errorf("iceberg metadata of %s keeps changing under the reader", c.location())
@@ -130,16 +133,16 @@ func (c *storeCatalog) LoadTable(ctx context.Context, _ table.Identifier) (*tabl
 	return t, err
 }
 
-// stage makes meta the table's metadata before any file exists: the next CommitTable applies its
-// updates to meta and creates v1.metadata.json put-if-absent (table.ErrCommitFailed when another
-// server created it first).
-func (c *storeCatalog) stage(meta table.Metadata) *table.Table {
-	c.last, c.lastN = meta, 0
-	return c.tableOf(meta, 0)
+// stage makes meta the table's metadata in place of metadata file over (0: before any file
+// exists): the next CommitTable applies its updates to meta and creates file over+1
+// put-if-absent (table.ErrCommitFailed when another server created it first).
+func (c *storeCatalog) stage(meta table.Metadata, over int) *table.Table {
+	c.last, c.lastN, c.staged = meta, over, true
+	return c.tableOf(meta, over)
 }
 
 // pending reports whether the table's metadata is staged (stage) and not written yet.
-func (c *storeCatalog) pending() bool { return c.last != nil && c.lastN == 0 }
+func (c *storeCatalog) pending() bool { return c.last != nil && c.staged }
 
 // CommitTable implements table.CatalogIO: it checks reqs against the newest metadata, applies
 // updates to it and creates the next metadata file put-if-absent.
@@ -149,9 +152,11 @@ func (c *storeCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs
 	if err != nil {
 		return nil, "", err
 	}
+	staged := false
 	if c.last != nil && n == c.lastN {
-		// Nobody committed since (or, staged, nobody wrote v1): no need to read it again.
-		cur = c.tableOf(c.last, n)
+		// Nobody committed since (or, staged, nobody wrote the file after lastN): no need to
+		// read it again.
+		cur, staged = c.tableOf(c.last, n), c.staged
 	} else if cur, n, err = c.load(ctx); err != nil {
 		return nil, "", err
 	}
@@ -164,8 +169,8 @@ func (c *storeCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs
 		}
 	}
 	prev := cur.MetadataLocation()
-	if n == 0 {
-		prev = "" // staged: no file to log as the previous metadata
+	if staged {
+		prev = "" // staged: no file of this table to log as the previous metadata
 	}
 	updated, err := table.UpdateTableMetadata(cur.Metadata(), updates, prev)
 	if err != nil {
@@ -174,7 +179,7 @@ func (c *storeCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs
 	if err := c.put(ctx, n+1, updated); err != nil {
 		return nil, "", err
 	}
-	c.last, c.lastN = updated, n+1
+	c.last, c.lastN, c.staged = updated, n+1, false
 	// Pruning after the new file exists: a reader that listed the old newest may still be
 	// reading it, which is why a few stay (keptMetadataFiles).
 	if old := n + 1 - keptMetadataFiles - 1; old > 0 {

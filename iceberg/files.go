@@ -20,12 +20,64 @@ import (
 // dataFile describes one of the table's Parquet files as an Iceberg data file: record count,
 // size, and the column statistics (value and null counts, lower and upper bounds) of its footer,
 // so that readers prune. Columns resolve by field id when the file carries them, else by name.
+//
+// The file is described against the part of sc it holds (fileColumns): a file written before a
+// schema merge lacks the columns added since, and iceberg-go refuses a file that lacks a column
+// holding a required nested field (a map's key, a required list element) even when the column
+// itself is optional.
 func dataFile(ctx context.Context, fio *storeIO, loc string, sc *iceberg.Schema, props iceberg.Properties) (iceberg.DataFile, error) {
-	df, err := table.FileToDataFile(ctx, fio, loc, sc, *iceberg.UnpartitionedSpec, 0, props)
+	fsc, err := fileColumns(fio, loc, sc, props)
+	if err != nil {
+		return nil, err
+	}
+	df, err := table.FileToDataFile(ctx, fio, loc, fsc, *iceberg.UnpartitionedSpec, 0, props)
 	if err != nil {
 		return nil, fmt.Errorf("describe data file %s: %w", loc, err)
 	}
 	return df, nil
+}
+
+// fileColumns returns sc pruned to the top-level columns the Parquet file at loc holds, matched by field id
+// (or, for a file without field ids, by name through sc's name mapping). It reads the file's
+// footer.
+func fileColumns(fio *storeIO, loc string, sc *iceberg.Schema, props iceberg.Properties) (*iceberg.Schema, error) {
+	f, err := fio.Open(loc)
+	if err != nil {
+		return nil, fmt.Errorf("open data file %s: %w", loc, err)
+	}
+	defer f.Close()
+	rdr, err := file.NewParquetReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("read the footer of %s: %w", loc, err)
+	}
+	defer rdr.Close()
+	asc, err := pqarrow.FromParquet(rdr.MetaData().Schema, nil, rdr.MetaData().KeyValueMetadata())
+	if err != nil {
+		return nil, fmt.Errorf("arrow schema of %s: %w", loc, err)
+	}
+	held, err := table.ArrowSchemaToIcebergWithOptions(asc, table.ArrowToIcebergOptions{
+		NameMapping: sc.NameMapping(), TableSchema: sc, TableProperties: props,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("iceberg schema of %s: %w", loc, err)
+	}
+	ids, err := iceberg.IndexByID(held)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg schema of %s: %w", loc, err)
+	}
+	var fields []iceberg.NestedField
+	for _, f := range sc.Fields() {
+		if _, ok := ids[f.ID]; ok {
+			fields = append(fields, f)
+		}
+	}
+	var keys []int
+	for _, id := range sc.IdentifierFieldIDs {
+		if _, ok := ids[id]; ok {
+			keys = append(keys, id)
+		}
+	}
+	return iceberg.NewSchemaWithIdentifiers(sc.ID, keys, fields...), nil
 }
 
 // fileHasFieldIDs reports whether every top-level column of the Parquet file at loc carries a

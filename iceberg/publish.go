@@ -33,6 +33,11 @@ const (
 	// Readers that honour a name mapping over field ids (iceberg-rust) read nested columns of
 	// files with ids as null through it, so a table whose files all carry ids has none.
 	propFilesWithoutFieldIDs = "flight-sink.files-without-field-ids"
+	// propTableID is the table property naming the incarnation of the table the metadata
+	// mirrors (engine.Manifest.TableID). Metadata of another incarnation (a table of the same
+	// name dropped since, whose publisher committed after the drop removed its metadata) is
+	// not built on: the publisher starts the table's metadata over (mirrors).
+	propTableID = "flight-sink.table-id"
 
 	// ConfigPublish is the table configuration key that turns publishing off ("false").
 	ConfigPublish = "iceberg.publish"
@@ -164,14 +169,24 @@ func (p *Publisher) publish(ctx context.Context) (Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		tbl, _, err := cat.load(ctx)
+		tbl, n, err := cat.load(ctx)
 		if err != nil {
 			return rep, err
+		}
+		if tbl != nil && !mirrors(tbl.Metadata(), latest) {
+			// A dropped table's metadata: its snapshot reads files this table never held, and
+			// its versions are not this table's. Start over: fresh metadata (a new table uuid,
+			// no snapshot) written as the file after n by the first step's commit.
+			p.log.Warn("iceberg metadata of a dropped table of the same name: publishing starts over",
+				"table", p.t.Name(), "metadata", tbl.MetadataLocation(), "table_id", latest.TableID)
+			if tbl, err = p.create(cat, latest, n); err != nil {
+				return rep, err
+			}
 		}
 		if tbl == nil {
 			// Not written yet: the first metadata file is written by the first step's commit,
 			// with its snapshot, so no reader ever sees metadata without the table's rows.
-			if tbl, err = p.create(cat, latest); err != nil {
+			if tbl, err = p.create(cat, latest, 0); err != nil {
 				return rep, err
 			}
 		}
@@ -208,6 +223,13 @@ func (p *Publisher) publish(ctx context.Context) (Report, error) {
 	return rep, fmt.Errorf("publish iceberg metadata of %s: lost %d commits in a row to other publishers", p.t.Name(), commitAttempts)
 }
 
+// mirrors reports whether metadata m mirrors the incarnation of the table latest is a version
+// of (propTableID; metadata without the property, written before it existed, is taken to).
+func mirrors(m table.Metadata, latest *engine.Manifest) bool {
+	id, ok := m.Properties()[propTableID]
+	return !ok || latest.TableID == "" || id == latest.TableID
+}
+
 // publishedVersion is the flight-sink version the metadata mirrors (0: none yet).
 func publishedVersion(m table.Metadata) uint64 {
 	v, _ := strconv.ParseUint(m.Properties().Get(PropVersion, "0"), 10, 64)
@@ -216,8 +238,9 @@ func publishedVersion(m table.Metadata) uint64 {
 
 // tableProperties are the Iceberg table properties the publisher sets at creation (no name
 // mapping: a step adds it when it finds a data file without field ids, propFilesWithoutFieldIDs).
-func tableProperties() iceberg.Properties {
+func tableProperties(tableID string) iceberg.Properties {
 	return iceberg.Properties{
+		propTableID:                                  tableID,
 		"format-version":                             strconv.Itoa(formatVersion),
 		table.ManifestMergeEnabledKey:                "true",
 		"write.metadata.previous-versions-max":       strconv.Itoa(keptMetadataFiles),
@@ -228,17 +251,18 @@ func tableProperties() iceberg.Properties {
 }
 
 // create returns the table's first metadata, its schema and no snapshot, pending in cat: it is
-// written (v1.metadata.json) by the first commit, with that commit's updates applied.
-func (p *Publisher) create(cat *storeCatalog, latest *engine.Manifest) (*table.Table, error) {
+// written (metadata file over+1; v1.metadata.json when over is 0) by the first commit, with that
+// commit's updates applied.
+func (p *Publisher) create(cat *storeCatalog, latest *engine.Manifest, over int) (*table.Table, error) {
 	sc, err := icebergSchema(latest.ArrowSchema(), latest.PrimaryKey...)
 	if err != nil {
 		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
 	}
-	meta, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, table.UnsortedSortOrder, cat.location(), tableProperties())
+	meta, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, table.UnsortedSortOrder, cat.location(), tableProperties(latest.TableID))
 	if err != nil {
 		return nil, fmt.Errorf("new iceberg metadata: %w", err)
 	}
-	return cat.stage(meta), nil
+	return cat.stage(meta, over), nil
 }
 
 // liveFiles is what the current Iceberg snapshot reads: its data files by location, and the
@@ -323,6 +347,12 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	if !sameColumns(sc, tbl.Schema()) {
 		if tbl, err = p.evolveSchema(ctx, cat, tbl, sc); err != nil {
 			return nil, false, err
+		}
+		if v := publishedVersion(tbl.Metadata()); v != pub {
+			// The schema commit landed on metadata another publisher moved on since: the step
+			// is computed from version pub, so it starts over from the newer metadata (its
+			// schema is in place). Building on it would add that publisher's files again.
+			return nil, false, fmt.Errorf("%w: the metadata moved from version %d to %d under a schema change", table.ErrCommitFailed, pub, v)
 		}
 	}
 	sc = tbl.Schema()
@@ -473,7 +503,7 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 
 	props := iceberg.Properties{PropVersion: strconv.FormatUint(target.Version, 10), propOperation: joinOps(ops)}
 	tx := tbl.NewTransaction()
-	tprops := iceberg.Properties{PropVersion: props[PropVersion]}
+	tprops := iceberg.Properties{PropVersion: props[PropVersion], propTableID: target.TableID}
 	if withoutIDs && !withoutIDsKnown {
 		nm, err := nameMapping(sc)
 		if err != nil {

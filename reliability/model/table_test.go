@@ -78,6 +78,38 @@ func (m *tableModel) holds(id arrow.Type) bool {
 	return false
 }
 
+// holdsNestedOfStruct reports whether a column holds, at any depth, a list whose elements or a
+// map whose values are structs (knownIssues.icebergNullListOfStruct).
+func (m *tableModel) holdsNestedOfStruct() bool {
+	var in func(dt arrow.DataType) bool
+	in = func(dt arrow.DataType) bool {
+		switch t := dt.(type) {
+		case *arrow.MapType:
+			if t.ItemType().ID() == arrow.STRUCT {
+				return true
+			}
+		case arrow.ListLikeType:
+			if t.Elem().ID() == arrow.STRUCT {
+				return true
+			}
+		}
+		if n, ok := dt.(arrow.NestedType); ok {
+			for _, f := range n.Fields() {
+				if in(f.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, c := range m.cols {
+		if in(c.typ.stored) {
+			return true
+		}
+	}
+	return false
+}
+
 // apply changes the model as an acknowledged epoch of mode does.
 func (m *tableModel) apply(mode string, rows []row) {
 	switch {
