@@ -276,12 +276,12 @@ class FlightSinkSparkTest {
   @Test
   void refusedStagedPutFailsTheQuery(@TempDir Path tmp) throws Exception {
     String table = "stream_refused";
-    // The table requires id; the stream's id is nullable: the server refuses each task's DoPut
-    // at its start, and the task fails with the server's error instead of waiting for a stream
-    // that can no longer take a batch.
+    // The table's v is a string; the stream's v is a long: the server refuses each task's DoPut
+    // at its start (the schema message), and the task fails with the server's error instead of
+    // waiting for a stream that can no longer take a batch.
     FlightSinkClient.get(server.uri(), null).action("create_table", Map.of("table", table,
-        "schema", List.of(Map.of("name", "id", "type", "int64", "nullable", false), Map.of("name", "k", "type", "utf8"),
-            Map.of("name", "v", "type", "int64"))));
+        "schema", List.of(Map.of("name", "id", "type", "int64"), Map.of("name", "k", "type", "utf8"),
+            Map.of("name", "v", "type", "utf8"))));
     Path src = tmp.resolve("in");
     writeJson(src, 0, 0, 20000, null); // more than one batch a task
     StreamingQuery q = sink(files(src).repartition(2).writeStream(), table, tmp.resolve("ckpt"))
