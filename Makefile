@@ -214,7 +214,7 @@ bench-servers: tools build
 # Reliability: kill -9 torture, several servers, fault-injected storage, fuzzing.
 # `make test` already runs the short versions (go test ./... includes ./reliability: 10 kill
 # cycles, 6 kills of three servers, one 1%-fault round per store, one kill of two MemWAL servers;
-# and ./reliability/model: one seed of 150 steps and the regression seeds) and every fuzz seed
+# and ./reliability/model: its fixed and regression seeds) and every fuzz seed
 # corpus.
 TORTURE_CYCLES ?= 100
 TORTURE_MULTI_KILLS ?= 30

@@ -32,11 +32,10 @@ type runner struct {
 	// maintenance is the servers' --maintenance: background maintenance (folds, compactions,
 	// cleanups at moments the seed does not fix) or off, drawn per seed.
 	maintenance string
-	restart     int  // servers started so far
-	deletedRows bool // the last operation deleted rows (for knownIssues.deletedRowsRead)
+	restart     int // servers started so far
 	// figures
-	epochs, deletes, pyChecks, fencedFlushes int
-	directFiles, icebergReads                int
+	epochs, deletes, pyChecks int
+	directFiles, icebergReads int
 }
 
 // logf appends one line to the operation log.
@@ -114,23 +113,6 @@ func (rn *runner) mustStart() *server {
 func (rn *runner) stepOnce() {
 	m := rn.tables[rn.r.IntN(len(rn.tables))]
 	rn.op(m)
-	if rn.skip.deletedRowsRead && m.exists && (m.keyed() || rn.deletedRows) {
-		// Known issue: reads that leave out scattered rows of a fragment (deleted, or superseded
-		// by a keyed table's MemWAL rows) return wrong values or crash. Fold the MemWAL rows of a
-		// keyed table, and rewrite every fragment with deleted rows, before a read.
-		rn.deletedRows = false
-		if m.keyed() && m.shards > 0 {
-			rn.foldEverything(m)
-		}
-		s := rn.servers[0]
-		ctx, cancel := rn.callCtx()
-		b, err := rnAction(ctx, s, "compact", map[string]any{"table": m.name, "max_deleted_share": 0.0001})
-		cancel()
-		rn.logf("compact %s on %s (known issue deletedRowsRead): %s %v", m.name, s.name, b, err)
-		if err != nil && !retryable(err) {
-			rn.failf("compact %s on %s: %v", m.name, s.name, err)
-		}
-	}
 }
 
 func (rn *runner) op(m *tableModel) {
@@ -278,10 +260,6 @@ func (rn *runner) opEpoch(m *tableModel) {
 	route := ""
 	if m.shards > 0 && mode != "complete" && r.IntN(6) == 0 {
 		route = "direct"
-	}
-	if !create && rn.skip.keyedDirectOverMemWAL && m.keyed() && m.shards > 0 && mode == "update" && (route == "direct" || merge) && !rn.foldEverything(m) {
-		rn.logf("epoch %s: direct upsert turned into a MemWAL one (known issue keyedDirectOverMemWAL: rows left in MemWAL)", m.name)
-		route, merge = "", false
 	}
 	if merge {
 		m.cols = append(m.cols, column{name: fmt.Sprintf("c%d", m.nextCol), typ: randomType(r, 2), nullable: true})
@@ -441,13 +419,6 @@ func (rn *runner) opReplay(m *tableModel) {
 // opDelete deletes the rows a random predicate matches.
 func (rn *runner) opDelete(m *tableModel) {
 	p := randomPredicate(rn.r, m, 2)
-	if m.shards > 0 && rn.skip.memwalDelete {
-		// Known issue: a delete misses rows still in MemWAL. Fold them first.
-		if !rn.foldEverything(m) {
-			rn.logf("delete %s where %s: skipped (known issue memwalDelete: rows left in MemWAL)", m.name, p)
-			return
-		}
-	}
 	var want []row
 	var kept []row
 	for _, rw := range m.rows {
@@ -474,7 +445,6 @@ func (rn *runner) opDelete(m *tableModel) {
 	rn.logf("%s: %d rows deleted (model: %d) v%d committed=%v", what, res.RowsDeleted, len(want), res.Version, res.Committed)
 	m.rows = kept
 	rn.deletes++
-	rn.deletedRows = res.RowsDeleted > 0
 	if m.shards == 0 && res.RowsDeleted != int64(len(want)) {
 		rn.failf("%s: rows_deleted %d, the model deletes %d:\n%s", what, res.RowsDeleted, len(want), strings.Join(renderAll(m, want), "\n"))
 	}
@@ -535,9 +505,7 @@ func (rn *runner) opFold(m *tableModel) {
 	rn.memwalAction(rn.server(), m, "fold_memwal_shard", map[string]any{"table": m.name})
 }
 
-// memwalAction runs flush_memwal or fold_memwal_shard on s. A flush on a server whose shard
-// writer another server fenced fails (knownIssues.flushFenced) at the first such shard: logged,
-// and sent again, at most once per shard.
+// memwalAction runs flush_memwal or fold_memwal_shard on s.
 func (rn *runner) memwalAction(s *server, m *tableModel, typ string, body map[string]any) {
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := rn.callCtx()
@@ -547,9 +515,6 @@ func (rn *runner) memwalAction(s *server, m *tableModel, typ string, body map[st
 		switch {
 		case err == nil, retryable(err):
 			return
-		case attempt < m.shards && rn.skip.flushFenced && status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "is fenced by"):
-			rn.fencedFlushes++
-			continue
 		}
 		rn.failf("%s %s on %s: %v", typ, m.name, s.name, err)
 	}
@@ -626,18 +591,6 @@ func (rn *runner) opRestart() {
 // opDrop drops a table; its next epoch creates it afresh, with a new schema.
 func (rn *runner) opDrop(m *tableModel) {
 	s := rn.server()
-	if rn.skip.dropWithWritersElsewhere {
-		// Known issue: another server's MemWAL writer of the table (a lease renewal, the flush
-		// of a graceful shutdown) writes into the dropped table. Kill them first: kill -9 runs
-		// no shutdown code.
-		rn.checkAlive()
-		for _, o := range rn.servers {
-			if o != s {
-				o.Kill9()
-				rn.logf("kill -9 %s before the drop (known issue dropWithWritersElsewhere)", o.name)
-			}
-		}
-	}
 	ctx, cancel := rn.callCtx()
 	b, err := rnAction(ctx, s, "drop_table", map[string]any{"table": m.name})
 	cancel()
@@ -648,14 +601,6 @@ func (rn *runner) opDrop(m *tableModel) {
 	m.exists = false
 	m.rows = nil
 	m.queries = map[string]*query{}
-	if rn.skip.dropWithWritersElsewhere {
-		for i, o := range rn.servers {
-			if !o.Alive() {
-				rn.servers[i] = rn.mustStart()
-				rn.logf("start %s in place of %s (known issue dropWithWritersElsewhere)", rn.servers[i].name, o.name)
-			}
-		}
-	}
 }
 
 // checkAlive fails the run when a server exited or panicked.
