@@ -56,7 +56,19 @@ func TestMetricsSLOSeries(t *testing.T) {
 
 	const query = "q-must-not-be-a-label"
 	start := float64(time.Now().Unix())
+	// The only put slot is released when the server's handler returns, which may be after the
+	// client read its ack: wait for it to be free before the next put.
+	slotFree := func() {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); metricValue(t, get(t, url), "flight_sink_puts_in_flight") != 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the put slot stayed taken for 30 s after the put's ack")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	for e := int64(0); e < 3; e++ {
+		slotFree()
 		if s := putEpoch(t, c, "slo", query, e, 5); s != "committed" {
 			t.Fatalf("epoch %d: %s", e, s)
 		}
@@ -66,6 +78,7 @@ func TestMetricsSLOSeries(t *testing.T) {
 		t.Fatalf("GetFlightInfo of a missing table: %v", err)
 	}
 	// One DoPut in flight holds the only slot: the next is refused.
+	slotFree()
 	stream, w := openPut(t, c, map[string]any{"table": "slo", "query_id": query, "epoch_id": 3}, 1)
 	var body string
 	for deadline := time.Now().Add(30 * time.Second); ; {
