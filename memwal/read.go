@@ -166,15 +166,25 @@ func ReadStats(ctx context.Context, r ShardReader) (ShardStats, error) {
 // storedView returns the read-only view of the writer's shard.
 func (s *Shard) storedView() *StoredShard { return NewStoredShard(s.table, s.id, &s.opts) }
 
+// confirmWriter returns nil when the writer still owns its shard (one manifest probe); when
+// another writer claimed it, it marks the writer failed and returns the error, which wraps
+// ErrFenced.
+func (s *Shard) confirmWriter(ctx context.Context) error {
+	err := s.ms.confirmEpoch(ctx, s.epoch)
+	if errors.Is(err, ErrFenced) {
+		_ = s.fail(err)
+	}
+	return err
+}
+
 // storedIfFenced confirms that the writer still owns its shard and returns nil, or, when another
 // writer claimed it, marks the writer failed and returns the shard's read-only view.
 func (s *Shard) storedIfFenced(ctx context.Context) (*StoredShard, error) {
-	err := s.ms.confirmEpoch(ctx, s.epoch)
+	err := s.confirmWriter(ctx)
 	switch {
 	case err == nil:
 		return nil, nil
 	case errors.Is(err, ErrFenced):
-		_ = s.fail(err)
 		return s.storedView(), nil
 	}
 	return nil, err

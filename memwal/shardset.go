@@ -438,7 +438,8 @@ func (ss *ShardSet) FoldShard(ctx context.Context, i, minGenerations int) (int, 
 //
 // A writer of the set that another server fenced (took the shard over) is dropped and the shard
 // claimed again: the claim replays the shard's WAL, the dropped writer's acknowledged puts
-// included.
+// included. Each writer of the set is confirmed as its shard's owner (one manifest probe), even
+// one with nothing to flush.
 func (ss *ShardSet) FoldAll(ctx context.Context) error {
 	for i := range ss.ids {
 		for attempt := 0; ; attempt++ {
@@ -448,6 +449,12 @@ func (ss *ShardSet) FoldAll(ctx context.Context) error {
 				return err
 			}
 			err = w.Flush(ctx)
+			if err == nil && !claimed {
+				// A writer with nothing to flush answers without reading the shard manifest:
+				// confirm that it still owns the shard, or the rows another server acknowledged
+				// there since it took the shard over stay out of the fold.
+				err = w.confirmWriter(ctx)
+			}
 			if errors.Is(err, ErrFenced) && !claimed && attempt == 0 {
 				ss.opts.Shard.Logger.Warn("memwal: another server claimed a shard this server wrote; claiming it again to fold every shard", "table", ss.table.Name(), "shard", w.ShardID(), "err", err)
 				ss.unroute(i)

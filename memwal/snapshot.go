@@ -53,10 +53,7 @@ func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot
 // snapshot is Snapshot less the puts of the epochs in hide (a read's cut: epochGate). It fails
 // with an *epochInFlightError when a part of one of them is in a flushed generation already.
 func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[EpochKey]struct{}) (*Snapshot, error) {
-	if err := s.ms.confirmEpoch(ctx, s.epoch); err != nil {
-		if errors.Is(err, ErrFenced) {
-			_ = s.fail(err)
-		}
+	if err := s.confirmWriter(ctx); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -102,6 +102,10 @@ var regressions = []struct {
 	{2, 51, "with flushFenced off: step 11, flush_memwal FailedPrecondition \"writer epoch N is fenced by writer epoch M\"; " +
 		"with dropWithWritersElsewhere off: step 51, DoGet of the re-created table Internal \"generations were folded " +
 		"into a newer base version during the read\""},
+	{1796538767968002646, 121, "step 121, DoGet of a keyed two-shard table: a direct upsert hidden by older MemWAL rows of its keys " +
+		"(FoldAll trusted a writer with nothing to flush whose shard the other server had taken over and written to)"},
+	{1796538768574963027, 97, "step 97, a delete missed the MemWAL rows another server had put into a shard this server's " +
+		"writer (nothing left to flush) no longer owned: 3 rows read, the model holds 1 (background maintenance)"},
 }
 
 func TestMain(m *testing.M) {
