@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -294,7 +295,7 @@ func BenchmarkHistory(b *testing.B) {
 		b.Fatal(err)
 	}
 	for e := int64(2); e <= historyVersions; e++ {
-		txn := &Transaction{Operation: OpAppend, Properties: EpochProperties(EpochIdentity{QueryID: "bench-query", EpochID: e}, nil)}
+		txn := &Transaction{Operation: OpAppend, Properties: EpochProperties(epochid.ID{QueryID: "bench-query", EpochID: e}, nil)}
 		if _, err := tbl.Commit(b.Context(), txn); err != nil {
 			b.Fatal(err)
 		}

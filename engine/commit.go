@@ -15,6 +15,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -23,7 +24,7 @@ import (
 // txn.ReadVersion is the version the caller based the transaction on (0 means "the latest");
 // every version committed after it is checked against txn with the conflict matrix. A streaming
 // transaction (PropQueryID/PropEpochID in its properties) also advances that query's watermark,
-// and fails with an *EpochCommittedError if the watermark already covers its epoch.
+// and fails with an *epochid.CommittedError if the watermark already covers its epoch.
 // A commit that adds fragments to a table at its fragment ceiling (compaction.max_fragments)
 // first waits for, or runs, the compaction that makes room (maintain_ceiling.go).
 func (t *Table) Commit(ctx context.Context, txn *Transaction) (_ *Manifest, err error) {
@@ -257,7 +258,7 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 	}
 	if isEpoch {
 		if wm, ok := next.Streams[ep.QueryID]; ok && wm.Epoch >= ep.EpochID {
-			return nil, &EpochCommittedError{QueryID: ep.QueryID, EpochID: ep.EpochID, WatermarkEpoch: wm.Epoch, Version: wm.Version}
+			return nil, &epochid.CommittedError{QueryID: ep.QueryID, EpochID: ep.EpochID, WatermarkEpoch: wm.Epoch, Version: wm.Version}
 		}
 		next.Streams[ep.QueryID] = StreamWatermark{Epoch: ep.EpochID, Version: next.Version, TimestampNanos: now}
 	}
@@ -284,7 +285,7 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 
 // EpochProperties returns the transaction properties that stamp a streaming epoch, merged over
 // extra (which may be nil).
-func EpochProperties(id EpochIdentity, extra map[string]string) map[string]string {
+func EpochProperties(id epochid.ID, extra map[string]string) map[string]string {
 	p := cloneMap(extra)
 	if p == nil {
 		p = make(map[string]string, 2)
@@ -342,7 +343,7 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 // CommitDefinitelyFailed reports whether err from Commit proves that no manifest references the
 // transaction, so its data files may be deleted at once.
 func CommitDefinitelyFailed(err error) bool {
-	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochCommitted) || errors.Is(err, errFilesNotDurable) ||
+	return errors.Is(err, ErrCommitConflict) || errors.Is(err, epochid.ErrCommitted) || errors.Is(err, errFilesNotDurable) ||
 		errors.Is(err, errStalled) || errors.Is(err, errTableDropped) ||
 		errors.Is(err, ErrGenerationAlreadyMerged) ||
 		errors.Is(err, ErrTooManyRetries) || errors.Is(err, arrowschema.ErrSchemaMismatch)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -137,7 +138,7 @@ func (t *Table) StreamWatermark(ctx context.Context, m *Manifest, q string) (wm 
 	return wm, ok, nil
 }
 
-// checkArchivedEpoch returns an *EpochCommittedError when txn is a streaming epoch whose query's
+// checkArchivedEpoch returns an *epochid.CommittedError when txn is a streaming epoch whose query's
 // watermark, archived as of base, is already at or past its epoch. The manifest's own watermarks
 // are checked by apply.
 func (t *Table) checkArchivedEpoch(ctx context.Context, base *Manifest, txn *Transaction) error {
@@ -153,7 +154,7 @@ func (t *Table) checkArchivedEpoch(ctx context.Context, base *Manifest, txn *Tra
 		return err
 	}
 	if ok && wm.Epoch >= ep.EpochID {
-		return &EpochCommittedError{QueryID: ep.QueryID, EpochID: ep.EpochID, WatermarkEpoch: wm.Epoch, Version: wm.Version}
+		return &epochid.CommittedError{QueryID: ep.QueryID, EpochID: ep.EpochID, WatermarkEpoch: wm.Epoch, Version: wm.Version}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -491,15 +492,15 @@ func commitEpoch(t testing.TB, tbl *Table, q string, e int64, ids []int64) (*Man
 	t.Helper()
 	frags := writeFragments(t, tbl, ids)
 	return tbl.Commit(t.Context(), &Transaction{
-		Operation: OpAppend, Properties: EpochProperties(EpochIdentity{QueryID: q, EpochID: e}, nil), Fragments: frags,
+		Operation: OpAppend, Properties: EpochProperties(epochid.ID{QueryID: q, EpochID: e}, nil), Fragments: frags,
 	})
 }
 
 func requireEpochCommitted(t testing.TB, err error, q string, e, watermark int64, version uint64) {
 	t.Helper()
-	var ece *EpochCommittedError
-	if !errors.As(err, &ece) || !errors.Is(err, ErrEpochCommitted) {
-		t.Fatalf("epoch %s/%d: got %v, want an *EpochCommittedError", q, e, err)
+	var ece *epochid.CommittedError
+	if !errors.As(err, &ece) || !errors.Is(err, epochid.ErrCommitted) {
+		t.Fatalf("epoch %s/%d: got %v, want an *epochid.CommittedError", q, e, err)
 	}
 	if ece.QueryID != q || ece.EpochID != e || ece.WatermarkEpoch != watermark || ece.Version != version {
 		t.Fatalf("epoch %s/%d: error %+v, want watermark %d at version %d", q, e, ece, watermark, version)
@@ -543,7 +544,7 @@ func TestStreamingWatermark(t *testing.T) {
 		dataBefore := len(listKeys(t, tbl, dataDir))
 		replay := makeRows(idRange(100, 10))
 		defer replay.Release()
-		_, err = tbl.Append(ctx, []arrow.RecordBatch{replay}, EpochProperties(EpochIdentity{QueryID: "q", EpochID: 5}, nil))
+		_, err = tbl.Append(ctx, []arrow.RecordBatch{replay}, EpochProperties(epochid.ID{QueryID: "q", EpochID: 5}, nil))
 		requireEpochCommitted(t, err, "q", 5, 5, 2)
 		if n := len(listKeys(t, tbl, dataDir)); n != dataBefore {
 			t.Fatalf("a refused replay left %d data files behind", n-dataBefore)
@@ -601,7 +602,7 @@ func TestEpochRace(t *testing.T) {
 		for i, h := range handles {
 			wg.Go(func() {
 				_, errs[i] = h.Commit(ctx, &Transaction{
-					Operation: OpAppend, Properties: EpochProperties(EpochIdentity{QueryID: "q", EpochID: 7}, nil), Fragments: frags[i],
+					Operation: OpAppend, Properties: EpochProperties(epochid.ID{QueryID: "q", EpochID: 7}, nil), Fragments: frags[i],
 				})
 			})
 		}
@@ -611,7 +612,7 @@ func TestEpochRace(t *testing.T) {
 			switch {
 			case err == nil:
 				winners++
-			case errors.Is(err, ErrEpochCommitted):
+			case errors.Is(err, epochid.ErrCommitted):
 			default:
 				t.Errorf("racer %d: %v", i, err)
 			}

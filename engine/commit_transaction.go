@@ -10,6 +10,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/rowset"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 )
 
 // Operation names the kind of a transaction.
@@ -47,12 +48,6 @@ const (
 	PropEpochID   = "flight_sink.streaming.epoch_id"
 	PropEpochRows = "flight_sink.streaming.rows"
 )
-
-// EpochIdentity is a streaming epoch: the query that produced it and its epoch number.
-type EpochIdentity struct {
-	QueryID string `json:"query_id"`
-	EpochID int64  `json:"epoch_id"`
-}
 
 // Transaction is what one commit does, as written to its transaction file.
 type Transaction struct {
@@ -118,18 +113,18 @@ func (t *Transaction) SetSchema(sc *arrow.Schema) error {
 func (t *Transaction) rowsDeleted() int64 { return t.Deleted.Len() }
 
 // Epoch returns the streaming identity stamped in the properties, if any.
-func (t *Transaction) Epoch() (EpochIdentity, bool) { return epochFromProperties(t.Properties) }
+func (t *Transaction) Epoch() (epochid.ID, bool) { return epochFromProperties(t.Properties) }
 
-func epochFromProperties(p map[string]string) (EpochIdentity, bool) {
+func epochFromProperties(p map[string]string) (epochid.ID, bool) {
 	q, ok := p[PropQueryID]
 	if !ok {
-		return EpochIdentity{}, false
+		return epochid.ID{}, false
 	}
 	e, err := strconv.ParseInt(p[PropEpochID], 10, 64)
 	if err != nil {
-		return EpochIdentity{}, false
+		return epochid.ID{}, false
 	}
-	return EpochIdentity{QueryID: q, EpochID: e}, true
+	return epochid.ID{QueryID: q, EpochID: e}, true
 }
 
 func encodeTransaction(t *Transaction) ([]byte, error) { return json.Marshal(t) }

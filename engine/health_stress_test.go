@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -78,7 +79,7 @@ func TestCompactionNeverFightsWriters(t *testing.T) {
 			defer tick.Stop()
 			for e := int64(0); !stopped(); e++ {
 				rec := hBatch(hRange(e*perEpoch, perEpoch), "a")
-				_, err := writer.Append(ctx, []arrow.RecordBatch{rec}, EpochProperties(EpochIdentity{QueryID: "stream", EpochID: e}, nil))
+				_, err := writer.Append(ctx, []arrow.RecordBatch{rec}, EpochProperties(epochid.ID{QueryID: "stream", EpochID: e}, nil))
 				rec.Release()
 				if err != nil {
 					fail(err)

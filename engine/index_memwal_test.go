@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
@@ -56,7 +57,7 @@ func TestIndexCatchupGatesMemWALRetirement(t *testing.T) {
 				}
 				for e := int64(1); e <= 2; e++ {
 					rec := batch(e*100, 50, "v")
-					_, err := sh.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: e}, rec)
+					_, err := sh.Put(ctx, &epochid.ID{QueryID: "q", EpochID: e}, rec)
 					rec.Release()
 					if err != nil {
 						t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -46,7 +47,7 @@ func TestMaintainerStreamingHour(t *testing.T) {
 		for e := 1; e <= n; e++ {
 			ids := idRange(int64(e)*rowsPerEpoch, rowsPerEpoch)
 			want = append(want, ids...)
-			m := appendIDs(t, tbl, ids, EpochProperties(EpochIdentity{QueryID: "spark-query", EpochID: int64(e)}, nil))
+			m := appendIDs(t, tbl, ids, EpochProperties(epochid.ID{QueryID: "spark-query", EpochID: int64(e)}, nil))
 			if err := mt.MaintainAfterCommit(ctx, m); err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/engine/rowset"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -210,7 +211,7 @@ func TestUpsert(t *testing.T) {
 		r2 := hBatch([]int64{7}, "c")
 		defer r1.Release()
 		defer r2.Release()
-		props := EpochProperties(EpochIdentity{QueryID: "q", EpochID: 1}, nil)
+		props := EpochProperties(epochid.ID{QueryID: "q", EpochID: 1}, nil)
 		res, err := tbl.Upsert(ctx, []arrow.RecordBatch{r1, r2}, props)
 		if err != nil {
 			t.Fatal(err)
@@ -227,7 +228,7 @@ func TestUpsert(t *testing.T) {
 			t.Fatalf("latest: %s, stream watermark %+v", m.Transaction.Operation, m.Streams)
 		}
 		// The epoch is committed: an upsert replaying it fails like a replayed append.
-		if _, err := tbl.Upsert(ctx, []arrow.RecordBatch{r2}, props); !errors.Is(err, ErrEpochCommitted) {
+		if _, err := tbl.Upsert(ctx, []arrow.RecordBatch{r2}, props); !errors.Is(err, epochid.ErrCommitted) {
 			t.Fatalf("replayed upsert epoch: %v", err)
 		}
 		hRequireRows(t, "after the refused replay", hRead(t, tbl, 0), want)

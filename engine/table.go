@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -550,6 +551,9 @@ type HistoryEntry struct {
 	// fields are then zero.
 	Missing bool
 }
+
+// Epoch returns the streaming epoch the version's transaction stamped, if any.
+func (h HistoryEntry) Epoch() (epochid.ID, bool) { return epochFromProperties(h.Properties) }
 
 // headerReadSize is how much of a manifest History reads first; the header almost always fits.
 const headerReadSize = 8 << 10

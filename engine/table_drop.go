@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -167,7 +168,7 @@ func (t *Table) refuseIfDropped(ctx context.Context, m *Manifest) error {
 // reads), and its caller is told the table is gone. The marker is read only for errors a drop
 // can explain.
 func (t *Table) droppedWhileCommitting(ctx context.Context, id string, err error) error {
-	if err == nil || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrEpochCommitted) || ctx.Err() != nil {
+	if err == nil || errors.Is(err, ErrTableNotFound) || errors.Is(err, epochid.ErrCommitted) || ctx.Err() != nil {
 		return err
 	}
 	if dropped, derr := t.isDropped(ctx, id); derr != nil || !dropped {

@@ -17,6 +17,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/iceberg"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -74,7 +75,7 @@ var errorReasons = []errorReason{
 	{err: engine.ErrTableExists, code: codes.AlreadyExists, reason: "TABLE_EXISTS"},
 	{err: streaming.ErrQueryReused, code: codes.FailedPrecondition, reason: "QUERY_REUSED"},
 	{err: streaming.ErrUnsupported, code: codes.FailedPrecondition, reason: "UNSUPPORTED"},
-	{err: engine.ErrEpochCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
+	{err: epochid.ErrCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
 	{err: engine.ErrCommitConflict, code: codes.FailedPrecondition, reason: "COMMIT_CONFLICT"},
 	{err: iceberg.ErrDisabled, code: codes.FailedPrecondition, reason: "ICEBERG_DISABLED"},
 	{err: iceberg.ErrUnpublishable, code: codes.FailedPrecondition, reason: "ICEBERG_UNPUBLISHABLE"},
@@ -198,7 +199,7 @@ func withReason(st *status.Status, reason string, metadata map[string]string) er
 func errorMetadata(err error) map[string]string {
 	var (
 		conflict *engine.ConflictError
-		epoch    *engine.EpochCommittedError
+		epoch    *epochid.CommittedError
 		fenced   *memwal.FencedError
 		key      *engine.ConfigKeyError
 	)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -110,8 +111,8 @@ func TestErrorMetadata(t *testing.T) {
 		want map[string]string
 	}{
 		{fmt.Errorf("commit: %w", &engine.ConflictError{Table: "events", TheirVersion: 7}), map[string]string{"table": "events", "their_version": "7"}},
-		{&engine.EpochCommittedError{QueryID: "q", EpochID: 3, WatermarkEpoch: 5}, map[string]string{"query_id": "q", "epoch_id": "3", "watermark_epoch": "5"}},
-		{&engine.EpochCommittedError{QueryID: "q", EpochID: 3, Shard: "s-1"}, map[string]string{"query_id": "q", "epoch_id": "3", "shard": "s-1"}},
+		{&epochid.CommittedError{QueryID: "q", EpochID: 3, WatermarkEpoch: 5}, map[string]string{"query_id": "q", "epoch_id": "3", "watermark_epoch": "5"}},
+		{&epochid.CommittedError{QueryID: "q", EpochID: 3, Shard: "s-1"}, map[string]string{"query_id": "q", "epoch_id": "3", "shard": "s-1"}},
 		{&memwal.FencedError{Shard: "s-1"}, map[string]string{"shard": "s-1"}},
 	} {
 		info := errorInfoOf(toStatus(c.err))

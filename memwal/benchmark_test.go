@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -31,12 +32,12 @@ func BenchmarkEpochPut(b *testing.B) {
 type putFunc func(ctx context.Context, tbl *engine.Table, s *Shard, q string, epoch int64, rec arrow.RecordBatch) error
 
 func memwalPut(ctx context.Context, _ *engine.Table, s *Shard, q string, epoch int64, rec arrow.RecordBatch) error {
-	_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: q, EpochID: epoch}, rec)
+	_, err := s.Put(ctx, &epochid.ID{QueryID: q, EpochID: epoch}, rec)
 	return err
 }
 
 func directAppend(ctx context.Context, tbl *engine.Table, _ *Shard, q string, epoch int64, rec arrow.RecordBatch) error {
-	_, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, engine.EpochProperties(engine.EpochIdentity{QueryID: q, EpochID: epoch}, nil))
+	_, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, engine.EpochProperties(epochid.ID{QueryID: q, EpochID: epoch}, nil))
 	return err
 }
 

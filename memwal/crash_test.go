@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
@@ -57,7 +58,7 @@ func TestHelperProcessWriter(t *testing.T) {
 	out := bufio.NewWriter(os.Stdout)
 	for e := int64(1); ; e++ {
 		rec := makeRows(e*1000, crashEpochRows, "k", e)
-		_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: e}, rec)
+		_, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: e}, rec)
 		rec.Release()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -147,7 +148,7 @@ func TestKillDuringStream(t *testing.T) {
 			t.Logf("%d epochs acknowledged, %d present after kill -9 and restart", len(acked), len(perEpoch))
 			rec := makeRows(1000, crashEpochRows, "k", 1)
 			defer rec.Release()
-			if _, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 1}, rec); err == nil {
+			if _, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: 1}, rec); err == nil {
 				t.Fatal("a replay of acknowledged epoch 1 was accepted")
 			}
 		})

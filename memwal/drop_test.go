@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -83,7 +84,7 @@ func TestShardPutIntoDroppedTableRefused(t *testing.T) {
 		// Straight to the writer: a put through the set reads the table first, and finds it gone.
 		rec := makeRows(5, 5, "a", 1)
 		defer rec.Release()
-		if _, err := w.Put(ctx, &engine.EpochIdentity{QueryID: "a", EpochID: 1}, rec); !errors.Is(err, engine.ErrTableNotFound) {
+		if _, err := w.Put(ctx, &epochid.ID{QueryID: "a", EpochID: 1}, rec); !errors.Is(err, engine.ErrTableNotFound) {
 			t.Fatalf("put after the drop: %v, want ErrTableNotFound", err)
 		}
 		if err := w.Err(); !errors.Is(err, engine.ErrTableNotFound) {

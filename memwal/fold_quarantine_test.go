@@ -11,6 +11,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/typetest"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -222,7 +223,7 @@ func TestShardSetTakesPutsPastTheCeilingWithRefusedGenerations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done, err := ss.Put(ctx, 0, m, &engine.EpochIdentity{QueryID: "q", EpochID: e}, []arrow.RecordBatch{rec}, held)
+			done, err := ss.Put(ctx, 0, m, &epochid.ID{QueryID: "q", EpochID: e}, []arrow.RecordBatch{rec}, held)
 			rec.Release()
 			if err != nil || done {
 				t.Fatalf("put epoch %d: %v %v", e, done, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/typetest"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -69,7 +70,7 @@ func (ft *floatKeyTable) put(keys ...typetest.FloatKey) {
 		if p == nil {
 			continue
 		}
-		_, err := ft.shards[i].Put(context.Background(), &engine.EpochIdentity{QueryID: "q", EpochID: ft.epoch}, p)
+		_, err := ft.shards[i].Put(context.Background(), &epochid.ID{QueryID: "q", EpochID: ft.epoch}, p)
 		p.Release()
 		if err != nil {
 			ft.t.Fatal(err)

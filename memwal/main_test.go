@@ -17,6 +17,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/typetest"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -77,7 +78,7 @@ func put(t testing.TB, s *Shard, q string, epoch, from, n int64, tag string) Put
 	t.Helper()
 	rec := makeRows(from, n, tag, epoch)
 	defer rec.Release()
-	res, err := s.Put(context.Background(), &engine.EpochIdentity{QueryID: q, EpochID: epoch}, rec)
+	res, err := s.Put(context.Background(), &epochid.ID{QueryID: q, EpochID: epoch}, rec)
 	if err != nil {
 		t.Fatalf("put epoch %d: %v", epoch, err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
@@ -49,7 +50,7 @@ func (mt *memtable) batches() []arrow.RecordBatch { return mt.batchesHiding(nil)
 
 // batchesHiding returns the memtable's batches in WAL order, not retained, less those of the puts
 // of the epochs in hide (a read's cut: epochGate).
-func (mt *memtable) batchesHiding(hide map[EpochKey]struct{}) []arrow.RecordBatch {
+func (mt *memtable) batchesHiding(hide map[epochid.ID]struct{}) []arrow.RecordBatch {
 	var out []arrow.RecordBatch
 	for _, e := range mt.entries {
 		for _, p := range e.puts {
@@ -62,11 +63,11 @@ func (mt *memtable) batchesHiding(hide map[EpochKey]struct{}) []arrow.RecordBatc
 }
 
 // hidden reports whether put p is of an epoch in hide.
-func hidden(hide map[EpochKey]struct{}, p wal.Put) bool {
+func hidden(hide map[epochid.ID]struct{}, p wal.Put) bool {
 	if len(hide) == 0 || p.Epoch == nil {
 		return false
 	}
-	_, ok := hide[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}]
+	_, ok := hide[epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}]
 	return ok
 }
 

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -117,7 +118,7 @@ func newOwnership(ss *ShardSet) *ownership {
 	for i, id := range ss.ids {
 		paths := newShardPaths(ss.table.Name(), id)
 		o.peers.shards[i] = &peerShard{ms: NewManifestStore(ss.table.Store(), ss.table.Name(), id, &ss.opts.Shard),
-			wal: wal.NewLog(wal.Config{Store: ss.table.Store(), Shard: id, Prefix: paths.walPrefix()}), headers: map[uint64][]EpochKey{}}
+			wal: wal.NewLog(wal.Config{Store: ss.table.Store(), Shard: id, Prefix: paths.walPrefix()}), headers: map[uint64][]epochid.ID{}}
 	}
 	return o
 }
@@ -354,7 +355,7 @@ func (ss *ShardSet) freeShards(ctx context.Context) ([]int, error) {
 // a replay (nothing is put, PutUnkeyed reports true) or fails the put; held is ShardSet.Put's
 // per-writer rule. A put whose routed shard was claimed by another server is routed again, after
 // a new look at every shard: the other server may have put the epoch there.
-func (ss *ShardSet) PutUnkeyed(ctx context.Context, since time.Time, m *engine.Manifest, id *engine.EpochIdentity, batches []arrow.RecordBatch,
+func (ss *ShardSet) PutUnkeyed(ctx context.Context, since time.Time, m *engine.Manifest, id *epochid.ID, batches []arrow.RecordBatch,
 	decide func(EpochHolding) (bool, error), held func(*Shard) (bool, error)) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -790,9 +791,9 @@ type peerShard struct {
 	wal *wal.Log
 
 	mu       sync.Mutex
-	manifest *ShardManifest        // nil: the shard has none
-	headers  map[uint64][]EpochKey // identities of the entries after replay_after, by position
-	held     map[EpochKey]uint64   // the same, by identity
+	manifest *ShardManifest          // nil: the shard has none
+	headers  map[uint64][]epochid.ID // identities of the entries after replay_after, by position
+	held     map[epochid.ID]uint64   // the same, by identity
 }
 
 // tail reads what changed in the shard since the last refresh: the WAL listing, then, at once,
@@ -811,7 +812,7 @@ func (ps *peerShard) tail(ctx context.Context) error {
 	if ps.manifest != nil {
 		after = ps.manifest.ReplayAfterWALEntryPosition
 	}
-	cached := make(map[uint64][]EpochKey, len(ps.headers))
+	cached := make(map[uint64][]epochid.ID, len(ps.headers))
 	for pos, ids := range ps.headers {
 		cached[pos] = ids
 	}
@@ -821,7 +822,7 @@ func (ps *peerShard) tail(ctx context.Context) error {
 		return err
 	}
 	defer ps.wal.Forget()
-	headers := make(map[uint64][]EpochKey, len(positions))
+	headers := make(map[uint64][]epochid.ID, len(positions))
 	var mu sync.Mutex
 	var gone atomic.Bool // an entry listed was deleted before it was read
 	var m *ShardManifest
@@ -852,10 +853,10 @@ func (ps *peerShard) tail(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			var ids []EpochKey
+			var ids []epochid.ID
 			for _, p := range e.Puts {
 				if p.Epoch != nil {
-					ids = append(ids, EpochKey{p.Epoch.QueryID, p.Epoch.EpochID})
+					ids = append(ids, epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID})
 				}
 			}
 			mu.Lock()
@@ -876,7 +877,7 @@ func (ps *peerShard) tail(ctx context.Context) error {
 			return err
 		}
 	}
-	held := make(map[EpochKey]uint64)
+	held := make(map[epochid.ID]uint64)
 	for pos, ids := range headers {
 		if m != nil && pos <= m.ReplayAfterWALEntryPosition {
 			delete(headers, pos)
@@ -898,7 +899,7 @@ func (ps *peerShard) tail(ctx context.Context) error {
 func (ps *peerShard) holds(queryID string, epochID int64) (bool, EpochLocation) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if pos, ok := ps.held[EpochKey{queryID, epochID}]; ok {
+	if pos, ok := ps.held[epochid.ID{QueryID: queryID, EpochID: epochID}]; ok {
 		return true, EpochLocation{Position: pos}
 	}
 	if ps.manifest != nil {

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -62,7 +63,7 @@ func (s *ownerServer) put(q string, e, from, n int64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	id := &engine.EpochIdentity{QueryID: q, EpochID: e}
+	id := &epochid.ID{QueryID: q, EpochID: e}
 	return s.ss.PutUnkeyed(ctx, time.Time{}, m, id, []arrow.RecordBatch{rec}, func(h EpochHolding) (bool, error) {
 		if h.Held {
 			return true, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/engine/rowset"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -188,7 +189,7 @@ func captureOnce(ctx context.Context, tbl *engine.Table, shards []ShardReader, g
 
 // snapshotCut reads the base version and snapshots the shards inside one cut of gate (nil: none).
 func snapshotCut(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate, version uint64) (*engine.Manifest, []*Snapshot, error) {
-	var hide map[EpochKey]struct{}
+	var hide map[epochid.ID]struct{}
 	if gate != nil {
 		h, release, err := gate.capture(ctx)
 		if err != nil {

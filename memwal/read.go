@@ -14,6 +14,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 )
 
 // mergedReadAttempts bounds how often ScanMerged starts over when a fold merges and drains
@@ -67,7 +68,7 @@ func scanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, ga
 
 // snapshotShards captures every shard's unmerged rows above m's watermarks, less the puts of
 // the epochs in hide (a read's cut: epochGate). Release the snapshots (releaseSnapshots).
-func snapshotShards(ctx context.Context, m *engine.Manifest, shards []ShardReader, hide map[EpochKey]struct{}) ([]*Snapshot, error) {
+func snapshotShards(ctx context.Context, m *engine.Manifest, shards []ShardReader, hide map[epochid.ID]struct{}) ([]*Snapshot, error) {
 	out := make([]*Snapshot, 0, len(shards))
 	for _, sh := range shards {
 		watermark := m.MemWALMerged[sh.ShardID()]

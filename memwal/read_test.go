@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -28,7 +29,7 @@ func putRows(t testing.TB, s *Shard, q string, epoch int64, rows ...row) {
 	t.Helper()
 	rec := batchOf(rows...)
 	defer rec.Release()
-	if _, err := s.Put(context.Background(), &engine.EpochIdentity{QueryID: q, EpochID: epoch}, rec); err != nil {
+	if _, err := s.Put(context.Background(), &epochid.ID{QueryID: q, EpochID: epoch}, rec); err != nil {
 		t.Fatalf("put epoch %d: %v", epoch, err)
 	}
 }
@@ -108,7 +109,7 @@ func TestMergedReadAcrossShards(t *testing.T) {
 			if p == nil {
 				continue
 			}
-			if _, err := shards[i].Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: epoch}, p); err != nil {
+			if _, err := shards[i].Put(ctx, &epochid.ID{QueryID: "q", EpochID: epoch}, p); err != nil {
 				t.Fatal(err)
 			}
 			p.Release()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -49,7 +50,7 @@ type Shard struct {
 	nextPos     uint64      // position of the next WAL entry
 	nextGen     uint64      // number of the next flushed generation
 	replayAfter uint64      // manifest's replay_after as this writer last committed it
-	identities  map[EpochKey]uint64
+	identities  map[epochid.ID]uint64
 	unflushed   int64 // bytes in memtables not yet in a generation
 	queued      int64 // bytes of puts admitted but not yet in the memtable
 	progress    chan struct{}
@@ -59,12 +60,6 @@ type Shard struct {
 	flushSignal chan struct{} // capacity 1: a memtable was sealed
 	stop        chan struct{}
 	wg          sync.WaitGroup
-}
-
-// EpochKey identifies a streaming epoch inside a shard.
-type EpochKey struct {
-	QueryID string
-	EpochID int64
 }
 
 // putRequest is one Put waiting for its group's WAL entry.
@@ -121,7 +116,7 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 			OnSegmentSync: func(d time.Duration) { recordWALSync("local", d) }}),
 		qsignal:     make(chan struct{}, 1),
 		active:      &memtable{},
-		identities:  make(map[EpochKey]uint64),
+		identities:  make(map[epochid.ID]uint64),
 		progress:    make(chan struct{}),
 		flushSignal: make(chan struct{}, 1),
 		stop:        make(chan struct{}),
@@ -176,7 +171,7 @@ func (s *Shard) replay(ctx context.Context, fence uint64) error {
 					}
 					continue
 				}
-				s.identities[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}] = pos
+				s.identities[epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}] = pos
 			}
 			puts = append(puts, p)
 		}
@@ -211,14 +206,14 @@ type PutResult struct {
 // Put appends batches to the shard as one put and returns once the WAL entry holding them is
 // durable and the writer has confirmed it still owns the shard. epoch, when not nil, is the
 // streaming identity of the rows: a shard holds each identity at most once, so a put of an
-// identity it already holds fails with an *engine.EpochCommittedError (engine.ErrEpochCommitted) saying where.
+// identity it already holds fails with an *epochid.CommittedError (epochid.ErrCommitted) saying where.
 // Send every row an epoch has for this shard in one put.
 //
 // Batches must fit the shard's schema (columns matched by name); they are retained, not copied.
 // Put fails with ErrFenced when another writer claimed the shard, ErrBackpressure when the
 // unflushed backlog stays over its limit, ErrClosed after Close. When ctx ends first the put's
 // outcome is unknown.
-func (s *Shard) Put(ctx context.Context, epoch *engine.EpochIdentity, batches ...arrow.RecordBatch) (PutResult, error) {
+func (s *Shard) Put(ctx context.Context, epoch *epochid.ID, batches ...arrow.RecordBatch) (PutResult, error) {
 	put, err := s.conform(epoch, batches)
 	if err != nil {
 		return PutResult{}, err
@@ -285,7 +280,7 @@ func (s *Shard) signalQueued() {
 }
 
 // conform checks the batches against the shard schema and returns them reshaped to it, retained.
-func (s *Shard) conform(epoch *engine.EpochIdentity, batches []arrow.RecordBatch) (wal.Put, error) {
+func (s *Shard) conform(epoch *epochid.ID, batches []arrow.RecordBatch) (wal.Put, error) {
 	put := wal.Put{}
 	if epoch != nil {
 		e := *epoch
@@ -456,7 +451,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 	pos := s.nextPos
 	var in []*putRequest
 	var dups []*putRequest // same epoch as an earlier put of this group
-	seen := make(map[EpochKey]bool)
+	seen := make(map[epochid.ID]bool)
 	var rejected []func()
 	for _, r := range group {
 		switch {
@@ -465,9 +460,9 @@ func (s *Shard) commitGroup(group []*putRequest) {
 		case r.ctx.Err() != nil:
 			rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, r.ctx.Err()) })
 		case r.put.Epoch != nil:
-			k := EpochKey{r.put.Epoch.QueryID, r.put.Epoch.EpochID}
+			k := epochid.ID{QueryID: r.put.Epoch.QueryID, EpochID: r.put.Epoch.EpochID}
 			if loc, dup := s.epochLocationLocked(k.QueryID, k.EpochID); dup {
-				e := &engine.EpochCommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
+				e := &epochid.CommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
 				rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, e) })
 			} else if seen[k] {
 				dups = append(dups, r)
@@ -497,7 +492,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 		for i, r := range in {
 			puts[i] = r.put
 			if e := r.put.Epoch; e != nil {
-				s.identities[EpochKey{e.QueryID, e.EpochID}] = pos
+				s.identities[epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}] = pos
 			}
 		}
 		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))
@@ -519,7 +514,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 			continue
 		}
 		e := r.put.Epoch
-		finish(r, 0, &engine.EpochCommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
+		finish(r, 0, &epochid.CommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
 	}
 }
 
@@ -673,7 +668,7 @@ func (s *Shard) EpochCommitted(queryID string, epochID int64) (bool, EpochLocati
 }
 
 func (s *Shard) epochLocationLocked(queryID string, epochID int64) (EpochLocation, bool) {
-	if pos, ok := s.identities[EpochKey{queryID, epochID}]; ok {
+	if pos, ok := s.identities[epochid.ID{QueryID: queryID, EpochID: epochID}]; ok {
 		return EpochLocation{Position: pos}, true
 	}
 	if wm, ok := s.manifest.queryWatermark(queryID); ok {

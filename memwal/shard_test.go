@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -29,7 +29,7 @@ func TestFencedWriterAcknowledgesNothing(t *testing.T) {
 
 		rec := makeRows(100, 10, "late", 2)
 		defer rec.Release()
-		_, err := old.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 2}, rec)
+		_, err := old.Put(ctx, &epochid.ID{QueryID: "q", EpochID: 2}, rec)
 		var fe *FencedError
 		if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.CurrentEpoch != claimant.WriterEpoch() {
 			t.Fatalf("old writer's put after the claim: %v, want ErrFenced by epoch %d", err, claimant.WriterEpoch())
@@ -152,11 +152,11 @@ func TestReplayAfterCrash(t *testing.T) {
 		// A replayed epoch is refused, wherever the shard holds it.
 		for _, e := range []int64{1, 11} {
 			rec := makeRows(e*100, 10, "dup", e)
-			_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: e}, rec)
+			_, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: e}, rec)
 			rec.Release()
-			var ec *engine.EpochCommittedError
-			if !errors.As(err, &ec) || !errors.Is(err, engine.ErrEpochCommitted) {
-				t.Fatalf("replay of epoch %d: %v, want engine.ErrEpochCommitted", e, err)
+			var ec *epochid.CommittedError
+			if !errors.As(err, &ec) || !errors.Is(err, epochid.ErrCommitted) {
+				t.Fatalf("replay of epoch %d: %v, want epochid.ErrCommitted", e, err)
 			}
 		}
 		checkRows(t, "after refused replays", readMerged(t, tbl, s), want)
@@ -184,7 +184,7 @@ func TestGroupCommit(t *testing.T) {
 						defer wg.Done()
 						rec := makeRows(int64(i)*10, 10, "g", int64(i))
 						defer rec.Release()
-						res, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: int64(i)}, rec)
+						res, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: int64(i)}, rec)
 						if err != nil {
 							errs <- err
 							return
@@ -230,7 +230,7 @@ func TestConcurrentDuplicateEpoch(t *testing.T) {
 			defer wg.Done()
 			rec := makeRows(0, 10, "d", 7)
 			defer rec.Release()
-			_, results[i] = s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 7}, rec)
+			_, results[i] = s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: 7}, rec)
 		}()
 	}
 	wg.Wait()
@@ -239,7 +239,7 @@ func TestConcurrentDuplicateEpoch(t *testing.T) {
 		switch {
 		case err == nil:
 			landed++
-		case errors.Is(err, engine.ErrEpochCommitted):
+		case errors.Is(err, epochid.ErrCommitted):
 		default:
 			t.Fatalf("put: %v", err)
 		}
@@ -268,7 +268,7 @@ func TestBackpressure(t *testing.T) {
 	rec := makeRows(10, 10, "a", 2)
 	defer rec.Release()
 	start := time.Now()
-	_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 2}, rec)
+	_, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: 2}, rec)
 	if !errors.Is(err, ErrBackpressure) {
 		t.Fatalf("put over the limit with a stuck flush: %v, want ErrBackpressure", err)
 	}
@@ -277,7 +277,7 @@ func TestBackpressure(t *testing.T) {
 	}
 	close(block) // the flush proceeds
 	flush(t, s)  // and lands (however long that takes on a loaded machine): the backlog is empty
-	if _, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 2}, rec); err != nil {
+	if _, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: 2}, rec); err != nil {
 		t.Fatalf("put once the flush went through: %v", err)
 	}
 	checkRows(t, "rows", readMerged(t, tbl, s), expectRows(0, 20, "a"))

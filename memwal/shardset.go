@@ -14,6 +14,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
@@ -282,7 +283,7 @@ func (ss *ShardSet) Pin(ctx context.Context) (*PinnedRead, error) {
 // the set (Scan, Pin) hide the epoch in every shard, so an epoch of several shards becomes
 // visible to them at once. It waits while a row operation holds the set (Quiesce), so the epoch
 // lands after it.
-func (ss *ShardSet) BeginEpoch(ctx context.Context, id *engine.EpochIdentity) (end func(), err error) {
+func (ss *ShardSet) BeginEpoch(ctx context.Context, id *epochid.ID) (end func(), err error) {
 	return ss.gate.begin(ctx, id)
 }
 
@@ -320,7 +321,7 @@ func (ss *ShardSet) TableState(ctx context.Context) (TableState, error) {
 // Put reports true, as it does when a concurrent put of the same epoch won. A writer found fenced
 // or closed is reopened once and the put retried: a fenced put acknowledged nothing, and the
 // reopened writer replays the WAL, so the retry cannot duplicate.
-func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engine.EpochIdentity, batches []arrow.RecordBatch, held func(*Shard) (bool, error)) (bool, error) {
+func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *epochid.ID, batches []arrow.RecordBatch, held func(*Shard) (bool, error)) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		w, err := ss.writer(ctx, i)
 		if err != nil {
@@ -342,7 +343,7 @@ func (ss *ShardSet) Put(ctx context.Context, i int, m *engine.Manifest, id *engi
 		switch {
 		case err == nil:
 			return false, nil
-		case errors.Is(err, engine.ErrEpochCommitted):
+		case errors.Is(err, epochid.ErrCommitted):
 			return true, nil // a concurrent put of the same epoch won
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && ss.unroute(i):
 			// A shard this set owned for its unkeyed puts: another server claimed it. Reclaiming

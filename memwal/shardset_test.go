@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -50,7 +51,7 @@ func TestShardSetLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if done, err := ss.Put(ctx, 0, m, &engine.EpochIdentity{QueryID: "q", EpochID: e}, []arrow.RecordBatch{rec}, held); err != nil || done {
+			if done, err := ss.Put(ctx, 0, m, &epochid.ID{QueryID: "q", EpochID: e}, []arrow.RecordBatch{rec}, held); err != nil || done {
 				t.Fatalf("put epoch %d: %v %v", e, done, err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/backoff"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -52,7 +53,7 @@ func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot
 
 // snapshot is Snapshot less the puts of the epochs in hide (a read's cut: epochGate). It fails
 // with an *epochInFlightError when a part of one of them is in a flushed generation already.
-func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[EpochKey]struct{}) (*Snapshot, error) {
+func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[epochid.ID]struct{}) (*Snapshot, error) {
 	if err := s.confirmWriter(ctx); err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func (ss *StoredShard) Snapshot(ctx context.Context, mergedWatermark uint64) (*S
 
 // snapshot is Snapshot less the puts of the epochs in hide (a read's cut: epochGate), failing as
 // Shard.snapshot does when a part of one of them is in a flushed generation already.
-func (ss *StoredShard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[EpochKey]struct{}) (*Snapshot, error) {
+func (ss *StoredShard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[epochid.ID]struct{}) (*Snapshot, error) {
 	base, err := ss.table.Latest(ctx)
 	if err != nil {
 		return nil, err
@@ -249,10 +250,10 @@ func (ss *StoredShard) snapshot(ctx context.Context, mergedWatermark uint64, hid
 	if v.manifest == nil {
 		return sn, nil
 	}
-	inLog := make(map[EpochKey]bool)
+	inLog := make(map[epochid.ID]bool)
 	v.replayed(func(_ uint64, p wal.Put) {
 		if hidden(hide, p) {
-			inLog[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}] = true
+			inLog[epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}] = true
 		}
 	})
 	for k := range hide {
@@ -375,14 +376,14 @@ func (v *storedView) replayed(fn func(pos uint64, p wal.Put)) {
 	if v.manifest == nil {
 		return
 	}
-	seen := make(map[EpochKey]bool)
+	seen := make(map[epochid.ID]bool)
 	for _, e := range v.entries {
 		if e.Fence {
 			continue
 		}
 		for _, p := range e.Puts {
 			if p.Epoch != nil {
-				k := EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}
+				k := epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}
 				if wm, ok := v.manifest.queryWatermark(k.QueryID); seen[k] || (ok && k.EpochID <= wm.Epoch) {
 					continue
 				}

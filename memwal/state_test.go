@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -72,7 +73,7 @@ func TestTableStateAcrossAFold(t *testing.T) {
 				t.Fatal(err)
 			}
 			noHeld := func(*Shard) (bool, error) { return false, nil }
-			if _, err := ss.Put(ctx, 0, m, &engine.EpochIdentity{QueryID: "q", EpochID: 0}, []arrow.RecordBatch{rec}, noHeld); err != nil {
+			if _, err := ss.Put(ctx, 0, m, &epochid.ID{QueryID: "q", EpochID: 0}, []arrow.RecordBatch{rec}, noHeld); err != nil {
 				t.Fatal(err)
 			}
 			rec.Release()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
@@ -75,10 +76,10 @@ func (p *PutStream) waitWritten() { p.pending.Wait() }
 func (s *Shard) CanStream() bool { return s.wal.Segmented() }
 
 // StreamPut starts a streamed put of epoch (nil: no identity) into the shard, on a local disk
-// only (CanStream). It fails with an *engine.EpochCommittedError when the shard already holds the epoch,
+// only (CanStream). It fails with an *epochid.CommittedError when the shard already holds the epoch,
 // and with the writer's sticky error once it failed. ctx bounds the whole stream: when it ends,
 // the put's outcome is as for Put.
-func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*PutStream, error) {
+func (s *Shard) StreamPut(ctx context.Context, epoch *epochid.ID) (*PutStream, error) {
 	if !s.CanStream() {
 		return nil, fmt.Errorf("memwal shard %s: streamed puts need a WAL on a local disk", s.id)
 	}
@@ -90,7 +91,7 @@ func (s *Shard) StreamPut(ctx context.Context, epoch *engine.EpochIdentity) (*Pu
 		err = fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
 	case epoch != nil:
 		if loc, dup := s.epochLocationLocked(epoch.QueryID, epoch.EpochID); dup {
-			err = &engine.EpochCommittedError{Shard: s.id, QueryID: epoch.QueryID, EpochID: epoch.EpochID, Location: loc}
+			err = &epochid.CommittedError{Shard: s.id, QueryID: epoch.QueryID, EpochID: epoch.EpochID, Location: loc}
 		}
 	}
 	s.mu.Unlock()
@@ -176,7 +177,7 @@ func (p *PutStream) Append(batches ...arrow.RecordBatch) error {
 }
 
 // Commit makes the streamed put durable and acknowledged, as Put does for a put of every batch
-// appended: it fails with an *engine.EpochCommittedError when the epoch landed meanwhile (the stream's
+// appended: it fails with an *epochid.CommittedError when the epoch landed meanwhile (the stream's
 // records then never count), ErrFenced when another writer claimed the shard.
 func (p *PutStream) Commit() (PutResult, error) {
 	if p.ended {
@@ -253,7 +254,7 @@ type ShardStream struct {
 	ss      *ShardSet
 	i       int
 	m       *engine.Manifest
-	id      *engine.EpochIdentity
+	id      *epochid.ID
 	since   time.Time
 	decide  func(EpochHolding) (bool, error)
 	held    func(*Shard) (bool, error)
@@ -269,7 +270,7 @@ type ShardStream struct {
 // is the writer's own rule; when either says it is a replay, StreamPut returns (nil, true, nil)
 // and the caller drains its stream and writes nothing. The fold ceiling is held before the
 // stream starts. End the stream with Commit or Abort.
-func (ss *ShardSet) StreamPut(ctx context.Context, since time.Time, m *engine.Manifest, id *engine.EpochIdentity,
+func (ss *ShardSet) StreamPut(ctx context.Context, since time.Time, m *engine.Manifest, id *epochid.ID,
 	decide func(EpochHolding) (bool, error), held func(*Shard) (bool, error)) (*ShardStream, bool, error) {
 	reroutes := 0
 	for attempt := 0; ; attempt++ {
@@ -309,7 +310,7 @@ func (ss *ShardSet) StreamPut(ctx context.Context, since time.Time, m *engine.Ma
 		switch {
 		case err == nil:
 			return st, false, nil
-		case errors.Is(err, engine.ErrEpochCommitted):
+		case errors.Is(err, epochid.ErrCommitted):
 			return nil, true, nil
 		case (errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed)) && reroutes < 2 && ss.unroute(i):
 			// Another server claimed the shard this set owned: route again, as PutUnkeyed does.
@@ -356,7 +357,7 @@ func (st *ShardStream) Commit(ctx context.Context) (bool, error) {
 	switch {
 	case err == nil:
 		return false, nil
-	case errors.Is(err, engine.ErrEpochCommitted):
+	case errors.Is(err, epochid.ErrCommitted):
 		return true, nil
 	case errors.Is(err, ErrFenced) || errors.Is(err, ErrClosed):
 		// The stream's records never count; the batches are still at hand: put them again,

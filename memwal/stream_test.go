@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -44,7 +45,7 @@ func smallSegments() *Options {
 // epoch*100000 on, tagged tag.
 func streamEpoch(t testing.TB, s *Shard, q string, epoch int64, n int, tag string) *PutStream {
 	t.Helper()
-	ps, err := s.StreamPut(context.Background(), &engine.EpochIdentity{QueryID: q, EpochID: epoch})
+	ps, err := s.StreamPut(context.Background(), &epochid.ID{QueryID: q, EpochID: epoch})
 	if err != nil {
 		t.Fatalf("stream put epoch %d: %v", epoch, err)
 	}
@@ -140,8 +141,8 @@ func TestStreamPutLandsOnceAndReplays(t *testing.T) {
 	if d := diskRecords(t, dir); d.records != streamBatches || d.segments < 2 || d.commits != 1 {
 		t.Fatalf("on disk: %+v, want %d stream records over several segments and one commit", d, streamBatches)
 	}
-	if _, err := s.StreamPut(context.Background(), &engine.EpochIdentity{QueryID: "q", EpochID: 2}); !errors.Is(err, engine.ErrEpochCommitted) {
-		t.Fatalf("a second stream of epoch 2: %v, want engine.ErrEpochCommitted", err)
+	if _, err := s.StreamPut(context.Background(), &epochid.ID{QueryID: "q", EpochID: 2}); !errors.Is(err, epochid.ErrCommitted) {
+		t.Fatalf("a second stream of epoch 2: %v, want epochid.ErrCommitted", err)
 	}
 	s.Close()
 
@@ -183,7 +184,7 @@ func TestStreamPutAbortLeavesNothing(t *testing.T) {
 	ps.Abort()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	ps, err := s.StreamPut(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 2})
+	ps, err := s.StreamPut(ctx, &epochid.ID{QueryID: "q", EpochID: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +237,8 @@ func TestStreamPutDuplicateAtCommit(t *testing.T) {
 	if d := diskRecords(t, dir); d.records != streamBatches {
 		t.Fatalf("on disk before the commit: %+v, want the stream's %d records", d, streamBatches)
 	}
-	if _, err := ps.Commit(); !errors.Is(err, engine.ErrEpochCommitted) {
-		t.Fatalf("commit of a duplicate stream: %v, want engine.ErrEpochCommitted", err)
+	if _, err := ps.Commit(); !errors.Is(err, epochid.ErrCommitted) {
+		t.Fatalf("commit of a duplicate stream: %v, want epochid.ErrCommitted", err)
 	}
 	checkRows(t, "before a reopen", readMerged(t, tbl, s), expectRows(0, 10, "put"))
 	if d := diskRecords(t, dir); d.commits != 0 {

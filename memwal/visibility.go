@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 )
 
 // epochGate orders the epochs a ShardSet puts against the set's reads and its row operations.
@@ -37,15 +37,15 @@ type epochGate struct {
 	mu sync.Mutex
 	// changed is closed and replaced at every change of the counts below: waiters select on it.
 	changed   chan struct{}
-	inflight  map[EpochKey]int // epochs being put (a replay racing its original counts twice)
-	anonymous int              // puts without an epoch identity in flight
-	captures  int              // reads taking their cut now: epochs wait to start
-	starting  int              // epochs waiting for captures to end: new captures wait for them
-	exclusive int              // row operations holding the set: epochs wait to start
+	inflight  map[epochid.ID]int // epochs being put (a replay racing its original counts twice)
+	anonymous int                // puts without an epoch identity in flight
+	captures  int                // reads taking their cut now: epochs wait to start
+	starting  int                // epochs waiting for captures to end: new captures wait for them
+	exclusive int                // row operations holding the set: epochs wait to start
 }
 
 func newEpochGate() *epochGate {
-	return &epochGate{changed: make(chan struct{}), inflight: make(map[EpochKey]int)}
+	return &epochGate{changed: make(chan struct{}), inflight: make(map[epochid.ID]int)}
 }
 
 // notifyLocked wakes every waiter. REQUIRES: g.mu.
@@ -71,7 +71,7 @@ func (g *epochGate) waitLocked(ctx context.Context) error {
 // begin registers an epoch (id; nil for a put without identity) before its first part is put. It
 // waits while a row operation holds the set or a read takes its cut. Call end once every part
 // has returned, whatever their outcome.
-func (g *epochGate) begin(ctx context.Context, id *engine.EpochIdentity) (end func(), err error) {
+func (g *epochGate) begin(ctx context.Context, id *epochid.ID) (end func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	waiting := false // counted in g.starting
@@ -96,9 +96,9 @@ func (g *epochGate) begin(ctx context.Context, id *engine.EpochIdentity) (end fu
 		}
 	}
 	setWaiting(false)
-	var k EpochKey
+	var k epochid.ID
 	if id != nil {
-		k = EpochKey{id.QueryID, id.EpochID}
+		k = epochid.ID{QueryID: id.QueryID, EpochID: id.EpochID}
 		g.inflight[k]++
 	} else {
 		g.anonymous++
@@ -120,7 +120,7 @@ func (g *epochGate) begin(ctx context.Context, id *engine.EpochIdentity) (end fu
 
 // capture takes a read's cut: the epochs in flight now, which the read hides. No epoch starts
 // until release is called; call it once the shards are captured.
-func (g *epochGate) capture(ctx context.Context) (hide map[EpochKey]struct{}, release func(), err error) {
+func (g *epochGate) capture(ctx context.Context) (hide map[epochid.ID]struct{}, release func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for g.starting > 0 {
@@ -129,7 +129,7 @@ func (g *epochGate) capture(ctx context.Context) (hide map[EpochKey]struct{}, re
 		}
 	}
 	g.captures++
-	hide = make(map[EpochKey]struct{}, len(g.inflight))
+	hide = make(map[epochid.ID]struct{}, len(g.inflight))
 	for k := range g.inflight {
 		hide[k] = struct{}{}
 	}
@@ -145,7 +145,7 @@ func (g *epochGate) capture(ctx context.Context) (hide map[EpochKey]struct{}, re
 }
 
 // awaitEnd waits until epoch k is no longer in flight (or ctx ends).
-func (g *epochGate) awaitEnd(ctx context.Context, k EpochKey) error {
+func (g *epochGate) awaitEnd(ctx context.Context, k epochid.ID) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for g.inflight[k] > 0 {
@@ -186,7 +186,7 @@ func (g *epochGate) quiesce(ctx context.Context) (release func(), err error) {
 // read waits for the epoch to end (epochGate.awaitEnd) and captures again.
 type epochInFlightError struct {
 	shard string
-	key   EpochKey
+	key   epochid.ID
 }
 
 func (e *epochInFlightError) Error() string {

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -54,7 +55,7 @@ func putPart(t *testing.T, ss *ShardSet, i int, e int64, part arrow.RecordBatch)
 		t.Fatal(err)
 	}
 	noHeld := func(*Shard) (bool, error) { return false, nil }
-	if _, err := ss.Put(ctx, i, m, &engine.EpochIdentity{QueryID: "q", EpochID: e}, []arrow.RecordBatch{part}, noHeld); err != nil {
+	if _, err := ss.Put(ctx, i, m, &epochid.ID{QueryID: "q", EpochID: e}, []arrow.RecordBatch{part}, noHeld); err != nil {
 		t.Fatalf("put epoch %d shard %d: %v", e, i, err)
 	}
 }
@@ -91,7 +92,7 @@ func TestShardSetEpochVisibleAtOnce(t *testing.T) {
 		_, ss := keyedSet(t, store)
 
 		parts := epochParts(t, 1, 0, 40)
-		end, err := ss.BeginEpoch(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 1})
+		end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +116,7 @@ func TestShardSetEpochVisibleAtOnce(t *testing.T) {
 
 		// A part flushed before the epoch ends: the read waits for the epoch.
 		parts = epochParts(t, 2, 100, 40)
-		end, err = ss.BeginEpoch(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 2})
+		end, err = ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func TestShardSetQuiesceOrdersEpochs(t *testing.T) {
 	storetest.ForEach(t, false, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
 		_, ss := keyedSet(t, store)
-		end, err := ss.BeginEpoch(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 1})
+		end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +162,7 @@ func TestShardSetQuiesceOrdersEpochs(t *testing.T) {
 		release := <-quiesced
 		began := make(chan struct{})
 		go func() {
-			end, err := ss.BeginEpoch(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 2})
+			end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 2})
 			if err != nil {
 				t.Error(err)
 			} else {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -140,23 +140,23 @@ func TestQueryWatermarksBounded(t *testing.T) {
 	replay := func(s *Shard, q string, e int64) error {
 		rec := makeRows(0, 1, "again", e)
 		defer rec.Release()
-		_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: q, EpochID: e}, rec)
+		_, err := s.Put(ctx, &epochid.ID{QueryID: q, EpochID: e}, rec)
 		return err
 	}
 	early := query(0)
 	if _, hot := m.Queries[early]; hot {
 		t.Fatalf("query %s is still in the manifest itself; the test needs an archived one", early)
 	}
-	if err := replay(s, early, 7); !errors.Is(err, engine.ErrEpochCommitted) {
-		t.Fatalf("replay of %s epoch 7 through the writer: %v, want ErrEpochCommitted", early, err)
+	if err := replay(s, early, 7); !errors.Is(err, epochid.ErrCommitted) {
+		t.Fatalf("replay of %s epoch 7 through the writer: %v, want epochid.ErrCommitted", early, err)
 	}
 	if ok, _, err := NewStoredShard(tbl, testShardID, nil).EpochCommitted(ctx, early, 7); err != nil || !ok {
 		t.Fatalf("read-only view: %s epoch 7 committed %v, %v; want true", early, ok, err)
 	}
 	s.Close()
 	reopened := openShard(t, tbl, testShardID, nil)
-	if err := replay(reopened, query(1), 7); !errors.Is(err, engine.ErrEpochCommitted) {
-		t.Fatalf("replay of %s epoch 7 after reopening: %v, want ErrEpochCommitted", query(1), err)
+	if err := replay(reopened, query(1), 7); !errors.Is(err, epochid.ErrCommitted) {
+		t.Fatalf("replay of %s epoch 7 after reopening: %v, want epochid.ErrCommitted", query(1), err)
 	}
 	// The archived query's next epoch is new, and brings it back into the manifest at the flush.
 	if err := replay(reopened, early, 8); err != nil {

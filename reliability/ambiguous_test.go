@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/faultstore"
@@ -67,7 +68,7 @@ func TestFlushAmbiguousCommitIsNotFencing(t *testing.T) {
 	put := func(e int64) error {
 		rec := epochBatch(0, "q", e, 10)
 		defer rec.Release()
-		_, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: e}, rec)
+		_, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: e}, rec)
 		return err
 	}
 	if err := put(0); err != nil {

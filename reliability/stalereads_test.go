@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -58,7 +59,7 @@ func TestFencedShardSnapshotIsStale(t *testing.T) {
 	put := func(s *memwal.Shard, e int64) {
 		rec := epochBatch(0, "q", e, 10)
 		defer rec.Release()
-		if _, err := s.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: e}, rec); err != nil {
+		if _, err := s.Put(ctx, &epochid.ID{QueryID: "q", EpochID: e}, rec); err != nil {
 			t.Fatalf("put epoch %d: %v", e, err)
 		}
 	}
@@ -106,7 +107,7 @@ func TestFencedShardReadsRowsTwice(t *testing.T) {
 	defer first.Close()
 	rec := epochBatch(0, "q", 0, 10)
 	defer rec.Release()
-	if _, err := first.Put(ctx, &engine.EpochIdentity{QueryID: "q", EpochID: 0}, rec); err != nil {
+	if _, err := first.Put(ctx, &epochid.ID{QueryID: "q", EpochID: 0}, rec); err != nil {
 		t.Fatal(err)
 	}
 	second, err := memwal.OpenShard(ctx, tbl, id, opts) // fences first, replays epoch 0

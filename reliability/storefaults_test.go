@@ -24,6 +24,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/faultstore"
@@ -330,12 +331,12 @@ func appendEpoch(ctx context.Context, tbl *engine.Table, l *ledger, errs *errorL
 	defer rec.Release()
 	l.sent(key, int(rec.NumRows()))
 	for attempt := 1; ctx.Err() == nil; attempt++ {
-		m, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, engine.EpochProperties(engine.EpochIdentity{QueryID: q, EpochID: e}, nil))
+		m, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, engine.EpochProperties(epochid.ID{QueryID: q, EpochID: e}, nil))
 		if err == nil {
 			l.acked(key, ack{Status: "committed", Version: m.Version}, attempt)
 			return
 		}
-		var ece *engine.EpochCommittedError
+		var ece *epochid.CommittedError
 		if errors.As(err, &ece) {
 			if attempt == 1 || ece.WatermarkEpoch != e {
 				l.violation("%s: attempt %d refused: %v", key, attempt, err)
@@ -553,12 +554,12 @@ func (w *shardWriter) put(ctx context.Context, t *testing.T, l *ledger, p int, q
 			l.acked(key, ack{Status: "duplicate"}, attempt)
 			return
 		}
-		_, err := w.s.Put(ctx, &engine.EpochIdentity{QueryID: q, EpochID: e}, rec)
+		_, err := w.s.Put(ctx, &epochid.ID{QueryID: q, EpochID: e}, rec)
 		if err == nil {
 			l.acked(key, ack{Status: "committed"}, attempt)
 			return
 		}
-		if errors.Is(err, engine.ErrEpochCommitted) && attempt > 1 {
+		if errors.Is(err, epochid.ErrCommitted) && attempt > 1 {
 			l.acked(key, ack{Status: "duplicate"}, attempt)
 			return
 		}

@@ -70,7 +70,7 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, m *engine.Manifes
 			missing++
 			continue
 		}
-		if id, ok := epochOf(h.Properties); ok && id.QueryID == q && id.EpochID == e {
+		if id, ok := h.Epoch(); ok && id.QueryID == q && id.EpochID == e {
 			return EpochState{Committed: true, Version: h.Version}, nil
 		}
 	}
@@ -92,11 +92,6 @@ func (s *Sink) findEpoch(ctx context.Context, t *engine.Table, m *engine.Manifes
 			"table", t.Name(), "query_id", q, "epoch_id", e, "missing_versions", missing, "lookback", lookback)
 	}
 	return EpochState{}, nil
-}
-
-func epochOf(props map[string]string) (engine.EpochIdentity, bool) {
-	t := engine.Transaction{Properties: props}
-	return t.Epoch()
 }
 
 // EpochStatus reports whether (q, e) is committed in table, so a replaying driver can skip

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -108,7 +109,7 @@ func buildEpochHistory(b *testing.B, root, name string, versions int) {
 	for e := int64(1); e < int64(versions); e++ {
 		txn := &engine.Transaction{
 			Operation:  engine.OpAppend,
-			Properties: engine.EpochProperties(engine.EpochIdentity{QueryID: dedupeQuery, EpochID: e}, nil),
+			Properties: engine.EpochProperties(epochid.ID{QueryID: dedupeQuery, EpochID: e}, nil),
 		}
 		if _, err := tbl.Commit(ctx, txn); err != nil {
 			b.Fatalf("commit epoch %d: %v", e, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -392,7 +393,7 @@ func (s *Sink) commitTxn(ctx context.Context, e *epoch, txn *engine.Transaction,
 		if engine.CommitDefinitelyFailed(err) {
 			discard()
 		}
-		if errors.Is(err, engine.ErrEpochCommitted) {
+		if errors.Is(err, epochid.ErrCommitted) {
 			// Another writer committed this query's epoch while we wrote: answer as a replay.
 			st, ferr := s.findEpoch(ctx, t, nil, e.QueryID, e.EpochID, e.Lookback, true)
 			if ferr != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -158,7 +159,7 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) 
 	if err != nil {
 		return Ack{}, err
 	}
-	id := engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}
+	id := epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}
 	// Registered before its first part is put, ended after its last returned: the set's reads
 	// hide the epoch until then, so its parts in several shards become visible at once, and a
 	// delete (ShardSet.Quiesce) holds it whole or not at all.
@@ -216,7 +217,7 @@ var shardPutsAtOnce = true
 // queries writing N shards share the shards' commits. A part that fails does not stop the
 // others: the epoch is not acknowledged, and its retry finds the parts that landed held
 // (shardHolds) and puts only the rest, so the retry cannot duplicate.
-func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id *engine.EpochIdentity, puts map[int][]arrow.RecordBatch) (int, error) {
+func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id *epochid.ID, puts map[int][]arrow.RecordBatch) (int, error) {
 	var g errgroup.Group
 	if !shardPutsAtOnce {
 		g.SetLimit(1)
@@ -256,7 +257,7 @@ func (s *Sink) memwalAck(ctx context.Context, e *epoch, rows int64, dup bool) (A
 // shardHolds is the dedupe rule of a shard put: whether writer w's shard already holds epoch id
 // (an exact replay: nothing is put). An epoch below a watermark the shard has flushed for its
 // query, and that the shard does not hold, means the query id was reused by a new checkpoint.
-func shardHolds(w *memwal.Shard, id *engine.EpochIdentity) (bool, error) {
+func shardHolds(w *memwal.Shard, id *epochid.ID) (bool, error) {
 	ok, loc := w.EpochCommitted(id.QueryID, id.EpochID)
 	if ok && loc.FromWatermark && !loc.Exact {
 		return false, fmt.Errorf("%w: query %q has flushed epochs up to %d to MemWAL shard %s but epoch %d is not there; use a new query_id for a new checkpoint",
@@ -269,7 +270,7 @@ func shardHolds(w *memwal.Shard, id *engine.EpochIdentity) (bool, error) {
 // a shard that holds it exactly makes the put a replay; else a shard that has flushed a later
 // epoch of the query means the query id was reused by a new checkpoint (shardHolds' rule, across
 // shards: a query's epochs may be in any shard).
-func heldElsewhere(h memwal.EpochHolding, id *engine.EpochIdentity) (bool, error) {
+func heldElsewhere(h memwal.EpochHolding, id *epochid.ID) (bool, error) {
 	switch {
 	case h.Held:
 		return true, nil

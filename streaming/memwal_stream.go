@@ -8,6 +8,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -57,7 +58,7 @@ func (s *Sink) memwalEpochHead(ctx context.Context, m *engine.Manifest, src Batc
 func (s *Sink) streamMemWALEpoch(ctx context.Context, e *epoch, head []arrow.RecordBatch, src BatchSource) (Ack, error) {
 	defer arrowschema.ReleaseBatches(head)
 	t, m, ss := e.table, e.base, e.shards
-	id := engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID}
+	id := epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}
 	// The shard is the one the buffered path picks (memwal.ShardSet.Route, through StreamPut),
 	// and the replay check is the buffered path's too (every shard, heldElsewhere).
 	st, held, err := ss.StreamPut(ctx, e.arrived, m, &id, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 )
 
 // replayMismatches counts duplicates whose replay differed from the committed epoch.
@@ -21,7 +22,7 @@ func init() {
 
 // epochProperties returns the transaction properties of epoch e's commit, which lands rows.
 func epochProperties(e *epoch, rows int64) map[string]string {
-	return engine.EpochProperties(engine.EpochIdentity{QueryID: e.QueryID, EpochID: e.EpochID},
+	return engine.EpochProperties(epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID},
 		map[string]string{engine.PropEpochRows: strconv.FormatInt(rows, 10)})
 }
 

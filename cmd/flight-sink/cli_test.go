@@ -18,6 +18,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/objstore/storetest"
 )
@@ -141,7 +142,7 @@ func makeTable(t *testing.T, store objstore.Store) {
 		ids   []int64
 		props map[string]string
 	}{
-		{[]int64{1, 2, 3}, engine.EpochProperties(engine.EpochIdentity{QueryID: "q-1", EpochID: 7}, nil)},
+		{[]int64{1, 2, 3}, engine.EpochProperties(epochid.ID{QueryID: "q-1", EpochID: 7}, nil)},
 		{[]int64{4, 5}, map[string]string{"note": "second"}},
 	} {
 		rec := makeBatch(t, step.ids...)

@@ -10,8 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 )
 
 // A segment's records end at the first one that does not check out, whatever follows it.
@@ -144,7 +143,7 @@ func streamedSegment(t testing.TB, logNum uint64) []byte {
 		frameRecord(rec, logNum)
 		seg = append(seg, rec...)
 	}
-	puts := []Put{{Epoch: &engine.EpochIdentity{QueryID: "q", EpochID: 1}, Batches: batches, Rows: 20, Stream: ref}}
+	puts := []Put{{Epoch: &epochid.ID{QueryID: "q", EpochID: 1}, Batches: batches, Rows: 20, Stream: ref}}
 	rec, err := encodeRecord(SegmentHeaderSize, 7, 2, rowsSchema, puts, memory.DefaultAllocator)
 	if err != nil {
 		t.Fatal(err)

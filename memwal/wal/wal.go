@@ -17,8 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -68,7 +68,7 @@ type StreamRef struct {
 // Put is one put of an entry: the batches of one caller's put, with its epoch identity.
 type Put struct {
 	// Epoch is the put's streaming epoch identity; nil for a put without one.
-	Epoch *engine.EpochIdentity
+	Epoch *epochid.ID
 	// Batches are the put's batches, in the table schema. DecodeHeader leaves them nil.
 	Batches []arrow.RecordBatch
 	// Rows is the number of rows in Batches.
@@ -252,7 +252,7 @@ func decodeEntryFrom(key string, b []byte, tableSchema *arrow.Schema, alloc memo
 			return nil, fmt.Errorf("%w: wal entry %s: put %d claims %d rows and holds %d", ErrCorrupt, key, i, m.Rows, rows)
 		}
 		if m.EpochID != nil {
-			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
+			p.Epoch = &epochid.ID{QueryID: m.QueryID, EpochID: *m.EpochID}
 		}
 		e.Puts = append(e.Puts, p)
 	}
@@ -353,7 +353,7 @@ func DecodeHeader(key string, b []byte) (*Entry, error) {
 		}
 		p := Put{Rows: m.Rows, Stream: m.Stream}
 		if m.EpochID != nil {
-			p.Epoch = &engine.EpochIdentity{QueryID: m.QueryID, EpochID: *m.EpochID}
+			p.Epoch = &epochid.ID{QueryID: m.QueryID, EpochID: *m.EpochID}
 		}
 		e.Puts = append(e.Puts, p)
 	}

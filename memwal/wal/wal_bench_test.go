@@ -7,7 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -63,7 +63,7 @@ func walEntryBytesPerRow(b *testing.B) int64 {
 // query "bench".
 func encodeBenchEntry(b *testing.B, pos uint64, rec arrow.RecordBatch) []byte {
 	put := Put{
-		Epoch:   &engine.EpochIdentity{QueryID: "bench", EpochID: int64(pos)},
+		Epoch:   &epochid.ID{QueryID: "bench", EpochID: int64(pos)},
 		Batches: []arrow.RecordBatch{rec},
 		Rows:    rec.NumRows(),
 	}

@@ -21,8 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 )
 
 const fuzzWALKey = "t/_mem_wal/s/wal/00000000000000000007.arrow"
@@ -46,11 +45,11 @@ func fuzzWALEntries(t testing.TB) [][]byte {
 		t.Fatal(err)
 	}
 	return [][]byte{
-		mk(7, []Put{{Epoch: &engine.EpochIdentity{QueryID: "q", EpochID: 1}, Batches: []arrow.RecordBatch{a}, Rows: 3}}),
+		mk(7, []Put{{Epoch: &epochid.ID{QueryID: "q", EpochID: 1}, Batches: []arrow.RecordBatch{a}, Rows: 3}}),
 		mk(7, []Put{
-			{Epoch: &engine.EpochIdentity{QueryID: "q", EpochID: 2}, Batches: []arrow.RecordBatch{b, c}, Rows: 3},
+			{Epoch: &epochid.ID{QueryID: "q", EpochID: 2}, Batches: []arrow.RecordBatch{b, c}, Rows: 3},
 			{Batches: []arrow.RecordBatch{a}, Rows: 3},
-			{Epoch: &engine.EpochIdentity{QueryID: "other", EpochID: 0}, Rows: 0},
+			{Epoch: &epochid.ID{QueryID: "other", EpochID: 0}, Rows: 0},
 		}),
 		fence,
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -360,7 +361,7 @@ func runHistory(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	for v := 1; v < cfg.HistoryVersions; v++ {
-		props := engine.EpochProperties(engine.EpochIdentity{QueryID: fmt.Sprintf("filler-%d", v%50), EpochID: int64(v)}, nil)
+		props := engine.EpochProperties(epochid.ID{QueryID: fmt.Sprintf("filler-%d", v%50), EpochID: int64(v)}, nil)
 		if _, err := ht.Commit(ctx, &engine.Transaction{Operation: engine.OpAppend, Properties: props}); err != nil {
 			return err
 		}
