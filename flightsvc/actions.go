@@ -243,7 +243,7 @@ func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (Table
 	if err != nil {
 		return TableStats{}, err
 	}
-	st := tableStatsResult(state.Manifest, t.Name(), state, state.Shards)
+	st := TableStatsOf(t.Name(), state)
 	st.Iceberg = s.icebergStats(ctx, t)
 	return st, nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -379,6 +380,22 @@ type tableStats struct {
 	Rows      int64                                `json:"rows"`
 	Fragments int                                  `json:"fragments"`
 	Streams   map[string]flightsvc.StreamWatermark `json:"streams"`
+}
+
+// statusJSON decodes the server's /status.json (its HTTPListen must be set) into v and returns
+// the body.
+func (s *testServer) statusJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + s.Srv.HTTPAddr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("/status.json: %v\n%s", err, body)
+	}
+	return body
 }
 
 func (c *flightConn) stats(t testing.TB, table string) tableStats {

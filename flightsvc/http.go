@@ -321,12 +321,11 @@ th{background:#f3f3f3} .num{text-align:right} .err{color:#a00}
 </body></html>
 `))
 
-// status renders a read-only HTML page of every table: version, rows, and each streaming query's
-// last epoch and time. It uses no external assets.
+// status serves the status page (/status: a read-only HTML page of every table, with no
+// external assets) and its JSON form (/status.json): the same figures, collected once
+// (collectStatus), rendered by statusHTML or statusJSON.
 func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	now := h.svc.rates.now()
-	names, err := engine.ListTables(ctx, h.svc.sink.Store())
+	page, err := h.collectStatus(r.Context())
 	if err != nil {
 		code := http.StatusInternalServerError
 		if errors.Is(err, objstore.ErrUnavailable) {
@@ -335,94 +334,124 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
+	if r.URL.Path == "/status.json" {
+		statusJSON(w, page)
+		return
+	}
+	statusHTML(w, page)
+}
+
+// statusPage is what the status page and /status.json show: every table, worst health first.
+type statusPage struct {
+	Root   string
+	Now    time.Time
+	Tables []statusTable
+}
+
+// collectStatus reads every table's figures (tableStatus) and derives their health and rates
+// at one instant (deriveStatus). It fails only when the tables cannot be listed; a table that
+// cannot be read is one with an error.
+func (h *httpServer) collectStatus(ctx context.Context) (statusPage, error) {
+	now := h.svc.rates.now()
+	names, err := engine.ListTables(ctx, h.svc.sink.Store())
+	if err != nil {
+		return statusPage{}, err
+	}
 	var tables []statusTable
 	for _, n := range names {
-		st := statusTable{Name: n}
-		_, m, err := h.svc.manifestFor(ctx, tableVersion{table: n})
-		if err != nil {
-			st.Err = err.Error()
-			tables = append(tables, st)
-			continue
-		}
-		st.Version, st.Rows, st.BaseRows, st.Fragments = m.Version, m.Rows(), m.Rows(), len(m.Fragments)
-		st.LaggingAfter, st.StalledAfter = h.svc.sink.HealthThresholds(m)
-		st.LaggingAfterSec, st.StalledAfterSec = st.LaggingAfter.Seconds(), st.StalledAfter.Seconds()
-		st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
-		st.Bytes = m.DataBytes()
-		streams := make(map[string]memwal.StreamState, len(m.Streams))
-		for q, wm := range m.Streams {
-			streams[q] = memwal.StreamState{Epoch: wm.Epoch, Version: wm.Version, TimestampNanos: wm.TimestampNanos}
-		}
-		var shards []memwal.ShardStats
-		tbl, tblErr := h.svc.sink.Table(ctx, n)
-		if tblErr == nil {
-			// Unreadable shard state leaves the base table's figures, and no shards table.
-			if state, err := h.svc.sink.TableState(ctx, tbl); err == nil {
-				// One snapshot: the version, its rows, the MemWAL rows and the shards agree.
-				m = state.Manifest
-				st.Version, st.Fragments, st.Bytes = m.Version, len(m.Fragments), m.DataBytes()
-				st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
-				st.Rows, st.BaseRows, st.MemWALRows, streams = state.Rows(), state.BaseRows, state.MemWALRows, state.Streams
-				shards = state.Shards
-			}
-		}
-		for q, wm := range streams {
-			when := "in MemWAL (not flushed yet)"
-			if wm.TimestampNanos != 0 {
-				at := time.Unix(0, wm.TimestampNanos)
-				when = at.UTC().Format(time.RFC3339)
-				if at.After(st.LastData) {
-					st.LastData = at
-				}
-			}
-			st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, When: when})
-		}
-		sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
-		st.Streams = StreamsOf(streams)
-		for _, sh := range shards {
-			st.Shards = append(st.Shards, statusShard{Shard: sh.Shard, MemtableRows: sh.MemtableRows,
-				UnflushedBytes: sh.UnflushedBytes, Generations: sh.Generations, GenerationRows: sh.GenerationRows})
-		}
-		if tblErr == nil {
-			st.Iceberg = h.svc.icebergStats(ctx, tbl)
-			if hist, err := tbl.HistoryFrom(ctx, m.Version, maintenanceScan); err == nil {
-				for _, e := range hist {
-					step := e.Properties[engine.PropMaintenance]
-					if step == "" && e.Properties[memwal.PropFoldShard] != "" {
-						step = "memwal fold"
-					}
-					if step == "" || len(st.Runs) == 5 {
-						continue
-					}
-					st.Runs = append(st.Runs, statusRun{Version: e.Version, Operation: string(e.Operation), Step: step,
-						When: e.Timestamp.UTC().Format(time.RFC3339)})
-				}
-			}
-		}
-		tables = append(tables, st)
+		tables = append(tables, h.tableStatus(ctx, n))
 	}
 	h.svc.rates.retain(names)
 	for i := range tables {
-		st := &tables[i]
-		statusHealth(st, now)
-		if !st.LastData.IsZero() {
-			st.LastDataAge = max(now.Sub(st.LastData).Seconds(), 0)
-		}
-		st.Rates = h.svc.rates.rates(st.Name)
-		st.RowsRate, st.EpochsRate = rateText(st.Rates.RowsPerSec), rateText(st.Rates.EpochsPerSec)
-		st.Trend = sparkline(st.Rates.RowsPerBucket)
-		st.Freshness = freshnessText(st.Iceberg)
+		h.deriveStatus(&tables[i], now)
 	}
 	sortWorstFirst(tables)
-	if r.URL.Path == "/status.json" {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"format_version": 1, "root": h.svc.sink.Store().String(), "summary": statusSummary(tables),
-			"generated": now.UTC().Format(time.RFC3339), "tables": tables})
-		return
+	return statusPage{Root: h.svc.sink.Store().String(), Now: now, Tables: tables}, nil
+}
+
+// tableStatus reads table n's figures: its statistics (TableStatsOf, as table_stats reports
+// them, in one snapshot of the version and its MemWAL shards), its Iceberg lag and its recent
+// maintenance runs.
+func (h *httpServer) tableStatus(ctx context.Context, n string) statusTable {
+	st := statusTable{Name: n}
+	tbl, m, err := h.svc.manifestFor(ctx, tableVersion{table: n})
+	if err != nil {
+		st.Err = err.Error()
+		return st
 	}
+	st.LaggingAfter, st.StalledAfter = h.svc.sink.HealthThresholds(m)
+	st.LaggingAfterSec, st.StalledAfterSec = st.LaggingAfter.Seconds(), st.StalledAfter.Seconds()
+	state := memwal.BaseTableState(m)
+	// Unreadable shard state leaves the base table's figures, and no shards table.
+	if s, err := h.svc.sink.TableState(ctx, tbl); err == nil {
+		state = s
+	}
+	m = state.Manifest
+	stats := TableStatsOf(n, state)
+	st.Version, st.Fragments, st.Bytes = stats.Version, stats.Fragments, stats.DataBytes
+	st.Rows, st.BaseRows, st.MemWALRows = stats.Rows, stats.BaseRows, stats.MemWALRows
+	st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
+	st.Streams = stats.Streams
+	for q, wm := range state.Streams {
+		when := "in MemWAL (not flushed yet)"
+		if wm.TimestampNanos != 0 {
+			at := time.Unix(0, wm.TimestampNanos)
+			when = at.UTC().Format(time.RFC3339)
+			if at.After(st.LastData) {
+				st.LastData = at
+			}
+		}
+		st.Queries = append(st.Queries, statusQuery{QueryID: q, Epoch: wm.Epoch, Version: wm.Version, When: when})
+	}
+	sort.Slice(st.Queries, func(i, j int) bool { return st.Queries[i].QueryID < st.Queries[j].QueryID })
+	if stats.MemWAL != nil {
+		for _, sh := range stats.MemWAL.Shards {
+			st.Shards = append(st.Shards, statusShard{Shard: sh.Shard, MemtableRows: sh.MemtableRows,
+				UnflushedBytes: sh.UnflushedBytes, Generations: sh.Generations, GenerationRows: sh.GenerationRows})
+		}
+	}
+	st.Iceberg = h.svc.icebergStats(ctx, tbl)
+	if hist, err := tbl.HistoryFrom(ctx, m.Version, maintenanceScan); err == nil {
+		for _, e := range hist {
+			step := e.Properties[engine.PropMaintenance]
+			if step == "" && e.Properties[memwal.PropFoldShard] != "" {
+				step = "memwal fold"
+			}
+			if step == "" || len(st.Runs) == 5 {
+				continue
+			}
+			st.Runs = append(st.Runs, statusRun{Version: e.Version, Operation: string(e.Operation), Step: step,
+				When: e.Timestamp.UTC().Format(time.RFC3339)})
+		}
+	}
+	return st
+}
+
+// deriveStatus sets what st's figures mean at now: its health, the age of its last data, this
+// server's recent rates and what the page renders of them.
+func (h *httpServer) deriveStatus(st *statusTable, now time.Time) {
+	statusHealth(st, now)
+	if !st.LastData.IsZero() {
+		st.LastDataAge = max(now.Sub(st.LastData).Seconds(), 0)
+	}
+	st.Rates = h.svc.rates.rates(st.Name)
+	st.RowsRate, st.EpochsRate = rateText(st.Rates.RowsPerSec), rateText(st.Rates.EpochsPerSec)
+	st.Trend = sparkline(st.Rates.RowsPerBucket)
+	st.Freshness = freshnessText(st.Iceberg)
+}
+
+// statusJSON writes page as /status.json.
+func statusJSON(w http.ResponseWriter, page statusPage) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(map[string]any{"format_version": 1, "root": page.Root, "summary": statusSummary(page.Tables),
+		"generated": page.Now.UTC().Format(time.RFC3339), "tables": page.Tables})
+}
+
+// statusHTML writes page as the HTML status page.
+func statusHTML(w http.ResponseWriter, page statusPage) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = statusTmpl.Execute(w, map[string]any{"Root": h.svc.sink.Store().String(), "Tables": tables, "Summary": statusSummary(tables),
-		"Now": now.UTC().Format(time.RFC3339), "Window": agoDuration(rateWindow)})
+	_ = statusTmpl.Execute(w, map[string]any{"Root": page.Root, "Tables": page.Tables, "Summary": statusSummary(page.Tables),
+		"Now": page.Now.UTC().Format(time.RFC3339), "Window": agoDuration(rateWindow)})
 }

@@ -1,7 +1,6 @@
 package flightsvc_test
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -27,12 +26,6 @@ func TestHealthFollowsTableThresholds(t *testing.T) {
 	}
 	time.Sleep(5 * time.Millisecond) // the epoch is now older than strict's 1ms for certain
 
-	resp, err := http.Get("http://" + httpAddr + "/status.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	var got struct {
 		Tables []struct {
 			Table        string  `json:"table"`
@@ -42,9 +35,7 @@ func TestHealthFollowsTableThresholds(t *testing.T) {
 			StalledAfter float64 `json:"health_stalled_after_seconds"`
 		} `json:"tables"`
 	}
-	if err := json.Unmarshal(body, &got); err != nil {
-		t.Fatalf("/status.json: %v\n%s", err, body)
-	}
+	body := s.statusJSON(t, &got)
 	want := map[string]struct {
 		health           string
 		lagging, stalled float64
@@ -66,7 +57,7 @@ func TestHealthFollowsTableThresholds(t *testing.T) {
 		t.Fatalf("/status.json lacks %v: %s", want, body)
 	}
 
-	resp, err = http.Get("http://" + httpAddr + "/metrics")
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,9 +102,9 @@ func TestSetTableConfig(t *testing.T) {
 
 // TestTableStatsCountsKeysOnce: table_stats counts what a read returns: on a keyed MemWAL table
 // each key once, however often it was written, wherever its rows are (memtable, generation or
-// the base table after a fold).
+// the base table after a fold); /status.json reports the same figures.
 func TestTableStatsCountsKeysOnce(t *testing.T) {
-	s := startServer(t, flightsvc.Config{})
+	s := startServer(t, flightsvc.Config{HTTPListen: "127.0.0.1:0"})
 	keys := make([]int64, 50)
 	for i := range keys {
 		keys[i] = int64(i)
@@ -117,8 +117,24 @@ func TestTableStatsCountsKeysOnce(t *testing.T) {
 		}
 		s.mustPut(t, c, keys)
 	}
-	if st := s.stats(t, "k"); st.Rows != int64(len(keys)) {
+	var st flightsvc.TableStats
+	s.mustAction(t, "table_stats", cmd{"table": "k"}, &st)
+	if st.Rows != int64(len(keys)) {
 		t.Errorf("table_stats rows %d, want %d (one per key)", st.Rows, len(keys))
+	}
+	var page struct {
+		Tables []struct {
+			Version    uint64 `json:"version"`
+			Rows       int64  `json:"rows"`
+			BaseRows   int64  `json:"base_rows"`
+			MemWALRows int64  `json:"memwal_rows"`
+		} `json:"tables"`
+	}
+	if body := s.statusJSON(t, &page); len(page.Tables) != 1 {
+		t.Fatalf("/status.json has %d tables, want 1:\n%s", len(page.Tables), body)
+	}
+	if got := page.Tables[0]; got.Version != st.Version || got.Rows != st.Rows || got.BaseRows != st.BaseRows || got.MemWALRows != st.MemWALRows {
+		t.Errorf("/status.json %+v, table_stats version %d rows %d (base %d, MemWAL %d)", got, st.Version, st.Rows, st.BaseRows, st.MemWALRows)
 	}
 	s.wantIDs(t, "k", keys)
 }

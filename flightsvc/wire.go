@@ -636,8 +636,8 @@ type StreamWatermark struct {
 	InMemWAL bool `json:"in_memwal,omitempty"`
 }
 
-// StreamsOf converts a table's stream states (memwal.TableState.Streams); never nil.
-func StreamsOf(states map[string]memwal.StreamState) Streams {
+// streamsOf converts a table's stream states (memwal.TableState.Streams); never nil.
+func streamsOf(states map[string]memwal.StreamState) Streams {
 	out := make(Streams, len(states))
 	for q, w := range states {
 		wm := StreamWatermark{Epoch: w.Epoch, Version: w.Version, InMemWAL: w.InMemWAL}
@@ -704,10 +704,16 @@ type EpochSpan struct {
 	Last    int64  `json:"last"`
 }
 
-func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState, shards []memwal.ShardStats) TableStats {
+// TableStatsOf is the one table-statistics function: the statistics of table at state, a table
+// state read in one snapshot (streaming.Sink.TableState in a server, memwal.ReadLatestTableState
+// or memwal.ReadTableState without one), so its rows, MemWAL rows and shards agree. table_stats,
+// the status page (/status, /status.json) and cmd's inspect all report these figures. Iceberg is
+// left nil: it is read apart (Service.icebergStats).
+func TableStatsOf(table string, state memwal.TableState) TableStats {
+	m, shards := state.Manifest, state.Shards
 	st := TableStats{FormatVersion: FormatVersion, Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
 		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey, TableSchema: tableSchemaOf(m)}
-	st.Streams = StreamsOf(state.Streams)
+	st.Streams = streamsOf(state.Streams)
 	for _, ix := range m.Indices {
 		st.Indices = append(st.Indices, IndexStats{Name: ix.Name, Columns: ix.Columns, Segments: len(ix.Segments),
 			UnindexedFragments: len(ix.UnindexedFragments(m))})

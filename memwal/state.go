@@ -46,6 +46,16 @@ type StreamState struct {
 	InMemWAL bool
 }
 
+// BaseTableState describes version m of a table by its base rows and watermarks alone: what
+// ReadTableState reports of a table without MemWAL shards. It reads nothing.
+func BaseTableState(m *engine.Manifest) TableState {
+	st := TableState{Manifest: m, BaseRows: m.Rows(), Streams: make(map[string]StreamState, len(m.Streams))}
+	for q, wm := range m.Streams {
+		st.Streams[q] = StreamState{Epoch: wm.Epoch, Version: wm.Version, TimestampNanos: wm.TimestampNanos}
+	}
+	return st
+}
+
 // ReadTableState describes version m of tbl with its shards, read through shards (the resident
 // writers of this process, or StoredShards; nil for a table without MemWAL shards). It never
 // claims a shard: it reads each shard's manifest and the headers of its unflushed WAL entries
@@ -55,10 +65,7 @@ type StreamState struct {
 // the latest version) leaves rows that neither m nor the shards hold: ReadTableState fails rather
 // than undercount them. ReadLatestTableState reads again from the newer version.
 func ReadTableState(ctx context.Context, tbl *engine.Table, m *engine.Manifest, shards []ShardReader) (TableState, error) {
-	st := TableState{Manifest: m, BaseRows: m.Rows(), Streams: make(map[string]StreamState, len(m.Streams))}
-	for q, wm := range m.Streams {
-		st.Streams[q] = StreamState{Epoch: wm.Epoch, Version: wm.Version, TimestampNanos: wm.TimestampNanos}
-	}
+	st := BaseTableState(m)
 	for _, r := range shards {
 		var ss *StoredShard
 		switch r := r.(type) {

@@ -100,10 +100,10 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 		}
 		m = state.Manifest
 		latest = m
-	} else if state, err = memwal.ReadTableState(ctx, t, m, nil); err != nil {
-		return err
+	} else {
+		state = memwal.BaseTableState(m)
 	}
-	d := describe(t, m, latest.Version, state)
+	d := describe(t, state, latest.Version)
 	if c.JSON {
 		enc := json.NewEncoder(kctx.Stdout)
 		enc.SetIndent("", "  ")
@@ -112,16 +112,19 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) er
 	return writeInspectText(kctx.Stdout, d)
 }
 
-// describe gathers what inspect reports about manifest m and the table's state with it.
-func describe(t *engine.Table, m *engine.Manifest, latest uint64, state memwal.TableState) *inspectJSON {
+// describe gathers what inspect reports about the table at state (its version and, at the latest
+// version, its MemWAL shards): the table statistics table_stats reports (flightsvc.TableStatsOf)
+// and the version's manifest in detail.
+func describe(t *engine.Table, state memwal.TableState, latest uint64) *inspectJSON {
+	m, stats := state.Manifest, flightsvc.TableStatsOf(t.Name(), state)
 	d := &inspectJSON{
 		Table: t.Name(), URI: t.URI(), Version: m.Version, LatestVersion: latest, FormatVersion: flightsvc.FormatVersion,
 		ManifestFormatVersion: m.FormatVersion,
 		Timestamp:             timeJSON(m.Timestamp()), Operation: m.Transaction.Operation, ReadVersion: m.Transaction.ReadVersion,
 		Properties: m.Transaction.Properties, TransactionFile: m.Transaction.File,
-		PrimaryKey: m.PrimaryKey, Config: m.Config, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
+		PrimaryKey: m.PrimaryKey, Config: m.Config, Rows: stats.Rows, BaseRows: stats.BaseRows, MemWALRows: stats.MemWALRows,
 		NextFragmentID: m.NextFragmentID,
-		Schema:         []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: flightsvc.StreamsOf(state.Streams),
+		Schema:         []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: stats.Streams,
 	}
 	if d.PrimaryKey == nil {
 		d.PrimaryKey = []string{}
