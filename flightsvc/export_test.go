@@ -47,7 +47,7 @@ func IcebergRESTHandler(s *Server, tokens ...string) http.Handler {
 	for _, t := range tokens {
 		auth.tokens = append(auth.tokens, []byte(t))
 	}
-	return newIcebergREST(s.svc, auth, s.cfg.IcebergVendCredentials)
+	return icebergCatalog(s.svc, auth)
 }
 
 // ReadAheadPeaks makes every DoGet stream closed from now on send the most bytes of batches it

@@ -23,6 +23,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -88,11 +89,26 @@ func newHTTPServer(addr string, svc *Service, auth *tokenAuth, ready *readiness)
 		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("/status", h.status)
-	mux.Handle(icebergRESTPrefix+"/", newIcebergREST(svc, auth, svc.icebergVend))
+	mux.Handle(icebergRESTPrefix+"/", icebergCatalog(svc, auth))
 	mux.HandleFunc("/status.json", h.status)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/status", http.StatusFound) })
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return h, nil
+}
+
+// icebergRESTPrefix is where the HTTP listener serves the Iceberg REST catalog: a client's
+// catalog URI is http://<http-listen>/iceberg (docs/iceberg.md, REST catalog).
+const icebergRESTPrefix = "/iceberg"
+
+// icebergCatalog is the Iceberg REST catalog of the sink's root (iceberg.NewRESTCatalog) as the
+// HTTP listener mounts it under icebergRESTPrefix, behind the Flight port's authenticator
+// (tokenAuth.verify): with auth tokens configured every request needs "Authorization: Bearer
+// <token>".
+func icebergCatalog(svc *Service, auth *tokenAuth) http.Handler {
+	return http.StripPrefix(icebergRESTPrefix, iceberg.NewRESTCatalog(svc.sink.Store(), iceberg.RESTOptions{
+		Vend:      svc.icebergVend,
+		Authorize: func(r *http.Request) error { return auth.verify(r.Header.Get("Authorization")) },
+	}))
 }
 
 func (h *httpServer) serve() error {

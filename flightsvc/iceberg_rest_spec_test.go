@@ -144,7 +144,7 @@ func TestIcebergRESTS3Root(t *testing.T) {
 	uri, opts := storetest.S3(t)
 	const token = "s3-rest-token"
 	s := startServer(t, flightsvc.Config{Root: uri, S3: &opts, HTTPListen: "127.0.0.1:0", AuthTokens: []string{token},
-		IcebergVendCredentials: &flightsvc.VendedS3Credentials{AccessKeyID: opts.AccessKeyID, SecretAccessKey: opts.SecretAccessKey}})
+		IcebergVendCredentials: &iceberg.VendedS3Credentials{AccessKeyID: opts.AccessKeyID, SecretAccessKey: opts.SecretAccessKey}})
 	httpAddr := s.Srv.HTTPAddr().String()
 	ctx := t.Context()
 	store, err := objstore.NewS3(ctx, opts)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -40,7 +41,7 @@ type Config struct {
 	S3 *objstore.S3Options
 	// IcebergVendCredentials, for an S3 root, are read-only credentials the Iceberg REST catalog
 	// hands to readers that delegate access to it (docs/iceberg.md, The REST catalog); nil: none.
-	IcebergVendCredentials *VendedS3Credentials
+	IcebergVendCredentials *iceberg.VendedS3Credentials
 	// Store, when set, is the store the server keeps its tables in, instead of opening Root
 	// (which then only names it in logs): for a store wrapped by the caller, such as a
 	// benchmark's faultstore with a fixed latency.

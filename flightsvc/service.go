@@ -20,6 +20,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/internal/arrowpool"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -77,7 +78,7 @@ type Service struct {
 	// rates are the rows and epochs acknowledged per table lately, for the status page.
 	rates *tableRates
 	// icebergVend are the credentials the REST catalog vends (Config.IcebergVendCredentials).
-	icebergVend *VendedS3Credentials
+	icebergVend *iceberg.VendedS3Credentials
 }
 
 // NewService returns the Flight service for sink.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/flightsvc"
+	"github.com/flight-sink/flight-sink/iceberg"
 )
 
 // ServeCmd runs the Arrow Flight server.
@@ -139,12 +140,12 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 
 // readVendedCredentials reads the --iceberg-vend-credentials file: a JSON object with
 // "access-key-id" and "secret-access-key", and "session-token" for temporary credentials.
-func readVendedCredentials(path string) (*flightsvc.VendedS3Credentials, error) {
+func readVendedCredentials(path string) (*iceberg.VendedS3Credentials, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--iceberg-vend-credentials: %w", err)
 	}
-	var vc flightsvc.VendedS3Credentials
+	var vc iceberg.VendedS3Credentials
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&vc); err != nil {

@@ -1,4 +1,4 @@
-package flightsvc
+package iceberg
 
 import (
 	"crypto/sha256"
@@ -13,27 +13,29 @@ import (
 	"unicode/utf8"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
-// icebergRESTPrefix is where the HTTP listener serves the Iceberg REST catalog: a client's
-// catalog URI is http://<http-listen>/iceberg (docs/iceberg.md, REST catalog).
-const icebergRESTPrefix = "/iceberg"
-
-// icebergNamespace is the one namespace of the REST catalog: every table of the server's root.
+// icebergNamespace is the one namespace of the REST catalog: every table of the root.
 const icebergNamespace = "default"
 
-// icebergREST is a read-only Iceberg REST catalog (the REST spec's read-only subset: config,
+// RESTOptions configure a REST catalog (NewRESTCatalog).
+type RESTOptions struct {
+	// Vend, when set, are the read-only S3 credentials handed to readers of an S3 root.
+	Vend *VendedS3Credentials
+	// Authorize, when set, decides whether a request may be answered: a request it returns an
+	// error for is answered 401 (NotAuthorizedException). The server passes its one
+	// authenticator, the rule of its Flight port.
+	Authorize func(*http.Request) error
+}
+
+// restCatalog is a read-only Iceberg REST catalog (the REST spec's read-only subset: config,
 // namespaces, list, load and check tables, and vended credentials when configured) of every
-// table of the sink's root that has Iceberg metadata. A loaded table is its newest metadata
-// file, as the publisher wrote it; the catalog commits nothing. With auth tokens configured
-// every request needs "Authorization: Bearer <token>".
-type icebergREST struct {
-	svc  *Service
-	auth *tokenAuth
-	// vend, when set, are the read-only S3 credentials handed to readers of an S3 root.
-	vend *VendedS3Credentials
+// table of a root that has Iceberg metadata. A loaded table is its newest metadata file, as the
+// publisher wrote it; the catalog commits nothing.
+type restCatalog struct {
+	store objstore.Store
+	opts  RESTOptions
 	// endpoints are the endpoints served, as GET /v1/config lists them.
 	endpoints []string
 }
@@ -51,19 +53,19 @@ type VendedS3Credentials struct {
 // matches them) and its name in the REST spec ("METHOD /v1/{prefix}/...").
 type restRoute struct {
 	method, path, spec string
-	handle             func(*icebergREST, http.ResponseWriter, *http.Request)
+	handle             func(*restCatalog, http.ResponseWriter, *http.Request)
 }
 
 // restRoutes are the endpoints the catalog serves. GET routes answer HEAD too (net/http).
 var restRoutes = []restRoute{
-	{"GET", "/v1/config", "GET /v1/config", (*icebergREST).config},
-	{"GET", "/v1/namespaces", "GET /v1/{prefix}/namespaces", (*icebergREST).namespaces},
-	{"GET", "/v1/namespaces/{ns}", "GET /v1/{prefix}/namespaces/{namespace}", (*icebergREST).namespace},
-	{"HEAD", "/v1/namespaces/{ns}", "HEAD /v1/{prefix}/namespaces/{namespace}", (*icebergREST).namespace},
-	{"GET", "/v1/namespaces/{ns}/tables", "GET /v1/{prefix}/namespaces/{namespace}/tables", (*icebergREST).tables},
-	{"GET", "/v1/namespaces/{ns}/tables/{table}", "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}", (*icebergREST).loadTable},
-	{"HEAD", "/v1/namespaces/{ns}/tables/{table}", "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}", (*icebergREST).loadTable},
-	{"GET", restCredentialsPath, "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials", (*icebergREST).credentials},
+	{"GET", "/v1/config", "GET /v1/config", (*restCatalog).config},
+	{"GET", "/v1/namespaces", "GET /v1/{prefix}/namespaces", (*restCatalog).namespaces},
+	{"GET", "/v1/namespaces/{ns}", "GET /v1/{prefix}/namespaces/{namespace}", (*restCatalog).namespace},
+	{"HEAD", "/v1/namespaces/{ns}", "HEAD /v1/{prefix}/namespaces/{namespace}", (*restCatalog).namespace},
+	{"GET", "/v1/namespaces/{ns}/tables", "GET /v1/{prefix}/namespaces/{namespace}/tables", (*restCatalog).tables},
+	{"GET", "/v1/namespaces/{ns}/tables/{table}", "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}", (*restCatalog).loadTable},
+	{"HEAD", "/v1/namespaces/{ns}/tables/{table}", "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}", (*restCatalog).loadTable},
+	{"GET", restCredentialsPath, "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials", (*restCatalog).credentials},
 }
 
 // restSpecPaths are the other paths the REST spec defines (writes, scan planning, views,
@@ -90,9 +92,11 @@ var restSpecPaths = []string{
 	"/v1/transactions/commit",
 }
 
-// newIcebergREST returns the catalog's handler, to be mounted under icebergRESTPrefix.
-func newIcebergREST(svc *Service, auth *tokenAuth, vend *VendedS3Credentials) http.Handler {
-	c := &icebergREST{svc: svc, auth: auth, vend: vend}
+// NewRESTCatalog returns the read-only Iceberg REST catalog of the tables of store as an HTTP
+// handler: it serves the spec's paths from the root ("/v1/config", ...), so a server mounts it
+// under its catalog prefix with http.StripPrefix (docs/iceberg.md, REST catalog).
+func NewRESTCatalog(store objstore.Store, o RESTOptions) http.Handler {
+	c := &restCatalog{store: store, opts: o}
 	mux := http.NewServeMux()
 	for _, rt := range restRoutes {
 		if rt.path == restCredentialsPath && !c.vending() {
@@ -121,7 +125,7 @@ func newIcebergREST(svc *Service, auth *tokenAuth, vend *VendedS3Credentials) ht
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusNotFound, "NotFoundException", "no such endpoint of this read-only catalog: "+echo(r.Method)+" "+echo(r.URL.Path))
 	})
-	return http.StripPrefix(icebergRESTPrefix, c.authorize(cleanPath(mux)))
+	return c.authorize(cleanPath(mux))
 }
 
 // restCredentialsPath is the table's vended-credentials endpoint.
@@ -129,9 +133,9 @@ const restCredentialsPath = "/v1/namespaces/{ns}/tables/{table}/credentials"
 
 // vending reports whether the catalog hands readers credentials: an S3 root and credentials
 // configured.
-func (c *icebergREST) vending() bool {
-	_, s3 := c.svc.sink.Store().(*objstore.S3)
-	return s3 && c.vend != nil
+func (c *restCatalog) vending() bool {
+	_, s3 := c.store.(*objstore.S3)
+	return s3 && c.opts.Vend != nil
 }
 
 // cleanPath answers a path the mux would redirect to its cleaned form ("//", "." or ".."
@@ -165,11 +169,14 @@ func echo(s string) string {
 	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-// authorize checks the request's Authorization header by the Flight port's rule
-// (tokenAuth.verify) when tokens are set.
-func (c *icebergREST) authorize(next http.Handler) http.Handler {
+// authorize answers a request RESTOptions.Authorize refuses with 401, before the catalog reads
+// anything.
+func (c *restCatalog) authorize(next http.Handler) http.Handler {
+	if c.opts.Authorize == nil {
+		return next
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := c.auth.verify(r.Header.Get("Authorization")); err != nil {
+		if err := c.opts.Authorize(r); err != nil {
 			restError(w, http.StatusUnauthorized, "NotAuthorizedException", "a bearer token the server accepts is required (the server's --auth-token)")
 			return
 		}
@@ -177,11 +184,11 @@ func (c *icebergREST) authorize(next http.Handler) http.Handler {
 	})
 }
 
-func (c *icebergREST) config(w http.ResponseWriter, _ *http.Request) {
+func (c *restCatalog) config(w http.ResponseWriter, _ *http.Request) {
 	restJSON(w, map[string]any{"defaults": map[string]string{}, "overrides": map[string]string{}, "endpoints": c.endpoints})
 }
 
-func (c *icebergREST) namespaces(w http.ResponseWriter, r *http.Request) {
+func (c *restCatalog) namespaces(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("parent") != "" {
 		restJSON(w, map[string]any{"namespaces": [][]string{}})
 		return
@@ -189,7 +196,7 @@ func (c *icebergREST) namespaces(w http.ResponseWriter, r *http.Request) {
 	restJSON(w, map[string]any{"namespaces": [][]string{{icebergNamespace}}})
 }
 
-func (c *icebergREST) namespace(w http.ResponseWriter, r *http.Request) {
+func (c *restCatalog) namespace(w http.ResponseWriter, r *http.Request) {
 	if !c.knownNamespace(w, r) {
 		return
 	}
@@ -200,7 +207,7 @@ func (c *icebergREST) namespace(w http.ResponseWriter, r *http.Request) {
 	restJSON(w, map[string]any{"namespace": []string{icebergNamespace}, "properties": map[string]string{}})
 }
 
-func (c *icebergREST) knownNamespace(w http.ResponseWriter, r *http.Request) bool {
+func (c *restCatalog) knownNamespace(w http.ResponseWriter, r *http.Request) bool {
 	if ns := r.PathValue("ns"); ns != icebergNamespace {
 		restError(w, http.StatusNotFound, "NoSuchNamespaceException", "namespace "+echo(ns)+" does not exist: the catalog's one namespace is "+icebergNamespace)
 		return false
@@ -209,12 +216,12 @@ func (c *icebergREST) knownNamespace(w http.ResponseWriter, r *http.Request) boo
 }
 
 // tables lists the tables that have Iceberg metadata.
-func (c *icebergREST) tables(w http.ResponseWriter, r *http.Request) {
+func (c *restCatalog) tables(w http.ResponseWriter, r *http.Request) {
 	if !c.knownNamespace(w, r) {
 		return
 	}
 	ctx := r.Context()
-	store := c.svc.sink.Store()
+	store := c.store
 	names, err := engine.ListTables(ctx, store)
 	if err != nil {
 		restError(w, http.StatusInternalServerError, "ServiceFailureException", err.Error())
@@ -222,7 +229,7 @@ func (c *icebergREST) tables(w http.ResponseWriter, r *http.Request) {
 	}
 	ids := []map[string]any{}
 	for _, n := range names {
-		if _, _, err := iceberg.LatestMetadata(ctx, store, n); err != nil {
+		if _, _, err := LatestMetadata(ctx, store, n); err != nil {
 			continue // not published (publishing off), or unreadable: not listed
 		}
 		ids = append(ids, map[string]any{"namespace": []string{icebergNamespace}, "name": n})
@@ -231,7 +238,7 @@ func (c *icebergREST) tables(w http.ResponseWriter, r *http.Request) {
 }
 
 // loadTable answers the table's newest metadata file (LoadTableResult).
-func (c *icebergREST) loadTable(w http.ResponseWriter, r *http.Request) {
+func (c *restCatalog) loadTable(w http.ResponseWriter, r *http.Request) {
 	if !c.knownNamespace(w, r) {
 		return
 	}
@@ -240,9 +247,9 @@ func (c *icebergREST) loadTable(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+echo(name)+" does not exist: not a table name (1-128 characters of letters, digits, '_', '.', '-', starting with a letter or digit)")
 		return
 	}
-	loc, meta, err := iceberg.LatestMetadata(r.Context(), c.svc.sink.Store(), name)
+	loc, meta, err := LatestMetadata(r.Context(), c.store, name)
 	switch {
-	case errors.Is(err, iceberg.ErrNoMetadata):
+	case errors.Is(err, ErrNoMetadata):
 		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)") // a valid name: at most 128 bytes
 		return
 	case err != nil:
@@ -306,8 +313,8 @@ func delegates(r *http.Request, mechanism string) bool {
 // tableConfig is a loaded table's config: for an S3 root, how to reach the bucket
 // (s3.endpoint, s3.path-style-access, client.region) and, when the client delegates access to
 // vended credentials and the server has some, the credentials; nothing for a local root.
-func (c *icebergREST) tableConfig(r *http.Request, name string) map[string]string {
-	st, ok := c.svc.sink.Store().(*objstore.S3)
+func (c *restCatalog) tableConfig(r *http.Request, name string) map[string]string {
+	st, ok := c.store.(*objstore.S3)
 	if !ok {
 		return map[string]string{}
 	}
@@ -323,25 +330,25 @@ func (c *icebergREST) tableConfig(r *http.Request, name string) map[string]strin
 }
 
 // credentialConfig is the vended credentials as FileIO properties.
-func (c *icebergREST) credentialConfig() map[string]string {
-	cfg := map[string]string{"s3.access-key-id": c.vend.AccessKeyID, "s3.secret-access-key": c.vend.SecretAccessKey}
-	if c.vend.SessionToken != "" {
-		cfg["s3.session-token"] = c.vend.SessionToken
+func (c *restCatalog) credentialConfig() map[string]string {
+	cfg := map[string]string{"s3.access-key-id": c.opts.Vend.AccessKeyID, "s3.secret-access-key": c.opts.Vend.SecretAccessKey}
+	if c.opts.Vend.SessionToken != "" {
+		cfg["s3.session-token"] = c.opts.Vend.SessionToken
 	}
 	return cfg
 }
 
 // storageCredentials are the spec's StorageCredentials of table name: the vended credentials
 // for the table's location; nil when the catalog vends none.
-func (c *icebergREST) storageCredentials(name string) []map[string]any {
+func (c *restCatalog) storageCredentials(name string) []map[string]any {
 	if !c.vending() {
 		return nil
 	}
-	return []map[string]any{{"prefix": c.svc.sink.Store().String() + "/" + name, "config": c.credentialConfig()}}
+	return []map[string]any{{"prefix": c.store.String() + "/" + name, "config": c.credentialConfig()}}
 }
 
 // credentials answers a table's vended credentials (the spec's loadCredentials).
-func (c *icebergREST) credentials(w http.ResponseWriter, r *http.Request) {
+func (c *restCatalog) credentials(w http.ResponseWriter, r *http.Request) {
 	if !c.knownNamespace(w, r) {
 		return
 	}
@@ -350,7 +357,7 @@ func (c *icebergREST) credentials(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+echo(name)+" does not exist: not a table name")
 		return
 	}
-	if _, _, err := iceberg.LatestMetadata(r.Context(), c.svc.sink.Store(), name); err != nil {
+	if _, _, err := LatestMetadata(r.Context(), c.store, name); err != nil {
 		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)")
 		return
 	}
