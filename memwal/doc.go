@@ -38,7 +38,7 @@
 // base manifest proves merged, which is safe whoever writes the shard, so it never fences a
 // resident writer and needs no claim/close ordering.
 //
-// Ownership across servers (owner.go). On a table without a primary key a ShardSet, one per table
+// Ownership across servers (owner_lease.go). On a table without a primary key a ShardSet, one per table
 // per server process with an instance id of its own, claims a shard no live set owns (a
 // conditional claim: of two racing sets exactly one wins), records itself as the manifest's
 // Owner and keeps the shard: every put of that server goes there. Its commits advance the

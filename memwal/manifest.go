@@ -62,7 +62,7 @@ type ShardManifest struct {
 	// claimed the shard, empty when no set owns it (never claimed by one, or released). Heartbeat
 	// counts the owner's commits since its claim; the owner keeps it moving (a lease renewal
 	// commits when nothing else did for a while), so an observer that sees Owner, WriterEpoch and
-	// Heartbeat unchanged for the lease TTL on its own clock may take the shard over (owner.go).
+	// Heartbeat unchanged for the lease TTL on its own clock may take the shard over (owner_lease.go).
 	Owner     string `json:"owner,omitempty"`
 	Heartbeat uint64 `json:"owner_heartbeat,omitempty"`
 }
@@ -704,7 +704,7 @@ func (ms *ManifestStore) claimEpoch(ctx context.Context, w *wal.Log) (*ShardMani
 // ErrFenced (before calling fn) when epoch is not the current writer epoch.
 //
 // Every commit of the owner advances the manifest's Heartbeat: it is what keeps the owner's
-// lease alive for the observers (owner.go).
+// lease alive for the observers (owner_lease.go).
 func (ms *ManifestStore) CommitUpdate(ctx context.Context, epoch uint64, fn func(m *ShardManifest) error) (*ShardManifest, error) {
 	m, err := ms.commit(ctx, "commit manifest update", func(cur *ShardManifest) error {
 		if cur.WriterEpoch != epoch {

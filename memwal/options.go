@@ -79,7 +79,7 @@ type Options struct {
 	// OwnerLeaseTTL is how long a shard set's claim of a shard lasts without a commit of its
 	// owner: the owner renews it (a manifest commit) when it has committed nothing for a third of
 	// it, and another server that observes no commit of the owner for the whole TTL, measured on
-	// its own clock, takes the shard over (owner.go). Default 15 seconds.
+	// its own clock, takes the shard over (owner_lease.go). Default 15 seconds.
 	OwnerLeaseTTL time.Duration
 
 	// owner is the instance id a claim records as the shard's owner (ShardManifest.Owner);

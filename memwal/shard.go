@@ -2,7 +2,6 @@ package memwal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,11 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine"
-	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/internal/epochid"
-	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/memwal/wal"
-	"github.com/flight-sink/flight-sink/objstore"
 )
 
 // Shard is the writer of one MemWAL shard: it owns the shard under a writer epoch, groups puts
@@ -24,6 +20,7 @@ import (
 // A Shard is safe for concurrent use. Once it fails (fenced, or a WAL write whose outcome is
 // unknown) every later put returns the same error; Close it and open the shard again.
 type Shard struct {
+	// Set by OpenShard and read-only after: the table, the shard, the writer epoch it claimed.
 	table  *engine.Table
 	id     string
 	schema *arrow.Schema
@@ -43,6 +40,9 @@ type Shard struct {
 	// the WAL idle and writes its group itself (Put), saving two goroutine hand-offs per put.
 	commitMu sync.Mutex
 
+	// mu guards the writer's state: every field from manifest to closed. The committer adds a
+	// group's entry under it (addEntryLocked), the flusher takes sealed memtables and records
+	// their generations under it, and readers snapshot the memtables under it.
 	mu          sync.Mutex
 	manifest    *ShardManifest // newest manifest this writer committed or claimed
 	active      *memtable
@@ -57,28 +57,10 @@ type Shard struct {
 	failed      error // sticky: set when the writer can no longer acknowledge puts
 	closed      bool
 
+	// The flusher's signals and the background goroutines' lifetime; no lock.
 	flushSignal chan struct{} // capacity 1: a memtable was sealed
 	stop        chan struct{}
 	wg          sync.WaitGroup
-}
-
-// putRequest is one Put waiting for its group's WAL entry.
-type putRequest struct {
-	ctx   context.Context
-	put   wal.Put
-	bytes int64
-	done  chan struct{}
-	pos   uint64
-	err   error
-}
-
-// entryBytes is what the put adds to its group's WAL entry: its batches, or nothing for a
-// streamed put (its batches are in stream records already).
-func (r *putRequest) entryBytes() int64 {
-	if r.put.Stream != nil {
-		return 0
-	}
-	return r.bytes
 }
 
 // OpenShard claims shard shardID of tbl for this process and replays its WAL: the writer epoch is
@@ -196,402 +178,6 @@ func (s *Shard) Err() error {
 	return s.failed
 }
 
-// PutResult says where a put landed.
-type PutResult struct {
-	// Position of the WAL entry that holds the put (0 for a put with nothing to write).
-	Position uint64
-	Rows     int64
-}
-
-// Put appends batches to the shard as one put and returns once the WAL entry holding them is
-// durable and the writer has confirmed it still owns the shard. epoch, when not nil, is the
-// streaming identity of the rows: a shard holds each identity at most once, so a put of an
-// identity it already holds fails with an *epochid.CommittedError (epochid.ErrCommitted) saying where.
-// Send every row an epoch has for this shard in one put.
-//
-// Batches must fit the shard's schema (columns matched by name); they are retained, not copied.
-// Put fails with ErrFenced when another writer claimed the shard, ErrBackpressure when the
-// unflushed backlog stays over its limit, ErrClosed after Close. When ctx ends first the put's
-// outcome is unknown.
-func (s *Shard) Put(ctx context.Context, epoch *epochid.ID, batches ...arrow.RecordBatch) (PutResult, error) {
-	put, err := s.conform(epoch, batches)
-	if err != nil {
-		return PutResult{}, err
-	}
-	if put.Rows == 0 && epoch == nil {
-		releasePut(put)
-		return PutResult{}, nil
-	}
-	req := &putRequest{ctx: ctx, put: put, bytes: wal.BatchBytes([]wal.Put{put}), done: make(chan struct{})}
-	if err := s.admit(ctx, req.bytes, 0); err != nil {
-		releasePut(put)
-		return PutResult{}, err
-	}
-	return s.enqueue(ctx, req)
-}
-
-// enqueue queues an admitted put for the next group, writes the group when the WAL is idle, and
-// waits for the put's outcome. The put's batches are the shard's from here on: released on
-// failure, kept by the memtable on success.
-func (s *Shard) enqueue(ctx context.Context, req *putRequest) (PutResult, error) {
-	put := req.put
-	s.qmu.Lock()
-	if s.qclosed {
-		s.qmu.Unlock()
-		s.mu.Lock()
-		s.queued -= req.bytes
-		s.mu.Unlock()
-		releasePut(put)
-		req.err = fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
-		close(req.done)
-		return PutResult{}, req.err
-	}
-	s.queue = append(s.queue, req)
-	s.qmu.Unlock()
-	if s.opts.WALFlushInterval > 0 || !s.commitMu.TryLock() {
-		s.signalQueued() // the committer waits for the group to fill, or is writing one now
-	} else {
-		// The WAL is idle: write the group here. Puts that queue meanwhile join the next group,
-		// which this loop writes too; one that queued after the last take signalled the
-		// committer, since TryLock failed for it.
-		for {
-			group := s.takeGroup()
-			if len(group) == 0 {
-				break
-			}
-			s.commitGroup(group)
-		}
-		s.commitMu.Unlock()
-	}
-	select {
-	case <-req.done:
-		return PutResult{Position: req.pos, Rows: put.Rows}, req.err
-	case <-ctx.Done():
-		return PutResult{}, fmt.Errorf("memwal shard %s: put abandoned, outcome unknown: %w", s.id, ctx.Err())
-	}
-}
-
-// signalQueued wakes the committer: the queue is not empty.
-func (s *Shard) signalQueued() {
-	select {
-	case s.qsignal <- struct{}{}:
-	default:
-	}
-}
-
-// conform checks the batches against the shard schema and returns them reshaped to it, retained.
-func (s *Shard) conform(epoch *epochid.ID, batches []arrow.RecordBatch) (wal.Put, error) {
-	put := wal.Put{}
-	if epoch != nil {
-		e := *epoch
-		put.Epoch = &e
-	}
-	for _, b := range batches {
-		// Batches of an older schema of the table fit (omitted nullable columns, narrower types);
-		// a schema change never goes through a shard (the sink commits it directly).
-		if err := arrowschema.CheckWriteSchema(s.schema, b.Schema(), s.pk); err != nil {
-			releasePut(put)
-			return wal.Put{}, fmt.Errorf("memwal shard %s: %w", s.id, err)
-		}
-		if b.NumRows() == 0 {
-			continue
-		}
-		conf, err := arrowschema.ConformToTable(s.schema, b)
-		if err != nil {
-			releasePut(put)
-			return wal.Put{}, fmt.Errorf("memwal shard %s: %w: %w", s.id, arrowschema.ErrSchemaMismatch, err)
-		}
-		for _, k := range s.pk {
-			if c := conf.Column(s.schema.FieldIndices(k)[0]); c.NullN() > 0 {
-				conf.Release()
-				releasePut(put)
-				return wal.Put{}, fmt.Errorf("memwal shard %s: %w: primary key column %q has %d null values", s.id, arrowschema.ErrSchemaMismatch, k, c.NullN())
-			}
-		}
-		put.Batches = append(put.Batches, conf)
-		put.Rows += b.NumRows()
-	}
-	return put, nil
-}
-
-// admit applies back-pressure: while the unflushed backlog is over MaxUnflushedBytes it forces a
-// flush and waits for progress, up to BackpressureWait. own is what the same put (a streamed
-// one) has admitted already: a backlog that is all its own admits, as an empty one does.
-func (s *Shard) admit(ctx context.Context, bytes, own int64) error {
-	timer := time.NewTimer(s.opts.BackpressureWait)
-	defer timer.Stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for {
-		if s.failed != nil {
-			return s.failed
-		}
-		if s.closed {
-			return fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
-		}
-		backlog := s.unflushed + s.queued
-		// An empty backlog always admits, so one oversized put cannot wedge the shard.
-		if backlog == own || backlog+bytes <= s.opts.MaxUnflushedBytes {
-			s.queued += bytes
-			return nil
-		}
-		if !s.active.empty() {
-			s.sealLocked()
-		}
-		progress := s.progress
-		s.mu.Unlock()
-		var err error
-		select {
-		case <-progress:
-		case <-timer.C:
-			err = fmt.Errorf("memwal shard %s: %d bytes unflushed (limit %d) for %v: %w",
-				s.id, backlog, s.opts.MaxUnflushedBytes, s.opts.BackpressureWait, ErrBackpressure)
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		s.mu.Lock()
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// runCommitter writes queued puts as WAL entries, one group at a time.
-func (s *Shard) runCommitter() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.stop:
-			s.failQueued(fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed))
-			return
-		case <-s.qsignal:
-		}
-		s.commitMu.Lock()
-		for {
-			group := s.takeGroup()
-			if len(group) == 0 {
-				break
-			}
-			s.commitGroup(group)
-		}
-		s.commitMu.Unlock()
-	}
-}
-
-// takeGroup takes the next group of queued puts: everything queued, up to WALMaxEntryBytes,
-// after waiting up to WALFlushInterval for the group to fill.
-func (s *Shard) takeGroup() []*putRequest {
-	var group []*putRequest
-	var bytes int64
-	take := func() {
-		s.qmu.Lock()
-		defer s.qmu.Unlock()
-		n := 0
-		for n < len(s.queue) && (len(group) == 0 || bytes+s.queue[n].entryBytes() <= s.opts.WALMaxEntryBytes) {
-			bytes += s.queue[n].entryBytes()
-			group = append(group, s.queue[n])
-			n++
-		}
-		s.queue = append(s.queue[:0], s.queue[n:]...)
-	}
-	take()
-	if len(group) == 0 || s.opts.WALFlushInterval <= 0 {
-		return group
-	}
-	timer := time.NewTimer(s.opts.WALFlushInterval)
-	defer timer.Stop()
-	for bytes < s.opts.WALMaxEntryBytes {
-		select {
-		case <-s.qsignal:
-			take()
-			continue
-		case <-timer.C:
-		case <-s.stop:
-		}
-		break
-	}
-	take()
-	return group
-}
-
-// failQueued fails every queued put and closes the queue; the committer is stopping.
-func (s *Shard) failQueued(err error) {
-	s.qmu.Lock()
-	q := s.queue
-	s.queue = nil
-	s.qclosed = true
-	s.qmu.Unlock()
-	s.mu.Lock()
-	for _, r := range q {
-		s.queued -= r.bytes
-	}
-	s.mu.Unlock()
-	for _, r := range q {
-		releasePut(r.put)
-		r.err = err
-		close(r.done)
-	}
-}
-
-// commitGroup writes one group as the WAL entry at the next position and, once it is durable
-// and ownership is confirmed, adds it to the memtable and acknowledges its puts.
-func (s *Shard) commitGroup(group []*putRequest) {
-	var admitted int64
-	for _, r := range group {
-		admitted += r.bytes
-	}
-	finish := func(r *putRequest, pos uint64, err error) {
-		r.pos, r.err = pos, err
-		close(r.done)
-	}
-	// Decide which puts go in: not abandoned, and not an epoch the shard already holds (or
-	// that an earlier put of this group holds).
-	s.mu.Lock()
-	failed := s.failed
-	pos := s.nextPos
-	var in []*putRequest
-	var dups []*putRequest // same epoch as an earlier put of this group
-	seen := make(map[epochid.ID]bool)
-	var rejected []func()
-	for _, r := range group {
-		switch {
-		case failed != nil:
-			rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, failed) })
-		case r.ctx.Err() != nil:
-			rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, r.ctx.Err()) })
-		case r.put.Epoch != nil:
-			k := epochid.ID{QueryID: r.put.Epoch.QueryID, EpochID: r.put.Epoch.EpochID}
-			if loc, dup := s.epochLocationLocked(k.QueryID, k.EpochID); dup {
-				e := &epochid.CommittedError{Shard: s.id, QueryID: k.QueryID, EpochID: k.EpochID, Location: loc}
-				rejected = append(rejected, func() { releasePut(r.put); finish(r, 0, e) })
-			} else if seen[k] {
-				dups = append(dups, r)
-			} else {
-				seen[k] = true
-				in = append(in, r)
-			}
-		default:
-			in = append(in, r)
-		}
-	}
-	s.mu.Unlock()
-	for _, f := range rejected {
-		f()
-	}
-	var err error
-	if len(in) > 0 {
-		err = panics.Recover(s.opts.Logger, "memwal write wal entry", func() error { return s.writeEntry(pos, in) })
-		if errors.Is(err, panics.ErrPanic) {
-			_ = s.fail(err) // the entry's outcome is unknown: stop acknowledging
-		}
-	}
-	s.mu.Lock()
-	s.queued -= admitted
-	if err == nil && len(in) > 0 {
-		puts := make([]wal.Put, len(in))
-		for i, r := range in {
-			puts[i] = r.put
-			if e := r.put.Epoch; e != nil {
-				s.identities[epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}] = pos
-			}
-		}
-		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))
-		s.nextPos = pos + 1
-	}
-	s.mu.Unlock()
-	for _, r := range in {
-		if err != nil {
-			releasePut(r.put)
-			finish(r, 0, err)
-		} else {
-			finish(r, pos, nil)
-		}
-	}
-	for _, r := range dups {
-		releasePut(r.put)
-		if err != nil {
-			finish(r, 0, err)
-			continue
-		}
-		e := r.put.Epoch
-		finish(r, 0, &epochid.CommittedError{Shard: s.id, QueryID: e.QueryID, EpochID: e.EpochID, Location: EpochLocation{Position: pos}})
-	}
-}
-
-// writeEntry makes the group durable at pos. On failure the writer is marked failed unless the
-// entry provably did not land.
-func (s *Shard) writeEntry(pos uint64, in []*putRequest) error {
-	ctx := context.Background() // a group outlives any single put's context
-	puts := make([]wal.Put, len(in))
-	for i, r := range in {
-		puts[i] = r.put
-	}
-	if s.wal.Segmented() {
-		// A local disk: one record appended to this writer's own segment, one fdatasync. No one
-		// else writes there, so there is no taken position to find; a failed append leaves the
-		// outcome unknown.
-		if err := s.wal.AppendEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator); err != nil {
-			return s.fail(fmt.Errorf("%w, reopen the shard", err))
-		}
-		return s.confirmOwner(ctx, pos)
-	}
-	data, err := wal.EncodeEntry(pos, s.epoch, s.schema, puts, s.opts.Allocator)
-	if err != nil {
-		return fmt.Errorf("memwal shard %s: %w", s.id, err)
-	}
-	put := time.Now()
-	err = s.wal.Create(ctx, pos, data)
-	if err == nil {
-		recordWALSync("object", time.Since(put))
-	}
-	if errors.Is(err, objstore.ErrExists) {
-		// Someone else wrote our position: a newer writer's fence or entry.
-		cur := uint64(0)
-		if other, rerr := s.wal.Read(ctx, pos, nil, s.opts.Allocator); rerr == nil {
-			other.Release()
-			cur = other.WriterEpoch
-		}
-		return s.fail(&FencedError{Shard: s.id, WriterEpoch: s.epoch, CurrentEpoch: cur, Op: fmt.Sprintf("write wal entry %d", pos)})
-	}
-	if err != nil {
-		if _, serr := s.tbl().Store().Stat(ctx, s.paths.makeWALKey(pos)); errors.Is(serr, objstore.ErrNotFound) {
-			return err // provably not written: the position stays free for the next group
-		}
-		return s.fail(fmt.Errorf("memwal shard %s: wal entry %d outcome unknown, reopen the shard: %w", s.id, pos, err))
-	}
-	return s.confirmOwner(ctx, pos)
-}
-
-// confirmOwner checks, after the entry at pos is durable, that this writer still owns the shard.
-func (s *Shard) confirmOwner(ctx context.Context, pos uint64) error {
-	// The entry is durable, but a writer that was fenced while it slept may have written into a
-	// position below the new owner's replay_after (one that a flush already deleted), or, on a
-	// local disk, at or above the new owner's fence, where no replay will ever read it. Only the
-	// current owner may acknowledge: confirm before we do. On a local disk this probe, after the
-	// fdatasync, is what makes the fence rule safe (wal/segment.go).
-	// Beside it, the drop fence: a table whose drop began may have been listed already, and an
-	// entry acknowledged now would be lost with it, or inherited by a table created again under
-	// the name; the entry is removed and nothing acknowledged.
-	dropped := make(chan error, 1)
-	go func() { dropped <- s.ms.checkNotDropped(ctx) }()
-	err := s.ms.confirmEpoch(ctx, s.epoch)
-	if derr := <-dropped; derr != nil {
-		if errors.Is(derr, engine.ErrTableNotFound) && !s.wal.Segmented() {
-			// A local segment holds other entries and goes with its writer's later ones; an
-			// entry object goes now.
-			s.wal.DeleteEntries(ctx, pos, pos, s.opts.Logger.Warn)
-		}
-		return s.fail(fmt.Errorf("memwal shard %s: wal entry %d: %w", s.id, pos, derr))
-	}
-	if err != nil {
-		if errors.Is(err, ErrFenced) {
-			return s.fail(err)
-		}
-		return s.fail(fmt.Errorf("memwal shard %s: confirm ownership after wal entry %d: %w", s.id, pos, err))
-	}
-	return nil
-}
-
 func (s *Shard) tbl() *engine.Table { return s.table }
 
 // fail makes err sticky: every later put returns it.
@@ -603,32 +189,6 @@ func (s *Shard) fail(err error) error {
 		s.opts.Logger.Warn("memwal: shard writer stopped", "shard", s.id, "writer_epoch", s.epoch, "err", err)
 	}
 	return s.failed
-}
-
-// addEntryLocked adds a durable entry to the active memtable and seals it at a threshold.
-//
-// REQUIRES: s.mu held.
-func (s *Shard) addEntryLocked(pos uint64, puts []wal.Put, bytes int64) {
-	s.active.add(pos, puts, bytes)
-	s.unflushed += bytes
-	if s.active.rows >= s.opts.MemtableMaxRows || s.active.bytes >= s.opts.MemtableMaxBytes {
-		s.sealLocked()
-	}
-}
-
-// sealLocked makes the active memtable immutable and hands it to the flusher.
-//
-// REQUIRES: s.mu held.
-func (s *Shard) sealLocked() {
-	if s.active.empty() {
-		return
-	}
-	s.sealed = append(s.sealed, s.active)
-	s.active = &memtable{}
-	select {
-	case s.flushSignal <- struct{}{}:
-	default:
-	}
 }
 
 // EpochLocation says where a shard holds a streaming epoch.
@@ -677,178 +237,6 @@ func (s *Shard) epochLocationLocked(queryID string, epochID int64) (EpochLocatio
 	return EpochLocation{}, false
 }
 
-// Flush seals the memtable and waits until every sealed memtable is a flushed generation.
-func (s *Shard) Flush(ctx context.Context) error {
-	s.mu.Lock()
-	s.sealLocked()
-	s.mu.Unlock()
-	for {
-		s.mu.Lock()
-		pending, failed, closed, progress := len(s.sealed), s.failed, s.closed, s.progress
-		s.mu.Unlock()
-		switch {
-		case failed != nil:
-			return failed
-		case pending == 0:
-			return nil
-		case closed:
-			return fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
-		}
-		select {
-		case <-progress:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// maxFlushFailures bounds the consecutive failed attempts to flush one memtable (a store outage
-// of a few seconds, with the back-off below) before the writer stops with the error.
-const maxFlushFailures = 8
-
-// runFlusher flushes sealed memtables in order and seals the active one when it gets too old.
-func (s *Shard) runFlusher() {
-	defer s.wg.Done()
-	tick := time.Second
-	if age := s.opts.memtableAgeLimit(); age > 0 && age/4 < tick {
-		tick = max(age/4, time.Millisecond)
-	}
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
-	failures := 0
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.flushSignal:
-		case <-ticker.C:
-			s.mu.Lock()
-			if age := s.opts.memtableAgeLimit(); age > 0 && !s.active.empty() && time.Since(s.active.created) >= age {
-				s.sealLocked()
-			}
-			s.mu.Unlock()
-		}
-		for {
-			s.mu.Lock()
-			var mt *memtable
-			if len(s.sealed) > 0 && s.failed == nil {
-				mt = s.sealed[0]
-			}
-			s.mu.Unlock()
-			if mt == nil {
-				break
-			}
-			err := panics.Recover(s.opts.Logger, "memwal flush", func() error { return s.flush(mt) })
-			if err != nil {
-				failures++
-				// A fenced writer, one of a dropped table, a panic (the memtable cannot be encoded:
-				// it would panic again) or a failure that outlasts the retries stops the writer: its
-				// puts and every Flush waiting on it get the error instead of waiting for ever. The
-				// rows are durable in the WAL; the writer opened next replays them.
-				switch {
-				case errors.Is(err, ErrFenced), errors.Is(err, engine.ErrTableNotFound): // taken over, or dropped
-					_ = s.fail(err)
-				case errors.Is(err, panics.ErrPanic) || failures >= maxFlushFailures:
-					_ = s.fail(fmt.Errorf("memwal shard %s: flush failed %d times, the writer stops: %w", s.id, failures, err))
-				}
-				if s.Err() != nil {
-					s.signalProgress()
-					return
-				}
-				s.opts.Logger.Warn("memwal: flush failed, will retry", "shard", s.id, "err", err, "failures", failures)
-				select {
-				case <-s.stop:
-					return
-				case <-time.After(min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)):
-				}
-				continue
-			}
-			failures = 0
-		}
-	}
-}
-
-// flush writes mt as the next generation and commits it to the shard manifest.
-func (s *Shard) flush(mt *memtable) error {
-	ctx := context.Background()
-	s.mu.Lock()
-	g, prevReplayAfter := s.nextGen, s.replayAfter
-	s.mu.Unlock()
-	fg, err := writeGeneration(ctx, s.table.Store(), s.paths, g, s.schema, mt.batches(), s.opts.Allocator)
-	if err != nil {
-		return err
-	}
-	fg.FirstWALPosition, fg.LastWALPosition = mt.firstPos, mt.lastPos
-	now := time.Now().UnixNano()
-	fg.FlushedAtNanos = now
-	if !mt.created.IsZero() {
-		fg.FirstRowAtNanos = mt.created.UnixNano()
-	}
-	m, err := s.ms.CommitUpdate(ctx, s.epoch, func(m *ShardManifest) error {
-		if m.NextGeneration == g+1 {
-			// CommitUpdate checked that we still own the shard, and only the owner numbers
-			// generations: this is our own commit of g, which landed although the attempt that
-			// made it reported an error.
-			return errNoUpdate
-		}
-		if m.NextGeneration > g {
-			return &FencedError{Shard: s.id, WriterEpoch: s.epoch, Op: fmt.Sprintf("flush generation %d (manifest is at %d)", g, m.NextGeneration)}
-		}
-		m.NextGeneration = g + 1
-		if mt.lastPos > m.ReplayAfterWALEntryPosition {
-			m.ReplayAfterWALEntryPosition = mt.lastPos
-		}
-		flushed := map[string][]int64{}
-		mt.identities(func(q string, e int64, _ uint64) { flushed[q] = append(flushed[q], e) })
-		fg.Epochs = epochSpans(flushed)
-		m.FlushedGenerations = append(m.FlushedGenerations, fg)
-		for q, epochs := range flushed {
-			wm, ok := m.queryWatermark(q) // an archived query flushing again comes back to Queries
-			m.Queries[q] = wm.advance(ok, epochs, g, now)
-		}
-		cutoff := now - int64(s.opts.QueryWatermarkRetention)
-		for q, wm := range m.Queries {
-			if wm.UpdatedNanos < cutoff {
-				delete(m.Queries, q)
-			}
-		}
-		return s.ms.spillQueries(ctx, m, now)
-	})
-	if err != nil {
-		// The generation's file is unreferenced garbage (or, if the outcome was unknown, it is
-		// referenced and must stay): leave it; the fold sweeps unlisted directories.
-		return fmt.Errorf("memwal shard %s: commit generation %d: %w", s.id, g, err)
-	}
-	s.mu.Lock()
-	s.manifest = m
-	s.nextGen = g + 1
-	s.replayAfter = m.ReplayAfterWALEntryPosition
-	s.sealed = s.sealed[1:]
-	s.unflushed -= mt.bytes
-	for k, pos := range s.identities {
-		if pos <= s.replayAfter {
-			delete(s.identities, k)
-		}
-	}
-	s.mu.Unlock()
-	mt.release()
-	s.signalProgress()
-	// Delete after the manifest update: until replay_after passed them, a reopened writer needed
-	// these entries. An entry left behind is below replay_after and never read again.
-	s.wal.DeleteEntries(ctx, prevReplayAfter+1, mt.lastPos, s.opts.Logger.Warn)
-	if s.opts.AfterFlush != nil {
-		s.opts.AfterFlush(g)
-	}
-	return nil
-}
-
-func (s *Shard) signalProgress() {
-	s.mu.Lock()
-	close(s.progress)
-	s.progress = make(chan struct{})
-	s.mu.Unlock()
-}
-
 // Close stops the writer. Puts still queued fail with ErrClosed; a group being written finishes.
 // The memtable is not flushed: its rows are in the WAL and the next writer replays them.
 func (s *Shard) Close() error {
@@ -868,18 +256,6 @@ func (s *Shard) Close() error {
 	s.releaseMemtables()
 	s.signalProgress()
 	return nil
-}
-
-func (s *Shard) releaseMemtables() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, mt := range s.sealed {
-		mt.release()
-	}
-	s.sealed = nil
-	s.active.release()
-	s.active = &memtable{}
-	s.unflushed = 0
 }
 
 // ShardStats describes a shard for table_stats.

@@ -32,15 +32,36 @@ type listedEntry struct {
 	streams    []string // the streams whose records the entry's streamed puts commit
 }
 
-// listAll reads every entry of the shard's WAL listed in objs, objects and segment records, keeps
-// those the fence rule lets count (an entry of epoch e at position p counts unless a fence of a
-// later epoch sits at a position <= p) and returns the positions after after, ascending. The
-// entries' bytes stay in w.listed for read and readHeader until the next list or forget.
+// listAll reads every entry of the shard's WAL listed in objs, objects and segment records
+// (readAll), keeps those the fence rule lets count (countingEntries) and pins them (pin): it
+// returns the positions after after, ascending, and the entries' bytes stay in w.listed for read
+// and readHeader until the next list or forget.
 func (w *Log) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uint64) ([]uint64, error) {
 	w.listed, w.objects, w.segments, w.streams = nil, nil, nil, nil
-	var all []listedEntry
-	var segs []segmentFile
-	streams := make(map[string][]streamRecord) // every stream record found, by stream
+	l, err := w.readAll(ctx, objs, after)
+	w.objects = l.objects // on an error too: the entry objects read so far
+	if err != nil {
+		return nil, err
+	}
+	return w.pin(countingEntries(l.entries), l.segments, l.streams, after)
+}
+
+// walListing is what readAll found in a WAL: its entries, before the fence rule, the segments
+// holding them and every stream record, by stream.
+type walListing struct {
+	entries  []listedEntry
+	segments []segmentFile
+	streams  map[string][]streamRecord
+	// objects are the positions of the entry objects found, flushed ones (at or below the
+	// listing's after) included: they are still to delete.
+	objects []uint64
+}
+
+// readAll reads every entry object and segment record listed in objs. An entry object at or
+// below after is flushed: its position is noted, its bytes are not read. After an error the
+// listing holds what was read before it.
+func (w *Log) readAll(ctx context.Context, objs []objstore.ObjectInfo, after uint64) (walListing, error) {
+	l := walListing{streams: make(map[string][]streamRecord)}
 	add := func(key string, data []byte, seg int) error {
 		h, err := DecodeHeader(key, data)
 		if err != nil {
@@ -48,7 +69,7 @@ func (w *Log) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uin
 		}
 		if h.StreamID != "" {
 			if seg >= 0 { // stream records live in segments only
-				streams[h.StreamID] = append(streams[h.StreamID], streamRecord{epoch: h.WriterEpoch, seq: h.StreamSeq, data: data, segment: seg})
+				l.streams[h.StreamID] = append(l.streams[h.StreamID], streamRecord{epoch: h.WriterEpoch, seq: h.StreamSeq, data: data, segment: seg})
 			}
 			return nil
 		}
@@ -58,13 +79,13 @@ func (w *Log) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uin
 				le.streams = append(le.streams, p.Stream.ID)
 			}
 		}
-		all = append(all, le)
+		l.entries = append(l.entries, le)
 		return nil
 	}
 	for _, o := range objs {
 		if pos, ok := ParseEntryKey(o.Key); ok {
 			if pos <= after {
-				w.objects = append(w.objects, pos) // flushed; still to delete
+				l.objects = append(l.objects, pos) // flushed; still to delete
 				continue
 			}
 			b, err := w.store.Get(ctx, o.Key)
@@ -72,12 +93,12 @@ func (w *Log) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uin
 				continue // deleted by a flush since the listing
 			}
 			if err != nil {
-				return nil, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
+				return l, fmt.Errorf("memwal shard %s: read wal entry %d: %w", w.shard, pos, err)
 			}
 			if err := add(o.Key, b, -1); err != nil {
-				return nil, err
+				return l, err
 			}
-			w.objects = append(w.objects, pos)
+			l.objects = append(l.objects, pos)
 			continue
 		}
 		n, ok := ParseSegmentKey(o.Key)
@@ -89,21 +110,28 @@ func (w *Log) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uin
 			continue // recycled or deleted since the listing (after a flush that covers it)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("memwal shard %s: read wal segment %s: %w", w.shard, o.Key, err)
+			return l, fmt.Errorf("memwal shard %s: read wal segment %s: %w", w.shard, o.Key, err)
 		}
 		dir, _ := w.localDir() // the path matters only to a local-disk writer adopting the segment
-		segs = append(segs, segmentFile{logNum: n, path: filepath.Join(dir, path.Base(o.Key))})
+		l.segments = append(l.segments, segmentFile{logNum: n, path: filepath.Join(dir, path.Base(o.Key))})
 		payloads, _ := SegmentRecords(b, n)
 		var off int
 		for _, p := range payloads {
-			if err := add(fmt.Sprintf("%s@%d", o.Key, off), p, len(segs)-1); err != nil {
-				return nil, err
+			if err := add(fmt.Sprintf("%s@%d", o.Key, off), p, len(l.segments)-1); err != nil {
+				return l, err
 			}
 			off += SegmentHeaderSize + len(p)
 		}
 	}
-	// The fence rule. A fence of epoch f at position q hides every entry of an older epoch at
-	// positions >= q: records an old writer appended after a newer claim scanned the WAL.
+	return l, nil
+}
+
+// countingEntries is the fence rule: it returns the entries of all that count, in their order.
+// A fence of epoch f at position q hides every entry of an older epoch at positions >= q: records
+// an old writer appended after a newer claim scanned the WAL. So an entry of epoch e at position
+// p counts unless a fence of a later epoch sits at a position <= p; fences themselves count by
+// the same rule.
+func countingEntries(all []listedEntry) []listedEntry {
 	var fences []listedEntry
 	for _, e := range all {
 		if e.fence {
@@ -118,12 +146,22 @@ func (w *Log) listAll(ctx context.Context, objs []objstore.ObjectInfo, after uin
 		}
 		return true
 	}
+	out := make([]listedEntry, 0, len(all))
+	for _, e := range all {
+		if counts(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// pin keeps the counting entries after after for read and readHeader (w.listed, w.streams) and
+// the segments they need (w.segments, each with the newest counting position it holds), and
+// returns their positions, ascending. Two counting entries at one position are ErrCorrupt.
+func (w *Log) pin(counting []listedEntry, segs []segmentFile, streams map[string][]streamRecord, after uint64) ([]uint64, error) {
 	w.listed = make(map[uint64]entryRef)
 	var out []uint64
-	for _, e := range all {
-		if !counts(e) {
-			continue
-		}
+	for _, e := range counting {
 		if e.segment >= 0 && e.pos > segs[e.segment].maxPos {
 			segs[e.segment].maxPos = e.pos
 		}
