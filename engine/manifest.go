@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 )
 
 // FormatVersion is the manifest format this build writes. A manifest with a higher number was
@@ -100,6 +101,17 @@ type Fragment struct {
 	PhysicalRows int64      `json:"physical_rows"`
 	DeletionFile string     `json:"deletion_file,omitempty"`
 	DeletedRows  int64      `json:"deleted_rows,omitempty"`
+	// Stats are the ranges of the comparable top-level columns over the fragment's rows (deleted
+	// ones included), recorded when its file was written; a filtered read skips a fragment they
+	// prove cannot match (MayMatch). Absent (a fragment written before they were kept): no
+	// skipping.
+	Stats map[string]expr.ColumnStats `json:"stats,omitempty"`
+}
+
+// MayMatch reports whether pred (nil: no filter) can be true for a row of f in a table of schema
+// sc, judging by f's column ranges: false only when they prove no row can match.
+func (f Fragment) MayMatch(pred *expr.Predicate, sc *arrow.Schema) bool {
+	return expr.MayMatchStats(pred, f.PhysicalRows, f.Stats, sc)
 }
 
 // LiveRows returns the fragment's rows that are not deleted.

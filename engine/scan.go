@@ -250,6 +250,12 @@ func (s *Scanner) advance() bool {
 				s.next++ // every row deleted: nothing to read
 				continue
 			}
+			if f := s.frags[s.next]; s.filter != nil && !f.MayMatch(s.filter.pred, s.filter.table) {
+				s.stats.FragmentsSkipped++
+				s.stats.FragmentsUnopened++
+				s.next++
+				continue
+			}
 			if err := s.openFragment(s.frags[s.next]); err != nil {
 				s.err = err
 				return false

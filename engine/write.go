@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/engine/parquetfile"
 	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/internal/panics"
@@ -33,7 +34,8 @@ type Writer struct {
 	props *parquet.WriterProperties // chosen from the first batch
 	buf   *bytes.Buffer             // the open file's bytes, from fileBuffers
 	fw    parquetfile.Writer
-	rows  int64 // rows in the open file
+	rows  int64              // rows in the open file
+	stats *expr.StatsBuilder // the open file's column ranges
 
 	frags   []Fragment
 	written []string // keys of finished files, for Abort
@@ -138,6 +140,9 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 			part = conf.NewSlice(off, off+n)
 		}
 		err := w.fw.WriteBuffered(part)
+		if err == nil {
+			err = w.stats.Add(part)
+		}
 		if part != conf {
 			part.Release()
 		}
@@ -216,6 +221,9 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 	}
 	w.fw = fw
 	w.rows = 0
+	if w.stats == nil {
+		w.stats = expr.NewStatsBuilder(w.file)
+	}
 	return nil
 }
 
@@ -247,7 +255,7 @@ func (w *Writer) sealFile() (string, error) {
 	rel := makeDataKey(uuid.NewString())
 	size := int64(w.buf.Len())
 	w.bytesIn += size
-	w.frags = append(w.frags, Fragment{Files: []DataFile{{Path: rel, SizeBytes: size}}, PhysicalRows: w.rows})
+	w.frags = append(w.frags, Fragment{Files: []DataFile{{Path: rel, SizeBytes: size}}, PhysicalRows: w.rows, Stats: w.stats.Stats()})
 	w.rows = 0
 	return w.t.key(rel), nil
 }
