@@ -196,8 +196,8 @@ func TestFilteredScanByTime(t *testing.T) {
 		opened   int
 	}{
 		{"one day by timestamp", expr.And(expr.Ge("ts", day3.Format(time.RFC3339)), expr.Lt("ts", day3.AddDate(0, 0, 1).Format(time.RFC3339))), perDay, 1},
-		{"float", expr.Gt("temp", 850.0), perDay - 35, 1}, // day 8 holds 800..849, day 9 900..949 (35 nulls)
-		{"decimal", expr.Eq("price", json.Number("30001.07")), 0, 0},   // no such price: day 3 holds 300.00..302.39
+		{"float", expr.Gt("temp", 850.0), perDay - 35, 1},            // day 8 holds 800..849, day 9 900..949 (35 nulls)
+		{"decimal", expr.Eq("price", json.Number("30001.07")), 0, 0}, // no such price: day 3 holds 300.00..302.39
 		{"decimal present", expr.Eq("price", json.Number("300.07")), 1, 1},
 		{"boolean", expr.Eq("late", true), perDay, 1},
 		{"time of day never prunes a whole day", expr.Lt("tod", int64(3_600_000_000)), days * 10, days},

@@ -2,7 +2,7 @@ package expr
 
 import (
 	"encoding/json"
-		"math"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
