@@ -309,3 +309,20 @@ func TestStatsStringBounds(t *testing.T) {
 		t.Fatal("decimal encoding")
 	}
 }
+
+// BenchmarkStatsBuilder: the cost of recording ranges, per value (a row of each column type).
+func BenchmarkStatsBuilder(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	cases := statsCases()
+	rec := statsBatch(&testing.T{}, rng, cases, 65536, 0.1)
+	defer rec.Release()
+	sb := NewStatsBuilder(rec.Schema())
+	values := float64(rec.NumRows() * rec.NumCols())
+	b.Cleanup(func() { b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/values, "ns/value") })
+	for b.Loop() {
+		if err := sb.Add(rec); err != nil {
+			b.Fatal(err)
+		}
+		sb.Stats()
+	}
+}
