@@ -20,9 +20,42 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// ErrInvalidSpec: a partition spec that is malformed or does not fit the table's schema. Every
-// error wrapping it names the column it is about.
+// ErrInvalidSpec: a partition spec that is malformed or does not fit the table's schema. A
+// *SpecError wraps it.
 var ErrInvalidSpec = errors.New("invalid partition spec")
+
+// SpecError is a refused partition spec field: the column it names and why. It wraps
+// ErrInvalidSpec.
+type SpecError struct {
+	Column string // "" when the field names no column
+	Reason string
+}
+
+func (e *SpecError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("%v: %s", ErrInvalidSpec, e.Reason)
+	}
+	return fmt.Sprintf("%v: column %q: %s", ErrInvalidSpec, e.Column, e.Reason)
+}
+
+func (e *SpecError) Unwrap() error { return ErrInvalidSpec }
+
+func specError(column, format string, args ...any) error {
+	return &SpecError{Column: column, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NewField returns the field of source column `column` with the transform Iceberg writes as
+// transform ("" is identity), or a *SpecError naming the column.
+func NewField(column, transform string) (Field, error) {
+	if column == "" {
+		return Field{}, specError("", "a partition field needs a column")
+	}
+	t, err := ParseTransform(transform)
+	if err != nil {
+		return Field{}, specError(column, "%v", err)
+	}
+	return Field{Column: column, Transform: t}, nil
+}
 
 // Field is one field of a partition spec: a top-level source column and the transform that maps
 // its values to partition values. JSON: {"column": "ts", "transform": "day"}; an omitted
@@ -43,10 +76,10 @@ func ParseSpec(data []byte) (Spec, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+		return nil, specError("", "%v", err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the spec", ErrInvalidSpec)
+		return nil, specError("", "trailing data after the spec")
 	}
 	return s, nil
 }
@@ -209,10 +242,10 @@ func (s Spec) Bind(sc *arrow.Schema) (*Bound, error) {
 			f.Transform.Kind = Identity
 		}
 		if f.Column == "" {
-			return nil, fmt.Errorf("%w: field %d has no column", ErrInvalidSpec, i)
+			return nil, specError("", "field %d has no column", i)
 		}
 		if seen[f] {
-			return nil, fmt.Errorf("%w: column %q: %s appears twice", ErrInvalidSpec, f.Column, f.Transform)
+			return nil, specError(f.Column, "%s appears twice", f.Transform)
 		}
 		seen[f] = true
 		idx := sc.FieldIndices(f.Column)
@@ -221,18 +254,18 @@ func (s Spec) Bind(sc *arrow.Schema) (*Bound, error) {
 			if strings.Contains(f.Column, ".") {
 				hint = " (a partition source is a top-level column)"
 			}
-			return nil, fmt.Errorf("%w: column %q is not in the table (columns: %s)%s", ErrInvalidSpec, f.Column, columnList(sc), hint)
+			return nil, specError(f.Column, "not in the table (columns: %s)%s", columnList(sc), hint)
 		}
 		if len(idx) > 1 {
-			return nil, fmt.Errorf("%w: column %q names %d columns", ErrInvalidSpec, f.Column, len(idx))
+			return nil, specError(f.Column, "names %d columns", len(idx))
 		}
 		dt := sc.Field(idx[0]).Type
 		src, err := sourceOf(dt)
 		if err != nil {
-			return nil, fmt.Errorf("%w: column %q: %v", ErrInvalidSpec, f.Column, err)
+			return nil, specError(f.Column, "%v", err)
 		}
 		if err := fits(f.Transform, src); err != nil {
-			return nil, fmt.Errorf("%w: column %q of type %s: %v", ErrInvalidSpec, f.Column, src.iceberg, err)
+			return nil, specError(f.Column, "type %s: %v", src.iceberg, err)
 		}
 		b.fields[i] = boundField{Field: f, col: idx[0], src: src}
 	}
@@ -252,7 +285,7 @@ func (s Spec) Validate(sc *arrow.Schema) error {
 func (s Spec) CheckSchemaChange(next *arrow.Schema) error {
 	for _, f := range s {
 		if len(next.FieldIndices(f.Column)) == 0 {
-			return fmt.Errorf("%w: column %q is a partition source and cannot be dropped", ErrInvalidSpec, f.Column)
+			return specError(f.Column, "a partition source column cannot be dropped or renamed")
 		}
 	}
 	return s.Validate(next)

@@ -77,7 +77,7 @@ type Group struct {
 func (b *Bound) Group(rec arrow.RecordBatch) ([]Group, error) {
 	index := make(map[string]int)
 	var groups []Group
-	key := make([]byte, 0, 64)
+	key := make([]byte, 0, 64) // Tuple.Key of t, built as t is
 	t := make(Tuple, len(b.fields))
 	for row := range int(rec.NumRows()) {
 		key = key[:0]

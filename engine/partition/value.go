@@ -71,6 +71,15 @@ func (t Tuple) String() string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
+// Key returns a string that is equal for two tuples of one spec exactly when their values are.
+func (t Tuple) Key() string {
+	var b []byte
+	for _, v := range t {
+		b = v.appendKey(b)
+	}
+	return string(b)
+}
+
 // Equal reports whether t and o hold the same values.
 func (t Tuple) Equal(o Tuple) bool {
 	if len(t) != len(o) {
