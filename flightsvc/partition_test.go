@@ -217,3 +217,74 @@ func TestPartitionLimitOverTheWire(t *testing.T) {
 	}
 	wantAck(t, a, "committed", 2)
 }
+
+// TestGetFlightInfoPrunesPartitions: GetFlightInfo with a filter on one day of a day-partitioned
+// table describes only that day's fragments (endpoints and total_bytes), and its endpoints read
+// exactly the rows the filter matches; DoGet with the filter reads the same rows.
+func TestGetFlightInfoPrunesPartitions(t *testing.T) {
+	s := startServer(t, flightsvc.Config{EndpointBytes: 1}) // an endpoint per fragment
+	create := cmd{"partition_by": []cmd{{"column": "ts", "transform": "day"}}}
+	for e := range int64(3) {
+		rec := eventBatch(idRange(e*100, 100)) // two days each
+		_, err := s.put(testCtx(t), cmdDesc(t, cmd{"table": "d", "query_id": "q", "epoch_id": e, "create": create}), eventSchema, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, m := openTable(t, s.Root, "d")
+	if len(m.Fragments) != 6 {
+		t.Fatalf("three epochs of two days made %d fragments", len(m.Fragments))
+	}
+	filter := cmd{"op": "and", "args": []cmd{
+		{"op": ">=", "column": "ts", "value": "2024-03-31T00:00:00Z"},
+		{"op": "<", "column": "ts", "value": "2024-04-01T00:00:00Z"}}}
+	all, err := s.Client.GetFlightInfo(testCtx(t), pathDesc("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Client.GetFlightInfo(testCtx(t), cmdDesc(t, cmd{"table": "d", "filter": filter}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const march31 = 19813 // days since 1970
+	var dayBytes int64
+	dayFrags := map[uint64]bool{}
+	for _, f := range m.Fragments {
+		if f.Partition[0].Int == march31 {
+			dayFrags[f.ID] = true
+			dayBytes += f.DataBytes()
+		}
+	}
+	if len(info.Endpoint) != len(dayFrags) || len(all.Endpoint) != len(m.Fragments) {
+		t.Fatalf("%d endpoints with the filter, %d without; the day has %d of %d fragments", len(info.Endpoint), len(all.Endpoint), len(dayFrags), len(m.Fragments))
+	}
+	if info.TotalBytes != dayBytes {
+		t.Fatalf("total_bytes %d with the filter, the day's fragments hold %d (the table %d)", info.TotalBytes, dayBytes, all.TotalBytes)
+	}
+	var rows int64
+	for _, ep := range info.Endpoint {
+		var tk flightsvc.Ticket
+		if err := json.Unmarshal(ep.Ticket.Ticket, &tk); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range *tk.Fragments {
+			if !dayFrags[id] {
+				t.Fatalf("endpoint reads fragment %d of another day", id)
+			}
+		}
+		r, err := s.get(testCtx(t), ep.Ticket.Ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += r.Rows
+	}
+	whole, err := s.get(testCtx(t), cmd{"table": "d", "filter": filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Id i is i%30 hours after 2024-03-30T12:00: on March 31 when i%30 is 12..29, 18 of every 30.
+	if want := int64(180); rows != want || whole.Rows != want {
+		t.Fatalf("endpoints read %d rows, DoGet %d, want %d", rows, whole.Rows, want)
+	}
+}
