@@ -288,3 +288,40 @@ func TestGetFlightInfoPrunesPartitions(t *testing.T) {
 		t.Fatalf("endpoints read %d rows, DoGet %d, want %d", rows, whole.Rows, want)
 	}
 }
+
+// TestStagedEpochOfPartitionedTable: the stages of a staged epoch each write files of one
+// partition; the epoch's stages together are held to the table's partition limit at commit.
+func TestStagedEpochOfPartitionedTable(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	s.mustAction(t, "create_table", cmd{"table": "st", "schema": []cmd{{"name": "id", "type": "int64"}, {"name": "ts", "type": "timestamp[us, tz=UTC]"}, {"name": "country", "type": "string"}},
+		"partition_by": []cmd{{"column": "country"}}, "max_partitions_per_write": 4}, nil)
+	stage := func(epoch, part int64, ids []int64) string {
+		rec := eventBatch(ids)
+		defer rec.Release()
+		a, err := s.put(testCtx(t), cmdDesc(t, cmd{"table": "st", "query_id": "q", "epoch_id": epoch, "partition": cmd{"id": part}}), eventSchema, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantAck(t, a, "staged", 0)
+		return a.Stage
+	}
+	// Two stages of three countries each (ids 0,1,3 and 5,6,8: NL, DE, FR): 3 partitions in all.
+	tokens := []string{stage(0, 0, []int64{0, 1, 3, 10, 11, 13}), stage(0, 1, []int64{5, 6, 8})}
+	var c ack
+	s.mustAction(t, "commit_epoch", cmd{"table": "st", "query_id": "q", "epoch_id": 0, "stages": tokens}, &c)
+	wantAck(t, c, "committed", 2)
+	tbl, m := openTable(t, s.Root, "st")
+	if err := tbl.CheckFragmentPartitions(testCtx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Fragments) != 6 { // one file per partition per stage
+		t.Fatalf("%d fragments, want 3 per stage", len(m.Fragments))
+	}
+	// Stages of 3 and 2 partitions, 5 together: past the limit of 4 at commit, nothing lands.
+	tokens = []string{stage(1, 0, []int64{0, 1, 3}), stage(1, 1, []int64{2, 4})}
+	_, err := s.action(testCtx(t), "commit_epoch", cmd{"table": "st", "query_id": "q", "epoch_id": 1, "stages": tokens})
+	wantReason(t, err, codes.InvalidArgument, "TOO_MANY_PARTITIONS")
+	if v := s.version(t, "st"); v != 2 {
+		t.Fatalf("a refused staged epoch committed: version %d", v)
+	}
+}
