@@ -118,11 +118,21 @@ func TestPartitionedTablesSplitEveryWrite(t *testing.T) {
 					wantAck(t, a, "committed", 0)
 				}
 				if kind == "memwal" {
+					s.mustAction(t, "flush_memwal", cmd{"table": name}, nil)
 					s.mustAction(t, "fold_memwal_shard", cmd{"table": name}, nil)
 				}
 				tbl, m := openTable(t, s.Root, name)
 				if err := tbl.CheckFragmentPartitions(testCtx(t), m); err != nil {
 					t.Fatal(err)
+				}
+				if kind == "memwal" { // one fold of both epochs: one file per partition
+					seen := map[string]bool{}
+					for _, f := range m.Fragments {
+						seen[f.Partition.Key()] = true
+					}
+					if len(m.Fragments) == 0 || len(seen) != len(m.Fragments) {
+						t.Fatalf("the fold made %d fragments of %d partitions", len(m.Fragments), len(seen))
+					}
 				}
 				if kind == "plain" && len(m.Fragments) != distinct {
 					t.Fatalf("two epochs of %d partitions in all made %d fragments", distinct, len(m.Fragments))
@@ -323,5 +333,64 @@ func TestStagedEpochOfPartitionedTable(t *testing.T) {
 	wantReason(t, err, codes.InvalidArgument, "TOO_MANY_PARTITIONS")
 	if v := s.version(t, "st"); v != 2 {
 		t.Fatalf("a refused staged epoch committed: version %d", v)
+	}
+}
+
+// TestPartitionMaintenanceOverTheWire: on a day-partitioned table (plain and MemWAL), the compact
+// action merges each day's small files into one, and the delete action of a whole day drops its
+// fragments in one commit without a deletion file.
+func TestPartitionMaintenanceOverTheWire(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	for _, kind := range []string{"plain", "memwal"} {
+		t.Run(kind, func(t *testing.T) {
+			create := cmd{"partition_by": []cmd{{"column": "ts", "transform": "day"}}}
+			if kind == "memwal" {
+				create["memwal"] = cmd{"shards": 1}
+			}
+			name := "m_" + kind
+			for e := range int64(4) {
+				rec := eventBatch(idRange(e*60, 60)) // two days each
+				_, err := s.put(testCtx(t), cmdDesc(t, cmd{"table": name, "query_id": "q", "epoch_id": e, "create": create}), eventSchema, rec)
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if kind == "memwal" { // a fold per epoch: small files
+					s.mustAction(t, "flush_memwal", cmd{"table": name}, nil)
+					s.mustAction(t, "fold_memwal_shard", cmd{"table": name}, nil)
+				}
+			}
+			_, m := openTable(t, s.Root, name)
+			if len(m.Fragments) != 8 {
+				t.Fatalf("four epochs of two days made %d fragments", len(m.Fragments))
+			}
+			s.mustAction(t, "compact", cmd{"table": name}, nil)
+			tbl, m := openTable(t, s.Root, name)
+			if err := tbl.CheckFragmentPartitions(testCtx(t), m); err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Fragments) != 2 || s.stats(t, name).Rows != 240 {
+				t.Fatalf("after compaction %d fragments (want one per day, 2), %d rows", len(m.Fragments), s.stats(t, name).Rows)
+			}
+			var del struct {
+				Committed   bool  `json:"committed"`
+				RowsDeleted int64 `json:"rows_deleted"`
+			}
+			s.mustAction(t, "delete", cmd{"table": name, "where": cmd{"op": "and", "args": []cmd{
+				{"op": ">=", "column": "ts", "value": "2024-03-31T00:00:00Z"},
+				{"op": "<", "column": "ts", "value": "2024-04-01T00:00:00Z"}}}}, &del)
+			_, after := openTable(t, s.Root, name)
+			if !del.Committed || del.RowsDeleted != 144 || len(after.Fragments) != 1 || after.Version != m.Version+1 {
+				t.Fatalf("delete of a day: %+v, %d fragments left at version %d (from %d)", del, len(after.Fragments), after.Version, m.Version)
+			}
+			for _, f := range after.Fragments {
+				if f.DeletionFile != "" {
+					t.Fatalf("fragment %d has a deletion file %s", f.ID, f.DeletionFile)
+				}
+			}
+			if got := s.stats(t, name).Rows; got != 96 {
+				t.Fatalf("%d rows after the delete, want 96", got)
+			}
+		})
 	}
 }
