@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
@@ -128,7 +127,7 @@ func TestPartitionPruning(t *testing.T) {
 				if st.FragmentsPruned+st.FragmentsRead+st.FragmentsSkipped != len(m.Fragments) {
 					t.Fatalf("filter %s: counters %+v do not add up to %d fragments", f, st, len(m.Fragments))
 				}
-				t.Log(fmt.Sprintf("%s: %d rows, %d/%d fragments pruned", f, len(got), st.FragmentsPruned, len(m.Fragments)))
+				t.Logf("%s: %d rows, %d/%d fragments pruned", f, len(got), st.FragmentsPruned, len(m.Fragments))
 			}
 		})
 	}
