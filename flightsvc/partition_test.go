@@ -3,6 +3,8 @@ package flightsvc_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -207,9 +209,9 @@ func TestPartitionSpecRefusals(t *testing.T) {
 }
 
 // TestPartitionLimitOverTheWire: an epoch of more partitions than the table's limit is refused
-// with TOO_MANY_PARTITIONS and commits nothing; one within it lands.
+// with TOO_MANY_PARTITIONS and commits nothing; one within it lands. /status.json shows the spec.
 func TestPartitionLimitOverTheWire(t *testing.T) {
-	s := startServer(t, flightsvc.Config{})
+	s := startServer(t, flightsvc.Config{HTTPListen: "127.0.0.1:0"})
 	s.mustAction(t, "create_table", cmd{"table": "l", "schema": []cmd{{"name": "id", "type": "int64"}, {"name": "ts", "type": "timestamp[us, tz=UTC]"}, {"name": "country", "type": "string"}},
 		"partition_by": []cmd{{"column": "ts", "transform": "hour"}}, "max_partitions_per_write": 5}, nil)
 	rec := eventBatch(idRange(0, 60)) // 30 hours
@@ -226,6 +228,25 @@ func TestPartitionLimitOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAck(t, a, "committed", 2)
+
+	resp, err := http.Get("http://" + s.Srv.HTTPAddr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var status struct {
+		Tables []struct {
+			Table       string                     `json:"table"`
+			PartitionBy []flightsvc.PartitionField `json:"partition_by"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal(body, &status); err != nil {
+		t.Fatalf("/status.json: %v\n%s", err, body)
+	}
+	if len(status.Tables) != 1 || len(status.Tables[0].PartitionBy) != 1 || status.Tables[0].PartitionBy[0] != (flightsvc.PartitionField{Column: "ts", Transform: "hour"}) {
+		t.Fatalf("/status.json tables %+v", status.Tables)
+	}
 }
 
 // TestGetFlightInfoPrunesPartitions: GetFlightInfo with a filter on one day of a day-partitioned
