@@ -242,3 +242,33 @@ func scanAllIDs(t testing.TB, tbl *Table) []int64 {
 	ids, _ := scanIDs(t, tbl, mustLatest(t, tbl), nil)
 	return ids
 }
+
+// TestPartitionPruningAtRangeBounds: a range filter whose bound is a partition's first instant
+// excludes that partition (the bound is compared with the partition's source range, not with
+// the transformed literal), so a one-day filter reads that day's fragments only.
+func TestPartitionPruningAtRangeBounds(t *testing.T) {
+	tbl, err := Create(t.Context(), newLocalStore(t), "p", eventsSchema, CreateOptions{PartitionBy: mustSpec(t, `[{"column":"ts","transform":"day"}]`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range int64(3) {
+		rec := eventsOnDay(d*1000, 1000, d) // day d, and late rows of day d-1
+		if _, err := tbl.Append(t.Context(), []arrow.RecordBatch{rec}, nil); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	m := mustLatest(t, tbl)
+	for _, f := range []*expr.Predicate{
+		expr.And(expr.Ge("ts", "2024-01-02T00:00:00Z"), expr.Lt("ts", "2024-01-03T00:00:00Z")),
+		expr.And(expr.Gt("ts", "2024-01-01T23:59:59.999999Z"), expr.Le("ts", "2024-01-02T23:59:59.999999Z")),
+	} {
+		got, st := scanIDs(t, tbl, m, f)
+		if want := matchingIDs(t, tbl, m, f); !slices.Equal(got, want) {
+			t.Fatalf("%s: %d rows, want %d", f, len(got), len(want))
+		}
+		if st.FragmentsRead != 2 || st.FragmentsPruned != len(m.Fragments)-2 {
+			t.Fatalf("%s: %+v of %d fragments, want the day's 2 read", f, st, len(m.Fragments))
+		}
+	}
+}
