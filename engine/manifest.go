@@ -11,6 +11,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/partition"
 )
 
 // FormatVersion is the manifest format this build writes. A manifest with a higher number was
@@ -51,9 +52,13 @@ type Manifest struct {
 	SchemaID int `json:"schema_id"`
 	// LastFieldID is the highest field id ever assigned in the table; a new field gets a higher
 	// one, so ids are never reused.
-	LastFieldID int32             `json:"last_field_id,omitempty"`
-	PrimaryKey  []string          `json:"primary_key,omitempty"`
-	Config      map[string]string `json:"config,omitempty"`
+	LastFieldID int32    `json:"last_field_id,omitempty"`
+	PrimaryKey  []string `json:"primary_key,omitempty"`
+	// PartitionSpec is the table's partition spec, given at Create and kept by every version
+	// after it; empty for an unpartitioned table. Every fragment of a partitioned table holds the
+	// rows of one partition (Fragment.Partition).
+	PartitionSpec partition.Spec    `json:"partition_spec,omitempty"`
+	Config        map[string]string `json:"config,omitempty"`
 
 	Fragments      []Fragment `json:"fragments"`
 	NextFragmentID uint64     `json:"next_fragment_id"`
@@ -106,6 +111,9 @@ type Fragment struct {
 	// prove cannot match (MayMatch). Absent (a fragment written before they were kept): no
 	// skipping.
 	Stats map[string]expr.ColumnStats `json:"stats,omitempty"`
+	// Partition is the partition tuple of every row of the fragment, one value per field of the
+	// table's PartitionSpec (null values included); nil in an unpartitioned table.
+	Partition partition.Tuple `json:"partition,omitempty"`
 }
 
 // MayMatch reports whether pred (nil: no filter) can be true for a row of f in a table of schema
@@ -174,6 +182,7 @@ func (m *Manifest) clone() *Manifest {
 		c.Streams[k] = v
 	}
 	c.PrimaryKey = append([]string(nil), m.PrimaryKey...)
+	c.PartitionSpec = append(partition.Spec(nil), m.PartitionSpec...)
 	if m.MemWALMerged != nil {
 		c.MemWALMerged = make(map[string]uint64, len(m.MemWALMerged))
 		for k, v := range m.MemWALMerged {

@@ -42,6 +42,9 @@ type ScanStats struct {
 	// statistics (only their footer was read).
 	FragmentsSkipped  int
 	FragmentsUnopened int
+	// FragmentsPruned counts the fragments the filter excluded by their partition (a partitioned
+	// table, scan_partition.go): none of their files was opened.
+	FragmentsPruned int
 	// RowGroupsRead and RowGroupsSkipped count the row groups decoded and pruned.
 	RowGroupsRead    int
 	RowGroupsSkipped int

@@ -105,8 +105,8 @@ type ReadPart struct {
 // given version is the base table as it was, without MemWAL rows, as Read reads it). Fragments
 // are grouped in the version's order into parts of about targetBytes of data each (<= 0:
 // DefaultEndpointBytes); fragments whose every row is deleted are left out, and so are those
-// whose column ranges prove that filter (nil: none; already validated against the version's
-// schema) matches none of their rows, so Bytes and the parts count only what a filtered read
+// whose partition or column ranges prove that filter (nil: none; already validated against the
+// version's schema) matches none of their rows, so Bytes and the parts count only what a filtered read
 // opens. A plan always has at least one part.
 func (s *Sink) PlanRead(ctx context.Context, table string, version uint64, targetBytes int64, filter *expr.Predicate) (ReadPlan, error) {
 	if targetBytes <= 0 {
@@ -141,8 +141,9 @@ func (s *Sink) PlanRead(ctx context.Context, table string, version uint64, targe
 		}
 	}
 	var cur *ReadPart
+	pruner := engine.NewPartitionPruner(plan.Manifest, filter)
 	for _, f := range plan.Manifest.Fragments {
-		if f.LiveRows() == 0 || !f.MayMatch(filter, plan.Manifest.ArrowSchema()) {
+		if f.LiveRows() == 0 || !pruner.MayMatch(f) || !f.MayMatch(filter, plan.Manifest.ArrowSchema()) {
 			continue
 		}
 		rows := f.LiveRows()
