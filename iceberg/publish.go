@@ -258,7 +258,11 @@ func (p *Publisher) create(cat *storeCatalog, latest *engine.Manifest, over int)
 	if err != nil {
 		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
 	}
-	meta, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, table.UnsortedSortOrder, cat.location(), tableProperties(latest.TableID))
+	spec, err := icebergSpec(latest.PartitionSpec, sc)
+	if err != nil {
+		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
+	}
+	meta, err := table.NewMetadata(sc, &spec, table.UnsortedSortOrder, cat.location(), tableProperties(latest.TableID))
 	if err != nil {
 		return nil, fmt.Errorf("new iceberg metadata: %w", err)
 	}
@@ -325,37 +329,82 @@ const filePathFieldID = 2147483546
 // step commits one Iceberg snapshot (or a metadata-only commit) that moves tbl, which mirrors
 // version pub, to version target. It reports whether a snapshot was added.
 //
-// The snapshot is computed from what the Iceberg snapshot reads and what target holds, so its
-// rows are target's base table with deletions applied, whatever happened in between:
+// The snapshot is computed from what the Iceberg snapshot reads and what target holds
+// (planSnapshot), so its rows are target's base table with deletions applied, whatever happened
+// in between. A plan that cannot be one snapshot mirroring target (needsSplit) publishes an
+// earlier version first (splitTarget); otherwise commitSnapshot commits it.
+func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, tbl *table.Table, pub uint64, target *engine.Manifest) (*table.Table, bool, error) {
+	tbl, err := p.alignSchema(ctx, cat, tbl, pub, target)
+	if err != nil {
+		return nil, false, err
+	}
+	plan, err := p.planSnapshot(ctx, fio, tbl, pub, target)
+	if err != nil {
+		return nil, false, err
+	}
+	if plan.needsSplit() && target.Version > pub+1 {
+		// Split: publish the appends after pub together, or else the next version alone (its
+		// own step may split no further); the caller goes on to target.
+		next, err := p.splitTarget(ctx, pub, target.Version)
+		if err != nil {
+			return nil, false, err
+		}
+		return p.step(ctx, fio, cat, tbl, pub, next)
+	}
+	return p.commitSnapshot(ctx, tbl, plan)
+}
+
+// alignSchema returns tbl with target's schema current: tbl itself when its columns are target's,
+// else the table after a schema commit (evolveSchema). It fails with table.ErrCommitFailed when
+// the schema commit landed on metadata another publisher had moved past pub.
+func (p *Publisher) alignSchema(ctx context.Context, cat *storeCatalog, tbl *table.Table, pub uint64, target *engine.Manifest) (*table.Table, error) {
+	sc, err := icebergSchema(target.ArrowSchema(), target.PrimaryKey...)
+	if err != nil {
+		return nil, fmt.Errorf("version %d: %w", target.Version, err)
+	}
+	if sameColumns(sc, tbl.Schema()) {
+		return tbl, nil
+	}
+	if tbl, err = p.evolveSchema(ctx, cat, tbl, sc); err != nil {
+		return nil, err
+	}
+	if v := publishedVersion(tbl.Metadata()); v != pub {
+		// The schema commit landed on metadata another publisher moved on since: the step
+		// is computed from version pub, so it starts over from the newer metadata (its
+		// schema is in place). Building on it would add that publisher's files again.
+		return nil, fmt.Errorf("%w: the metadata moved from version %d to %d under a schema change", table.ErrCommitFailed, pub, v)
+	}
+	return tbl, nil
+}
+
+// snapshotPlan is the difference between what an Iceberg snapshot mirroring version pub reads
+// and what version target holds, as the files one snapshot adds and removes.
+type snapshotPlan struct {
+	pub    uint64
+	target *engine.Manifest
+	sc     *iceberg.Schema    // the table's current schema, target's columns
+	ops    []engine.Operation // the operations of the versions after pub up to target, oldest first
+	live   liveFiles          // the snapshot's own entries; read only when the plan removes files
+
+	added, removed, newDeletes, removedDeletes []iceberg.DataFile
+	addedRows, deletedRows                     int64
+
+	// withoutIDs: a data file the plan checked lacks Parquet field ids; withoutIDsKnown: the
+	// table is already marked as holding one (propFilesWithoutFieldIDs).
+	withoutIDs, withoutIDsKnown bool
+}
+
+// planSnapshot computes the snapshot that moves tbl from version pub to target:
 //   - data files of target that the snapshot lacks are added (appends, MemWAL folds, upserts'
 //     new rows, compactions' outputs), with their footer statistics;
 //   - data files the snapshot reads that target no longer has are removed (overwrites,
 //     compactions' inputs), with their position deletes;
 //   - a data file whose deletion bitmap changed gets a position-delete file holding the
-//     positions deleted since pub (position deletes add up; a bitmap only grows).
-//
-// Operations: only additions is an append; additions and deletes a RowDelta (delete or
-// overwrite); removals a replace when every version since pub is a compaction, else an
-// overwrite. A step that both removes data files and adds deletes over versions that are not
-// all compactions is split: one version at a time, so every snapshot still mirrors a version.
-func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, tbl *table.Table, pub uint64, target *engine.Manifest) (*table.Table, bool, error) {
+//     positions deleted since pub (position deletes add up; a bitmap only grows). planSnapshot
+//     writes these files; nothing reads them until a commit names them.
+func (p *Publisher) planSnapshot(ctx context.Context, fio *storeIO, tbl *table.Table, pub uint64, target *engine.Manifest) (*snapshotPlan, error) {
 	prefix := p.t.Name() + "/"
-	sc, err := icebergSchema(target.ArrowSchema(), target.PrimaryKey...)
-	if err != nil {
-		return nil, false, fmt.Errorf("version %d: %w", target.Version, err)
-	}
-	if !sameColumns(sc, tbl.Schema()) {
-		if tbl, err = p.evolveSchema(ctx, cat, tbl, sc); err != nil {
-			return nil, false, err
-		}
-		if v := publishedVersion(tbl.Metadata()); v != pub {
-			// The schema commit landed on metadata another publisher moved on since: the step
-			// is computed from version pub, so it starts over from the newer metadata (its
-			// schema is in place). Building on it would add that publisher's files again.
-			return nil, false, fmt.Errorf("%w: the metadata moved from version %d to %d under a schema change", table.ErrCommitFailed, pub, v)
-		}
-	}
-	sc = tbl.Schema()
+	sc := tbl.Schema()
 	// The snapshot reads exactly version pub (it was made from it), so pub's fragments say what
 	// it reads without reading its manifests; only removals need the snapshot's own entries.
 	// A base that cleanup removed (the retention hook keeps it, but another process may not
@@ -366,7 +415,7 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	if pub > 0 {
 		base, err := p.t.Manifest(ctx, pub)
 		if err != nil && !errors.Is(err, engine.ErrVersionNotFound) {
-			return nil, false, err
+			return nil, err
 		}
 		if base != nil {
 			baseKnown = true
@@ -387,8 +436,9 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	}
 	live := liveFiles{}
 	if needLive {
+		var err error
 		if live, err = currentFiles(fio, tbl); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	isLive := func(rel, loc string) bool {
@@ -401,7 +451,7 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	}
 	ops, err := p.operations(ctx, pub, target.Version)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 
 	var (
@@ -419,7 +469,7 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	withoutIDs := false
 	for _, f := range target.Fragments {
 		if len(f.Files) != 1 {
-			return nil, false, fmt.Errorf("fragment %d has %d data files; iceberg needs one", f.ID, len(f.Files))
+			return nil, fmt.Errorf("fragment %d has %d data files; iceberg needs one", f.ID, len(f.Files))
 		}
 		loc := fio.location(prefix + f.Files[0].Path)
 		inTarget[loc] = true
@@ -427,14 +477,21 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		if !withoutIDsKnown && !withoutIDs && (checkAll || !isLive) {
 			ids, err := fileHasFieldIDs(fio, loc)
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			withoutIDs = !ids
 		}
+		parts, err := partitionValues(tbl.Spec(), sc, f.Partition)
+		if err != nil {
+			return nil, fmt.Errorf("fragment %d: %w", f.ID, err)
+		}
 		if !isLive {
 			df, err := dataFile(ctx, fio, loc, sc, tbl.Properties())
+			if err == nil {
+				df, err = withPartition(df, tbl.Spec(), parts)
+			}
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			added = append(added, df)
 			addedRows += f.PhysicalRows
@@ -448,12 +505,12 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		}
 		bm, err := p.t.Deletions(ctx, f)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if isLive && inBase && prev.DeletionFile != "" {
 			old, err := p.t.Deletions(ctx, prev)
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			bm = roaring.AndNot(bm, old)
 		}
@@ -461,8 +518,11 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 			continue
 		}
 		pd, err := writePositionDeletes(ctx, fio, prefix, loc, bm)
+		if err == nil {
+			pd, err = withPartition(pd, tbl.Spec(), parts) // a delete file is in its data file's partition
+		}
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		newDeletes = append(newDeletes, pd)
 		deletedRows += int64(bm.GetCardinality())
@@ -474,38 +534,51 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		}
 	}
 
-	rewriteOnly := len(ops) > 0
-	for _, op := range ops {
+	return &snapshotPlan{pub: pub, target: target, sc: sc, ops: ops, live: live,
+		added: added, removed: removed, newDeletes: newDeletes, removedDeletes: removedDeletes,
+		addedRows: addedRows, deletedRows: deletedRows, withoutIDs: withoutIDs, withoutIDsKnown: withoutIDsKnown}, nil
+}
+
+// rewriteOnly reports whether every version the plan covers is a compaction.
+func (pl *snapshotPlan) rewriteOnly() bool {
+	rewriteOnly := len(pl.ops) > 0
+	for _, op := range pl.ops {
 		rewriteOnly = rewriteOnly && op == engine.OpRewrite
 	}
+	return rewriteOnly
+}
+
+// needsSplit reports whether the plan cannot be one snapshot mirroring its target: it both removes
+// data files and adds deletes over versions that are not all compactions, or it adds deletes of
+// rows in data files it also adds. Such a step publishes one version at a time, so every snapshot
+// still mirrors a version.
+func (pl *snapshotPlan) needsSplit() bool {
 	// A position delete may only reference a data file the snapshot already reads: deletes of
 	// rows appended since pub need the appends published first.
 	deletesAdded := false
-	if len(newDeletes) > 0 && len(added) > 0 {
-		addedLoc := make(map[string]bool, len(added))
-		for _, df := range added {
+	if len(pl.newDeletes) > 0 && len(pl.added) > 0 {
+		addedLoc := make(map[string]bool, len(pl.added))
+		for _, df := range pl.added {
 			addedLoc[df.FilePath()] = true
 		}
-		for _, pd := range newDeletes {
+		for _, pd := range pl.newDeletes {
 			ref, _ := referencedDataFile(pd)
 			deletesAdded = deletesAdded || addedLoc[ref]
 		}
 	}
-	if ((len(removed) > 0 && len(newDeletes) > 0 && !rewriteOnly) || deletesAdded) && target.Version > pub+1 {
-		// Split: publish the appends after pub together, or else the next version alone (its
-		// own step may split no further); the caller goes on to target.
-		next, err := p.splitTarget(ctx, pub, target.Version)
-		if err != nil {
-			return nil, false, err
-		}
-		return p.step(ctx, fio, cat, tbl, pub, next)
-	}
+	return (len(pl.removed) > 0 && len(pl.newDeletes) > 0 && !pl.rewriteOnly()) || deletesAdded
+}
 
-	props := iceberg.Properties{PropVersion: strconv.FormatUint(target.Version, 10), propOperation: joinOps(ops)}
+// commitSnapshot commits plan as one transaction on tbl: the table properties (the version
+// mirrored, the name mapping when a data file lacks field ids) and the snapshot operation
+// (addOperation). It returns the committed table and whether a snapshot was added.
+func (p *Publisher) commitSnapshot(ctx context.Context, tbl *table.Table, pl *snapshotPlan) (*table.Table, bool, error) {
+	target := pl.target
+	props := iceberg.Properties{PropVersion: strconv.FormatUint(target.Version, 10), propOperation: joinOps(pl.ops)}
 	tx := tbl.NewTransaction()
 	tprops := iceberg.Properties{PropVersion: props[PropVersion], propTableID: target.TableID}
-	if withoutIDs && !withoutIDsKnown {
-		nm, err := nameMapping(sc)
+	if pl.withoutIDs && !pl.withoutIDsKnown {
+		nm, err := nameMapping(pl.sc)
 		if err != nil {
 			return nil, false, err
 		}
@@ -514,14 +587,37 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	if err := tx.SetProperties(tprops); err != nil {
 		return nil, false, err
 	}
+	snap, err := addOperation(ctx, tx, tbl.CurrentSnapshot() == nil, pl, props)
+	if err == nil && !pl.withoutIDs && !pl.withoutIDsKnown {
+		// iceberg-go's snapshot operations add a name mapping to a table that has none.
+		err = tx.RemoveProperties([]string{table.DefaultNameMappingKey})
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	p.log.Debug("published iceberg snapshot", "table", p.t.Name(), "version", target.Version, "from", pl.pub,
+		"added_files", len(pl.added), "removed_files", len(pl.removed), "delete_files", len(pl.newDeletes),
+		"added_rows", pl.addedRows, "deleted_rows", pl.deletedRows, "metadata", next.MetadataLocation())
+	return next, snap, nil
+}
 
-	snap := true
+// addOperation adds to tx the snapshot operation that applies pl, and reports whether it adds a
+// snapshot (noSnapshot: the table has none yet). Only additions is an append; additions and
+// deletes a RowDelta (delete or overwrite); removals a replace when every version the plan covers
+// is a compaction, else an overwrite; nothing a reader sees changed records the version only.
+func addOperation(ctx context.Context, tx *table.Transaction, noSnapshot bool, pl *snapshotPlan, props iceberg.Properties) (snap bool, err error) {
+	added, removed, newDeletes, removedDeletes := pl.added, pl.removed, pl.newDeletes, pl.removedDeletes
+	snap = true
 	switch {
-	case len(removed) == 0 && len(newDeletes) == 0 && len(added) == 0 && tbl.CurrentSnapshot() == nil:
+	case len(removed) == 0 && len(newDeletes) == 0 && len(added) == 0 && noSnapshot:
 		// The first snapshot, of a table with no rows: an empty append, so that every reader
 		// finds a current snapshot to read.
 		var rdr array.RecordReader
-		if rdr, err = emptyReader(sc); err == nil {
+		if rdr, err = emptyReader(pl.sc); err == nil {
 			err = tx.Append(ctx, rdr, props)
 			rdr.Release()
 		}
@@ -533,14 +629,14 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		err = tx.AddDataFiles(ctx, added, props, table.WithoutDuplicateCheck())
 	case len(removed) == 0:
 		err = tx.NewRowDelta(props).AddRows(added...).AddDeletes(newDeletes...).Commit(ctx)
-	case rewriteOnly || len(newDeletes) > 0:
+	case pl.rewriteOnly() || len(newDeletes) > 0:
 		rw := tx.NewRewrite(props)
 		if len(newDeletes) > 0 {
 			// The rewritten files keep the data sequence number of the deletes they replace,
 			// so that the position deletes added for them (which inherit it) apply to them.
 			var seq int64
 			for _, df := range removedDeletes {
-				seq = max(seq, live.seq[df.FilePath()])
+				seq = max(seq, pl.live.seq[df.FilePath()])
 			}
 			rw.DataSequenceNumber(seq)
 		}
@@ -560,21 +656,7 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 	default:
 		err = tx.ReplaceFiles(ctx, removed, added, removedDeletes, props)
 	}
-	if err == nil && !withoutIDs && !withoutIDsKnown {
-		// iceberg-go's snapshot operations add a name mapping to a table that has none.
-		err = tx.RemoveProperties([]string{table.DefaultNameMappingKey})
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	next, err := tx.Commit(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	p.log.Debug("published iceberg snapshot", "table", p.t.Name(), "version", target.Version, "from", pub,
-		"added_files", len(added), "removed_files", len(removed), "delete_files", len(newDeletes),
-		"added_rows", addedRows, "deleted_rows", deletedRows, "metadata", next.MetadataLocation())
-	return next, snap, nil
+	return snap, err
 }
 
 // evolveSchema commits sc as the table's current schema (a metadata commit before the snapshot
