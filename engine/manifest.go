@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/partition"
 )
 
 // FormatVersion is the manifest format this build writes. A manifest with a higher number was
@@ -50,9 +52,13 @@ type Manifest struct {
 	SchemaID int `json:"schema_id"`
 	// LastFieldID is the highest field id ever assigned in the table; a new field gets a higher
 	// one, so ids are never reused.
-	LastFieldID int32             `json:"last_field_id,omitempty"`
-	PrimaryKey  []string          `json:"primary_key,omitempty"`
-	Config      map[string]string `json:"config,omitempty"`
+	LastFieldID int32    `json:"last_field_id,omitempty"`
+	PrimaryKey  []string `json:"primary_key,omitempty"`
+	// PartitionSpec is the table's partition spec, given at Create and kept by every version
+	// after it; empty for an unpartitioned table. Every fragment of a partitioned table holds the
+	// rows of one partition (Fragment.Partition).
+	PartitionSpec partition.Spec    `json:"partition_spec,omitempty"`
+	Config        map[string]string `json:"config,omitempty"`
 
 	Fragments      []Fragment `json:"fragments"`
 	NextFragmentID uint64     `json:"next_fragment_id"`
@@ -100,6 +106,20 @@ type Fragment struct {
 	PhysicalRows int64      `json:"physical_rows"`
 	DeletionFile string     `json:"deletion_file,omitempty"`
 	DeletedRows  int64      `json:"deleted_rows,omitempty"`
+	// Stats are the ranges of the comparable top-level columns over the fragment's rows (deleted
+	// ones included), recorded when its file was written; a filtered read skips a fragment they
+	// prove cannot match (MayMatch). Absent (a fragment written before they were kept): no
+	// skipping.
+	Stats map[string]expr.ColumnStats `json:"stats,omitempty"`
+	// Partition is the partition tuple of every row of the fragment, one value per field of the
+	// table's PartitionSpec (null values included); nil in an unpartitioned table.
+	Partition partition.Tuple `json:"partition,omitempty"`
+}
+
+// MayMatch reports whether pred (nil: no filter) can be true for a row of f in a table of schema
+// sc, judging by f's column ranges: false only when they prove no row can match.
+func (f Fragment) MayMatch(pred *expr.Predicate, sc *arrow.Schema) bool {
+	return expr.MayMatchStats(pred, f.PhysicalRows, f.Stats, sc)
 }
 
 // LiveRows returns the fragment's rows that are not deleted.
@@ -162,6 +182,7 @@ func (m *Manifest) clone() *Manifest {
 		c.Streams[k] = v
 	}
 	c.PrimaryKey = append([]string(nil), m.PrimaryKey...)
+	c.PartitionSpec = append(partition.Spec(nil), m.PartitionSpec...)
 	if m.MemWALMerged != nil {
 		c.MemWALMerged = make(map[string]uint64, len(m.MemWALMerged))
 		for k, v := range m.MemWALMerged {

@@ -24,10 +24,11 @@ import (
 // Exclude, base rows a MemWAL row supersedes) and applies a row filter (ScanOptions.Filter, the
 // "filter" of a DoGet ticket).
 //
-// A filter is applied in two steps. Before a fragment's rows are decoded, the Parquet statistics
-// of each row group (min, max, null count of every column chunk) decide whether any row of it can
-// match; a row group that cannot is never read, and a fragment none of whose row groups can is
-// skipped after its footer. Then the filter is evaluated on every decoded row and only the rows
+// A filter is applied in three steps. A fragment whose column ranges in the manifest
+// (Fragment.Stats) prove that no row of it can match is never opened. Before a fragment's rows
+// are decoded, the Parquet statistics of each row group (min, max, null count of every column
+// chunk) decide whether any row of it can match; a row group that cannot is never read, and a
+// fragment none of whose row groups can is skipped after its footer. Then the filter is evaluated on every decoded row and only the rows
 // for which it is true are returned. Pruning is conservative: a row group is skipped only when
 // its statistics prove that the filter is false or unknown for every row, so a filtered scan
 // returns exactly the rows a full scan followed by the filter would.
@@ -36,9 +37,14 @@ import (
 type ScanStats struct {
 	// FragmentsRead counts the fragments whose rows were decoded (at least one row group).
 	FragmentsRead int
-	// FragmentsSkipped counts the fragments the filter's statistics excluded entirely (only
-	// their footer was read).
-	FragmentsSkipped int
+	// FragmentsSkipped counts the fragments the filter's statistics excluded entirely: by
+	// their column ranges (never opened; FragmentsUnopened of them) or their row groups'
+	// statistics (only their footer was read).
+	FragmentsSkipped  int
+	FragmentsUnopened int
+	// FragmentsPruned counts the fragments the filter excluded by their partition (a partitioned
+	// table, scan_partition.go): none of their files was opened.
+	FragmentsPruned int
 	// RowGroupsRead and RowGroupsSkipped count the row groups decoded and pruned.
 	RowGroupsRead    int
 	RowGroupsSkipped int
@@ -80,6 +86,7 @@ func selectFragments(table string, m *Manifest, ids []uint64) ([]Fragment, error
 // keeps to the scan's output schema.
 type rowFilter struct {
 	pred  *expr.Predicate
+	table *arrow.Schema // the schema of the version scanned, which Fragment.MayMatch judges by
 	bound *expr.Bound
 	proj  []int // output column i is read column proj[i]
 	out   *arrow.Schema
@@ -125,7 +132,7 @@ func planFilter(table string, full *arrow.Schema, fieldIdx []int, out *arrow.Sch
 			pf[c] = f
 		}
 	}
-	return read, &rowFilter{pred: pred, bound: bound, proj: proj, out: out, alloc: alloc, pruneFields: pf}, nil
+	return read, &rowFilter{pred: pred, table: full, bound: bound, proj: proj, out: out, alloc: alloc, pruneFields: pf}, nil
 }
 
 // apply returns the rows of rec (a batch of the read schema, which it releases) for which the

@@ -11,13 +11,16 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/engine/parquetfile"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
 // Writer writes record batches into new data files, split into fragments of at most
-// Options.TargetRowsPerFragment rows. It commits nothing: Finish returns the fragments for a
+// Options.TargetRowsPerFragment rows; in a partitioned table every file holds the rows of one
+// partition, buffered until Finish (write_partition.go). It commits nothing: Finish returns the fragments for a
 // transaction, and files of a writer whose fragments are never committed are unreferenced
 // garbage that cleanup reclaims.
 //
@@ -33,7 +36,8 @@ type Writer struct {
 	props *parquet.WriterProperties // chosen from the first batch
 	buf   *bytes.Buffer             // the open file's bytes, from fileBuffers
 	fw    parquetfile.Writer
-	rows  int64 // rows in the open file
+	rows  int64              // rows in the open file
+	stats *expr.StatsBuilder // the open file's column ranges
 
 	frags   []Fragment
 	written []string // keys of finished files, for Abort
@@ -44,6 +48,12 @@ type Writer struct {
 	landErr error      // its outcome, once Durable has seen it
 
 	background bool // encode in background slots (InBackground)
+
+	// The partitioned table's state (write_partition.go); spec is empty for an unpartitioned one.
+	spec          partition.Spec
+	maxPartitions int // partitions one write may hold; 0: no limit
+	parts         *partitionBuffer
+	tuple         partition.Tuple // the partition of the open file's rows
 }
 
 // NewWriter returns a Writer for batches of schema in, which must fit the table's current schema
@@ -71,8 +81,12 @@ func (t *Table) NewWriterFor(target, in *arrow.Schema, opts ...WriterOption) (*W
 	if m := t.cachedLatest(); m != nil { // the codec is set at create: any version of the table has it
 		w.codec = DataCodecOf(m)
 	}
+	w.spec, w.maxPartitions = t.partitionSpecOf(), t.MaxPartitionsPerWrite(t.cachedLatest())
 	for _, o := range opts {
 		o(w)
+	}
+	if err := w.initPartitions(target, in); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
@@ -121,6 +135,15 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		return fmt.Errorf("table %s: %w", w.t.name, err)
 	}
 	defer conf.Release()
+	if w.parts != nil {
+		return w.bufferPartitions(ctx, conf)
+	}
+	return w.writeRows(ctx, conf)
+}
+
+// writeRows writes conf (a batch of the file schema) into the open file, opening one when none
+// is and closing each at the target row count.
+func (w *Writer) writeRows(ctx context.Context, conf arrow.RecordBatch) error {
 	target := w.target
 	var off int64
 	for off < conf.NumRows() {
@@ -138,6 +161,9 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 			part = conf.NewSlice(off, off+n)
 		}
 		err := w.fw.WriteBuffered(part)
+		if err == nil {
+			err = w.stats.Add(part)
+		}
 		if part != conf {
 			part.Release()
 		}
@@ -216,6 +242,9 @@ func (w *Writer) openFile(sample arrow.RecordBatch) error {
 	}
 	w.fw = fw
 	w.rows = 0
+	if w.stats == nil {
+		w.stats = expr.NewStatsBuilder(w.file)
+	}
 	return nil
 }
 
@@ -247,7 +276,7 @@ func (w *Writer) sealFile() (string, error) {
 	rel := makeDataKey(uuid.NewString())
 	size := int64(w.buf.Len())
 	w.bytesIn += size
-	w.frags = append(w.frags, Fragment{Files: []DataFile{{Path: rel, SizeBytes: size}}, PhysicalRows: w.rows})
+	w.frags = append(w.frags, Fragment{Files: []DataFile{{Path: rel, SizeBytes: size}}, PhysicalRows: w.rows, Stats: w.stats.Stats(), Partition: w.tuple})
 	w.rows = 0
 	return w.t.key(rel), nil
 }
@@ -257,6 +286,9 @@ func (w *Writer) sealFile() (string, error) {
 func (w *Writer) Finish(ctx context.Context) ([]Fragment, error) {
 	if w.closed {
 		return w.frags, nil
+	}
+	if err := w.flushPartitions(ctx); err != nil {
+		return nil, err
 	}
 	w.closed = true
 	defer w.releaseBuffer()
@@ -276,6 +308,9 @@ func (w *Writer) Finish(ctx context.Context) ([]Fragment, error) {
 func (w *Writer) FinishLater(ctx context.Context) ([]Fragment, error) {
 	if w.closed {
 		return w.frags, nil
+	}
+	if err := w.flushPartitions(ctx); err != nil {
+		return nil, err
 	}
 	w.closed = true
 	if w.fw == nil || w.rows == 0 {
@@ -360,6 +395,7 @@ func (w *Writer) BytesWritten() int64 { return w.bytesIn }
 // and cleanup reclaims them later.
 func (w *Writer) Abort(ctx context.Context) {
 	w.closed = true
+	w.parts.release()
 	_ = w.Durable(context.WithoutCancel(ctx)) // an upload still running would land after the delete
 	if parquetfile.Abort(w.fw) {              // waits for its encoder, so nothing writes into the buffer any more
 		w.fw = nil

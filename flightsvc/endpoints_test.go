@@ -163,6 +163,18 @@ func TestFlightInfoEndpoints(t *testing.T) {
 			if finfo.TotalRecords != -1 {
 				t.Errorf("total_records with a filter: %d, want -1 (unknown)", finfo.TotalRecords)
 			}
+			// Only the fragments whose id ranges can match are planned (0..99, 100..199 and
+			// 2000..2009 of the five), and total_bytes counts only them.
+			wantFiltered := 3
+			if tc.memwal {
+				wantFiltered++
+			}
+			if len(finfo.Endpoint) != wantFiltered {
+				t.Errorf("filtered plan: %d endpoints, want %d (the fragments the filter can match)", len(finfo.Endpoint), wantFiltered)
+			}
+			if finfo.TotalBytes >= info.TotalBytes {
+				t.Errorf("filtered plan: total_bytes %d, not below the whole table's %d", finfo.TotalBytes, info.TotalBytes)
+			}
 		})
 	}
 }

@@ -156,6 +156,8 @@ type statusTable struct {
 	Fragments  int    `json:"fragments"`
 	Bytes      int64  `json:"data_bytes"`
 	Committed  string `json:"last_commit"`
+	// PartitionBy is the table's partition spec, as table_stats has it (absent: unpartitioned).
+	PartitionBy []PartitionField `json:"partition_by,omitempty"`
 	// Queries are the page's rows of Streams, by query id.
 	Queries []statusQuery `json:"-"`
 	// Streams are each streaming query's last epoch, as table_stats has them.
@@ -408,6 +410,7 @@ func (h *httpServer) tableStatus(ctx context.Context, n string) statusTable {
 	st.Rows, st.BaseRows, st.MemWALRows = stats.Rows, stats.BaseRows, stats.MemWALRows
 	st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
 	st.Streams = stats.Streams
+	st.PartitionBy = stats.PartitionBy
 	for q, wm := range state.Streams {
 		when := "in MemWAL (not flushed yet)"
 		if wm.TimestampNanos != 0 {

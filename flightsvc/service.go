@@ -37,7 +37,7 @@ type Sink interface {
 	CommitStaged(ctx context.Context, c streaming.CommitStagedRequest) (streaming.Ack, error)
 	EpochStatus(ctx context.Context, table, queryID string, epochID int64) (streaming.EpochState, error)
 	Scan(ctx context.Context, table string, version uint64, columns []string) (array.RecordReader, error)
-	PlanRead(ctx context.Context, table string, version uint64, targetBytes int64) (streaming.ReadPlan, error)
+	PlanRead(ctx context.Context, table string, version uint64, targetBytes int64, filter *expr.Predicate) (streaming.ReadPlan, error)
 	Read(ctx context.Context, r streaming.ReadRequest) (array.RecordReader, error)
 	CreateTable(ctx context.Context, name string, schema *arrow.Schema, spec streaming.CreateSpec) (*engine.Table, error)
 	Table(ctx context.Context, name string) (*engine.Table, error)
@@ -426,20 +426,24 @@ func (s *Service) manifestFor(ctx context.Context, t tableVersion) (*engine.Tabl
 // table at the moment of the call. TotalRecords is what the endpoints return together (-1 with a
 // filter: unknown until read).
 func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.FlightInfo, error) {
-	plan, err := s.sink.PlanRead(ctx, t.table, t.version, s.endpointBytes)
-	if err != nil {
-		return nil, err
-	}
-	m := plan.Manifest
 	_, filter, err := columnsAndFilter("descriptor command", t.columns, t.filter)
 	if err != nil {
 		return nil, err
 	}
-	if filter != nil {
+	if filter != nil { // against the version read, before the plan prunes by it
+		_, m, err := s.manifestFor(ctx, t)
+		if err != nil {
+			return nil, err
+		}
 		if err := filter.Validate(m.ArrowSchema()); err != nil {
 			return nil, fmt.Errorf("table %s: descriptor command \"filter\": %w", t.table, err)
 		}
 	}
+	plan, err := s.sink.PlanRead(ctx, t.table, t.version, s.endpointBytes, filter)
+	if err != nil {
+		return nil, err
+	}
+	m := plan.Manifest
 	schema, err := arrowschema.ProjectSchema(m.ArrowSchema(), t.columns)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.table, err)

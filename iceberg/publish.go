@@ -258,7 +258,11 @@ func (p *Publisher) create(cat *storeCatalog, latest *engine.Manifest, over int)
 	if err != nil {
 		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
 	}
-	meta, err := table.NewMetadata(sc, iceberg.UnpartitionedSpec, table.UnsortedSortOrder, cat.location(), tableProperties(latest.TableID))
+	spec, err := icebergSpec(latest.PartitionSpec, sc)
+	if err != nil {
+		return nil, fmt.Errorf("publish iceberg metadata of %s version %d: %w", p.t.Name(), latest.Version, err)
+	}
+	meta, err := table.NewMetadata(sc, &spec, table.UnsortedSortOrder, cat.location(), tableProperties(latest.TableID))
 	if err != nil {
 		return nil, fmt.Errorf("new iceberg metadata: %w", err)
 	}
@@ -477,8 +481,15 @@ func (p *Publisher) planSnapshot(ctx context.Context, fio *storeIO, tbl *table.T
 			}
 			withoutIDs = !ids
 		}
+		parts, err := partitionValues(tbl.Spec(), sc, f.Partition)
+		if err != nil {
+			return nil, fmt.Errorf("fragment %d: %w", f.ID, err)
+		}
 		if !isLive {
 			df, err := dataFile(ctx, fio, loc, sc, tbl.Properties())
+			if err == nil {
+				df, err = withPartition(df, tbl.Spec(), parts)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -507,6 +518,9 @@ func (p *Publisher) planSnapshot(ctx context.Context, fio *storeIO, tbl *table.T
 			continue
 		}
 		pd, err := writePositionDeletes(ctx, fio, prefix, loc, bm)
+		if err == nil {
+			pd, err = withPartition(pd, tbl.Spec(), parts) // a delete file is in its data file's partition
+		}
 		if err != nil {
 			return nil, err
 		}

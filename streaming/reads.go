@@ -104,9 +104,11 @@ type ReadPart struct {
 // PlanRead plans a parallel read of table at version (0: the latest, with its MemWAL rows; a
 // given version is the base table as it was, without MemWAL rows, as Read reads it). Fragments
 // are grouped in the version's order into parts of about targetBytes of data each (<= 0:
-// DefaultEndpointBytes); fragments whose every row is deleted are left out. A plan always has at
-// least one part.
-func (s *Sink) PlanRead(ctx context.Context, table string, version uint64, targetBytes int64) (ReadPlan, error) {
+// DefaultEndpointBytes); fragments whose every row is deleted are left out, and so are those
+// whose partition or column ranges prove that filter (nil: none; already validated against the
+// version's schema) matches none of their rows, so Bytes and the parts count only what a filtered read
+// opens. A plan always has at least one part.
+func (s *Sink) PlanRead(ctx context.Context, table string, version uint64, targetBytes int64, filter *expr.Predicate) (ReadPlan, error) {
 	if targetBytes <= 0 {
 		targetBytes = DefaultEndpointBytes
 	}
@@ -139,8 +141,9 @@ func (s *Sink) PlanRead(ctx context.Context, table string, version uint64, targe
 		}
 	}
 	var cur *ReadPart
+	pruner := engine.NewPartitionPruner(plan.Manifest, filter)
 	for _, f := range plan.Manifest.Fragments {
-		if f.LiveRows() == 0 {
+		if f.LiveRows() == 0 || !pruner.MayMatch(f) || !f.MayMatch(filter, plan.Manifest.ArrowSchema()) {
 			continue
 		}
 		rows := f.LiveRows()

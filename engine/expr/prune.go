@@ -3,7 +3,6 @@ package expr
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/compute"
@@ -17,12 +16,43 @@ import (
 // leaves maps a column name to its Parquet column index; fields holds the columns whose
 // statistics may be compared (pruneKind).
 func MayMatch(p *Predicate, rg *metadata.RowGroupMetaData, leaves map[string]int, fields map[string]arrow.Field, want bool) bool {
+	return mayMatch(p, want, func(column string) (columnRange, bool) {
+		st := columnStats(rg, leaves, column)
+		if st == nil {
+			return columnRange{}, false // no statistics: anything is possible
+		}
+		r := columnRange{rows: rg.NumRows(), nulls: st.NullCount(), hasNulls: st.HasNullCount()}
+		if f, ok := fields[column]; ok {
+			k := pruneKind(f)
+			if lo, hi, ok := statRange(st, k); ok {
+				r.field, r.kind, r.lo, r.hi, r.hasLo, r.hasHi = f, k, lo, hi, true, true
+			}
+		}
+		return r, true
+	})
+}
+
+// columnRange is what statistics say of one column over a set of rows: the null count (when
+// hasNulls) and, when kind is set, bounds of the non-null values (hasLo, hasHi: each may be
+// missing).
+type columnRange struct {
+	field        arrow.Field
+	kind         valueKind
+	rows, nulls  int64
+	hasNulls     bool
+	lo, hi       literal
+	hasLo, hasHi bool
+}
+
+// mayMatch is MayMatch over any source of column ranges: rangeOf returns a column's range, or
+// false when nothing is known of it.
+func mayMatch(p *Predicate, want bool, rangeOf func(column string) (columnRange, bool)) bool {
 	switch p.Op {
 	case PredAnd, PredOr:
 		// AND is true when every argument is, false when one is; OR the other way round.
 		every := (p.Op == PredAnd) == want
 		for _, a := range p.Args {
-			m := MayMatch(a, rg, leaves, fields, want)
+			m := mayMatch(a, want, rangeOf)
 			if every && !m {
 				return false
 			}
@@ -32,35 +62,32 @@ func MayMatch(p *Predicate, rg *metadata.RowGroupMetaData, leaves map[string]int
 		}
 		return every
 	case PredNot:
-		return MayMatch(p.Args[0], rg, leaves, fields, !want)
+		return mayMatch(p.Args[0], !want, rangeOf)
 	}
-	st := columnStats(rg, leaves, p.Column)
-	if st == nil {
-		return true // no statistics: anything is possible
+	r, ok := rangeOf(p.Column)
+	if !ok {
+		return true
 	}
-	rows := rg.NumRows()
 	switch p.Op {
 	case PredIsNull, PredIsNotNull:
-		if !st.HasNullCount() {
+		if !r.hasNulls {
 			return true
 		}
-		someNull, someValue := st.NullCount() > 0, st.NullCount() < rows
+		someNull, someValue := r.nulls > 0, r.nulls < r.rows
 		if (p.Op == PredIsNull) == want {
 			return someNull
 		}
 		return someValue
 	}
-	if st.HasNullCount() && st.NullCount() >= rows {
+	if r.hasNulls && r.nulls >= r.rows {
 		return false // every value is null: a comparison is unknown for every row
 	}
-	field, ok := fields[p.Column]
-	if !ok {
+	if r.kind == 0 {
 		return true
 	}
-	k := pruneKind(field)
-	lo, hi, ok := statRange(st, k)
-	if !ok {
-		return true
+	k := r.kind
+	inRange := func(lit literal) bool {
+		return (!r.hasLo || compareLit(k, r.lo, lit) <= 0) && (!r.hasHi || compareLit(k, lit, r.hi) <= 0)
 	}
 	if p.Op == PredIn {
 		if !want {
@@ -70,38 +97,34 @@ func MayMatch(p *Predicate, rg *metadata.RowGroupMetaData, leaves map[string]int
 			if v == nil {
 				continue
 			}
-			lit, err := convertLiteral(field, k, v)
-			if err != nil {
-				return true
-			}
-			if compareLit(k, lo, lit) <= 0 && compareLit(k, lit, hi) <= 0 {
+			lit, err := convertLiteral(r.field, k, v)
+			if err != nil || inRange(lit) {
 				return true
 			}
 		}
 		return false
 	}
-	lit, err := convertLiteral(field, k, p.Value)
+	lit, err := convertLiteral(r.field, k, p.Value)
 	if err != nil {
 		return true
 	}
-	cLo, cHi := compareLit(k, lo, lit), compareLit(k, hi, lit) // lo ? lit, hi ? lit
 	op := p.Op
 	if !want {
 		op = negateOp(op)
 	}
 	switch op {
 	case PredEq:
-		return cLo <= 0 && cHi >= 0
-	case PredNe:
-		return !(cLo == 0 && cHi == 0)
+		return inRange(lit)
+	case PredNe: // false for every row only when every value is the literal
+		return !(r.hasLo && r.hasHi && compareLit(k, r.lo, lit) == 0 && compareLit(k, r.hi, lit) == 0)
 	case PredLt:
-		return cLo < 0
+		return !r.hasLo || compareLit(k, r.lo, lit) < 0
 	case PredLe:
-		return cLo <= 0
+		return !r.hasLo || compareLit(k, r.lo, lit) <= 0
 	case PredGt:
-		return cHi > 0
+		return !r.hasHi || compareLit(k, r.hi, lit) > 0
 	case PredGe:
-		return cHi >= 0
+		return !r.hasHi || compareLit(k, r.hi, lit) >= 0
 	}
 	return true
 }
@@ -186,27 +209,6 @@ func pruneKind(f arrow.Field) valueKind {
 
 // PrunesOn reports whether the row-group statistics of column f are used by MayMatch.
 func PrunesOn(f arrow.Field) bool { return pruneKind(f) != 0 }
-
-// compareLit compares two literals of kind k.
-func compareLit(k valueKind, a, b literal) int {
-	switch k {
-	case kindInt:
-		return compareOrdered(a.i, b.i)
-	case kindString:
-		return strings.Compare(a.s, b.s)
-	}
-	return 0
-}
-
-func compareOrdered(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // FilterBatch returns the rows of rec for which pred is true (nil when none is), for callers that
 // filter rows a Scanner did not read (a MemWAL read). rec must hold every column pred reads; the

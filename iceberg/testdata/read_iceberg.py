@@ -10,19 +10,44 @@ the current snapshot must also read them through Polars' scan_iceberg. S3 settin
 AWS_ENDPOINT_URL_S3 / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION when the location is
 s3://. Prints one JSON object: {"ok": bool, "errors": [...], "snapshots": n}.
 """
+import datetime
+import decimal
 import json
 import os
+import re
 import sys
 
 import polars as pl
 from pyiceberg.table import StaticTable
 
 
+def _decimal_text(d):
+    d = d.normalize()
+    return format(d, "f") if d == d.to_integral_value() or d.as_tuple().exponent < 0 else str(d)
+
+
 def _value(v):
-    # Go's JSON writes 1.0 as 1: compare numbers by value.
+    # Go's JSON writes 1.0 as 1: compare numbers by value; timestamps, dates and decimals as
+    # arrow-go's JSON writes them (RFC 3339 in UTC, ISO dates, decimal text without trailing zeros).
     if isinstance(v, float) and v.is_integer():
         return int(v)
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        text = v.strftime("%Y-%m-%dT%H:%M:%S")
+        if v.microsecond:
+            text += (".%06d" % v.microsecond).rstrip("0")
+        return text + "Z"
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return _decimal_text(v)
+    if isinstance(v, str) and _NUMBER.fullmatch(v):
+        return _decimal_text(decimal.Decimal(v))
     return v
+
+
+_NUMBER = re.compile(r"-?[0-9]+\.[0-9]+")
 
 
 def norm(rows):
