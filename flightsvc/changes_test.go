@@ -265,7 +265,9 @@ func TestChangeFeedOverFlight(t *testing.T) {
 		var wantSome int
 		for _, r := range feed {
 			var id int64
-			fmt.Sscanf(r.row, "id=%d", &id)
+			if _, err := fmt.Sscanf(r.row, "id=%d", &id); err != nil {
+				t.Fatalf("feed row %q: %v", r.row, err)
+			}
 			if id >= 100 {
 				wantSome++
 			}
