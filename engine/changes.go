@@ -218,7 +218,7 @@ var changeFields = []arrow.Field{
 	{Name: CommitTimestampColumn, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
 }
 
-// VersionChanges counts what one version changed (VersionChangeCounts): rows a change read of it
+// VersionChanges counts what one version changed (Table.ChangeCounts): rows a change read of it
 // returns without a filter, and the data bytes it reads for them.
 type VersionChanges struct {
 	Version uint64
