@@ -530,6 +530,9 @@ func (r changeRows) split(sel *rowset.Set) (in, out changeRows) {
 	for _, f := range r.frags {
 		skip := r.skip[f.ID] // versionDiff gives every fragment its skip set
 		picked := sel.Offsets(f.ID)
+		if picked == nil {
+			picked = roaring.New() // none of the fragment's rows
+		}
 		all := roaring.New()
 		all.AddRange(0, uint64(f.PhysicalRows))
 		live := roaring.AndNot(all, skip)

@@ -458,3 +458,27 @@ func TestChangesPairVariableKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestChangesPairAcrossFragments: an upsert written as several fragments, one holding only new
+// keys, and replacing rows of several fragments, one of which loses none: each row gets its own
+// change type.
+func TestChangesPairAcrossFragments(t *testing.T) {
+	tbl, err := Create(t.Context(), localStore(t), "feed", rowsSchema, CreateOptions{PrimaryKey: []string{"id"}}, &Options{TargetRowsPerFragment: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := genRows(rowsSchema, idRange(0, 12), 0) // fragments of ids 0..3, 4..7, 8..11
+	defer first.Release()
+	if _, err := tbl.Append(t.Context(), []arrow.RecordBatch{first}, nil); err != nil {
+		t.Fatal(err)
+	}
+	up := genRows(rowsSchema, []int64{1, 2, 9, 10, 20, 21, 22, 23}, 1) // 4..7 untouched; 20..23 new
+	defer up.Release()
+	if _, err := tbl.Upsert(t.Context(), []arrow.RecordBatch{up}, nil); err != nil {
+		t.Fatal(err)
+	}
+	kinds := replayChanges(t, tbl, 1)
+	if got := fmt.Sprint(kinds[3]); got != fmt.Sprint(map[string]int{ChangeInsert: 4, ChangePostimage: 4, ChangePreimage: 4}) {
+		t.Fatalf("the upsert's changes: %s", got)
+	}
+}
