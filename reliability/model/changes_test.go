@@ -106,6 +106,15 @@ func (rn *runner) checkChanges(m *tableModel, s *server) {
 	model := m.feed.rows
 	var version uint64
 	adding := false
+	// An update's pre-images and post-images pair by primary key: the same keys, as often.
+	pre, post := map[string]int{}, map[string]int{}
+	paired := func() {
+		if fmt.Sprint(pre) != fmt.Sprint(post) {
+			rn.failf("%s: version %d has pre-images of keys %v and post-images of keys %v", what, version, pre, post)
+		}
+		clear(pre)
+		clear(post)
+	}
 	for i, r := range feed.rows {
 		kind, _ := strconv.Unquote(r[feedKindColumn])
 		v, err := strconv.ParseUint(r[feedVersionColumn], 10, 64)
@@ -113,7 +122,14 @@ func (rn *runner) checkChanges(m *tableModel, s *server) {
 			rn.failf("%s: row %d has version %s after %d", what, i, r[feedVersionColumn], version)
 		}
 		if v != version {
+			paired()
 			version, adding = v, false
+		}
+		switch kind {
+		case "update_preimage":
+			pre[m.keyOf(r)]++
+		case "update_postimage":
+			post[m.keyOf(r)]++
 		}
 		delete(r, feedKindColumn)
 		delete(r, feedVersionColumn)
@@ -137,6 +153,7 @@ func (rn *runner) checkChanges(m *tableModel, s *server) {
 			rn.failf("%s: row %d has change type %q", what, i, kind)
 		}
 	}
+	paired()
 	base, err := read(map[string]any{"table": m.name, "version": st.Version})
 	if err != nil {
 		rn.failf("DoGet %s version %d on %s: %v", m.name, st.Version, s.name, err)
