@@ -263,6 +263,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "UNKNOWN_ACTION": UnsupportedError,
     "TABLE_NOT_FOUND": TableNotFoundError,
     "VERSION_NOT_FOUND": NotFoundError,
+    "CHANGES_UNAVAILABLE": NotFoundError,
     "STAGE_NOT_FOUND": NotFoundError,
     "READ_SNAPSHOT_NOT_FOUND": NotFoundError,
     "TABLE_EXISTS": AlreadyExistsError,
