@@ -7,7 +7,6 @@ import java.util.List;
 import java.util.Map;
 import org.apache.arrow.flight.FlightEndpoint;
 import org.apache.arrow.flight.FlightInfo;
-import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.ValueVector;
@@ -56,7 +55,7 @@ final class FlightSinkScan {
 
     @Override
     public Predicate[] pushPredicates(Predicate[] predicates) {
-      if (opts.pushFilters) {
+      if (opts.pushFilters()) {
         for (Predicate p : predicates) {
           Map<String, Object> t = Predicates.translate(p);
           if (t == null) {
@@ -111,7 +110,7 @@ final class FlightSinkScan {
 
     @Override
     public String description() {
-      return "flight-sink " + opts.table + (opts.version != null ? " version " + opts.version : "")
+      return "flight-sink " + opts.table() + (opts.version() != null ? " version " + opts.version() : "")
           + " columns=" + List.of(schema.fieldNames())
           + (filter != null ? " filter=" + new String(FlightSinkClient.json(filter)) : "");
     }
@@ -129,9 +128,9 @@ final class FlightSinkScan {
     /** The GetFlightInfo command; an empty projection (a count) reads the first column only. */
     Map<String, Object> command() {
       Map<String, Object> cmd = new LinkedHashMap<>();
-      cmd.put("table", opts.table);
-      if (opts.version != null) {
-        cmd.put("version", opts.version);
+      cmd.put("table", opts.table());
+      if (opts.version() != null) {
+        cmd.put("version", opts.version());
       }
       List<String> cols = new ArrayList<>(List.of(schema.fieldNames()));
       if (cols.isEmpty()) {
@@ -163,9 +162,9 @@ final class FlightSinkScan {
 
   static Map<String, Object> tableCmd(FlightSinkOptions opts) {
     Map<String, Object> cmd = new LinkedHashMap<>();
-    cmd.put("table", opts.table);
-    if (opts.version != null) {
-      cmd.put("version", opts.version);
+    cmd.put("table", opts.table());
+    if (opts.version() != null) {
+      cmd.put("version", opts.version());
     }
     return cmd;
   }
@@ -209,7 +208,7 @@ final class FlightSinkScan {
   /** Reads one ticket's Arrow batches as Spark columnar batches (zero-copy where types allow). */
   static final class Reader implements PartitionReader<ColumnarBatch> {
     private final StructType schema;
-    private final FlightStream stream;
+    private final FlightSinkClient.Get stream;
     private final BufferAllocator alloc;
     private final List<ValueVector> owned = new ArrayList<>();
     private ColumnarBatch batch;
@@ -272,7 +271,7 @@ final class FlightSinkScan {
       try {
         if (!finished) {
           // Spark stopped early (a LIMIT, a failed task): end the DoGet instead of draining it.
-          stream.cancel("flight-sink: reader closed", null);
+          stream.cancel("flight-sink: reader closed");
         }
         stream.close();
       } catch (Exception ignored) {

@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 
@@ -17,7 +16,7 @@ final class TestTables {
   static List<Map<String, Object>> rows(String uri, String table) {
     FlightSinkClient c = FlightSinkClient.get(uri, null);
     List<Map<String, Object>> out = new ArrayList<>();
-    try (FlightStream s = c.doGet(FlightSinkClient.json(Map.of("table", table)))) {
+    try (FlightSinkClient.Get s = c.doGet(FlightSinkClient.json(Map.of("table", table)))) {
       while (s.next()) {
         VectorSchemaRoot root = s.getRoot();
         for (int i = 0; i < root.getRowCount(); i++) {
