@@ -163,6 +163,22 @@ final class FlightSinkClient {
     }
   }
 
+  /**
+   * The table's latest version ({@code table_stats}' {@code version}): the end offset of a
+   * streaming read; 0 for a table that does not exist yet.
+   */
+  long latestVersion(String table) {
+    try {
+      JsonNode stats = action("table_stats", java.util.Map.of("table", table));
+      return stats == null ? 0 : stats.path("version").asLong(0);
+    } catch (FlightSinkException e) {
+      if (e.isTableNotFound()) {
+        return 0;
+      }
+      throw e;
+    }
+  }
+
   FlightInfo flightInfo(Object cmd) {
     try {
       return retryUnavailable(() -> leased(c -> c.getInfo(FlightDescriptor.command(json(cmd)), callOptions)));

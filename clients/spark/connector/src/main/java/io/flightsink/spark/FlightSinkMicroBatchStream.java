@@ -53,19 +53,6 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
     this.skipChangeCommits = opts.skipChangeCommits();
   }
 
-  static final class VersionOffset extends Offset {
-    final long version;
-
-    VersionOffset(long version) {
-      this.version = version;
-    }
-
-    @Override
-    public String json() {
-      return "{\"version\": " + version + "}";
-    }
-  }
-
   @Override
   public Offset initialOffset() {
     return new VersionOffset(0);
@@ -77,21 +64,12 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
   }
 
   private long latestVersion() {
-    try {
-      JsonNode stats = opts.client().action("table_stats", Map.of("table", opts.table()));
-      return stats == null ? 0 : stats.path("version").asLong(0);
-    } catch (FlightSinkException e) {
-      if (e.isTableNotFound()) {
-        return 0;
-      }
-      throw e;
-    }
+    return opts.client().latestVersion(opts.table());
   }
 
   @Override
   public Offset deserializeOffset(String json) {
-    return new VersionOffset(FlightSinkClient.parse(json.getBytes(java.nio.charset.StandardCharsets.UTF_8))
-        .path("version").asLong());
+    return VersionOffset.parse(json);
   }
 
   private List<String> columns() {

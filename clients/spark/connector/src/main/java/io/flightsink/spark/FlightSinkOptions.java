@@ -15,7 +15,9 @@ import java.util.Set;
  * clients/pyspark}): {@code uri}, {@code table} (both required), {@code token}, {@code query_id},
  * {@code mergeSchema}, {@code create} (default true), {@code primaryKey} (comma separated, with
  * {@code create}), {@code route}, {@code version} (reads; {@code versionAsOf} is the same), {@code
- * pushFilters} (batch reads, default true), {@code skipChangeCommits} (streaming reads). Any other
+ * pushFilters} (batch reads, default true), {@code skipChangeCommits} (streaming reads), {@code
+ * readChangeFeed} with {@code startingVersion} (a version or {@code latest}) and {@code
+ * endingVersion} (batch reads of the change feed). Any other
  * option fails, naming the known ones, except Spark's own ({@link #SPARK_OPTIONS}), names starting
  * with {@code __}, and the test hook {@link InjectedFailure#OPTION}, which {@link InjectedFailure}
  * reads from {@link #raw()}.
@@ -25,7 +27,11 @@ public final class FlightSinkOptions implements Serializable {
 
   /** The connector's options (case-insensitive), the test hook aside. */
   static final List<String> KNOWN = List.of("uri", "table", "token", "query_id", "mergeSchema",
-      "create", "primaryKey", "route", "version", "versionAsOf", "pushFilters", "skipChangeCommits");
+      "create", "primaryKey", "route", "version", "versionAsOf", "pushFilters", "skipChangeCommits",
+      "readChangeFeed", "startingVersion", "endingVersion");
+
+  /** The value of {@code startingVersion} that starts a change feed stream after the latest version. */
+  static final String LATEST = "latest";
 
   /** Options Spark itself sets or reads, passed on to every data source. */
   static final List<String> SPARK_OPTIONS = List.of("path", "paths", "checkpointLocation");
@@ -41,6 +47,10 @@ public final class FlightSinkOptions implements Serializable {
   private final Long version;
   private final boolean pushFilters;
   private final boolean skipChangeCommits;
+  private final boolean readChangeFeed;
+  private final Long startingVersion;
+  private final boolean startingLatest;
+  private final Long endingVersion;
   private final HashMap<String, String> raw;
 
   private FlightSinkOptions(Map<String, String> o) {
@@ -61,6 +71,13 @@ public final class FlightSinkOptions implements Serializable {
     version = version(get(o, "version"), get(o, "versionAsOf"));
     pushFilters = bool(o, "pushFilters", true);
     skipChangeCommits = bool(o, "skipChangeCommits", false);
+    readChangeFeed = bool(o, "readChangeFeed", false);
+    String start = get(o, "startingVersion");
+    String end = get(o, "endingVersion");
+    startingLatest = start != null && start.trim().equalsIgnoreCase(LATEST);
+    startingVersion = start == null || startingLatest ? null : positiveLong("startingVersion", start);
+    endingVersion = end == null ? null : positiveLong("endingVersion", end);
+    checkChangeFeed(start, end);
     InjectedFailure.parse(raw); // a malformed test hook fails here, on the driver
   }
 
@@ -124,6 +141,26 @@ public final class FlightSinkOptions implements Serializable {
     return skipChangeCommits;
   }
 
+  /** Whether the read is of the table's change feed (its inserts, deletes and updates) instead of its rows. */
+  public boolean readChangeFeed() {
+    return readChangeFeed;
+  }
+
+  /** The first version of a change feed read, or null when it starts after the latest ({@link #startsAtLatest()}). */
+  public Long startingVersion() {
+    return startingVersion;
+  }
+
+  /** Whether a change feed stream starts after the version that is latest when it first starts. */
+  public boolean startsAtLatest() {
+    return startingLatest;
+  }
+
+  /** The last version of a batch change feed read, or null for the latest. */
+  public Long endingVersion() {
+    return endingVersion;
+  }
+
   /** The options as given. */
   Map<String, String> raw() {
     return Collections.unmodifiableMap(raw);
@@ -156,6 +193,33 @@ public final class FlightSinkOptions implements Serializable {
   }
 
   // -- parsing --------------------------------------------------------------------------------
+
+  /** The change feed options go together and without a table version. */
+  private void checkChangeFeed(String start, String end) {
+    if (!readChangeFeed) {
+      if (start != null || end != null) {
+        throw new IllegalArgumentException(
+            "flight-sink options startingVersion and endingVersion read the change feed: set readChangeFeed=true");
+      }
+      return;
+    }
+    if (version != null) {
+      throw new IllegalArgumentException("flight-sink option readChangeFeed reads a range of versions "
+          + "(startingVersion, endingVersion), not version/versionAsOf " + version);
+    }
+    if (start == null) {
+      throw new IllegalArgumentException("flight-sink option readChangeFeed needs startingVersion: "
+          + "the first version whose changes to read (>= 1), or latest (streams only)");
+    }
+    if (endingVersion != null && startingLatest) {
+      throw new IllegalArgumentException(
+          "flight-sink option endingVersion needs a startingVersion number, not latest");
+    }
+    if (endingVersion != null && endingVersion < startingVersion) {
+      throw new IllegalArgumentException("flight-sink option endingVersion (" + endingVersion
+          + ") is before startingVersion (" + startingVersion + ")");
+    }
+  }
 
   /** Fails on an option that is neither the connector's nor Spark's: a typo must not pass silently. */
   private static void checkKnown(Set<String> names) {

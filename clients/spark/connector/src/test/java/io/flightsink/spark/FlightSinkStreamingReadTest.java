@@ -76,9 +76,9 @@ class FlightSinkStreamingReadTest extends SparkServerTest {
         new org.apache.spark.sql.connector.expressions.LiteralValue<>(205L, org.apache.spark.sql.types.DataTypes.LongType)});
     b.pushPredicates(new Predicate[] {ge});
     org.apache.spark.sql.connector.read.streaming.MicroBatchStream mbs = b.build().toMicroBatchStream(tmp.toString());
-    long latest = ((FlightSinkMicroBatchStream.VersionOffset) mbs.latestOffset()).version;
-    InputPartition[] parts = mbs.planInputPartitions(new FlightSinkMicroBatchStream.VersionOffset(latest - 1),
-        new FlightSinkMicroBatchStream.VersionOffset(latest));
+    long latest = ((VersionOffset) mbs.latestOffset()).version;
+    InputPartition[] parts = mbs.planInputPartitions(new VersionOffset(latest - 1),
+        new VersionOffset(latest));
     assertTrue(parts.length >= 1);
     List<Long> got = new ArrayList<>();
     for (InputPartition p : parts) {
