@@ -121,6 +121,34 @@ class FlightSinkOptionsTest {
   }
 
   @Test
+  void changeFeedOptions() {
+    FlightSinkOptions o = FlightSinkOptions.parse(with("readChangeFeed", "true", "startingVersion", "3",
+        "endingVersion", "7"));
+    assertTrue(o.readChangeFeed());
+    assertEquals(3L, o.startingVersion());
+    assertEquals(7L, o.endingVersion());
+    assertFalse(o.startsAtLatest());
+    FlightSinkOptions latest = FlightSinkOptions.parse(with("readchangefeed", "true", "STARTINGVERSION", " Latest "));
+    assertTrue(latest.startsAtLatest());
+    assertNull(latest.startingVersion());
+    assertNull(latest.endingVersion());
+    assertFalse(FlightSinkOptions.parse(with()).readChangeFeed());
+
+    assertTrue(error(with("readChangeFeed", "true")).contains("readChangeFeed needs startingVersion"));
+    assertTrue(error(with("startingVersion", "1")).contains("set readChangeFeed=true"));
+    assertTrue(error(with("endingVersion", "1")).contains("set readChangeFeed=true"));
+    assertTrue(error(with("readChangeFeed", "true", "startingVersion", "1", "version", "2"))
+        .contains("not version/versionAsOf"));
+    assertTrue(error(with("readChangeFeed", "true", "startingVersion", "0")).contains("startingVersion must be >= 1"));
+    assertTrue(error(with("readChangeFeed", "true", "startingVersion", "first"))
+        .contains("startingVersion must be an integer"));
+    assertTrue(error(with("readChangeFeed", "true", "startingVersion", "5", "endingVersion", "4"))
+        .contains("endingVersion (4) is before startingVersion (5)"));
+    assertTrue(error(with("readChangeFeed", "true", "startingVersion", "latest", "endingVersion", "4"))
+        .contains("endingVersion needs a startingVersion number"));
+  }
+
+  @Test
   void withLaysOptionsOverTheTables() {
     FlightSinkOptions o = FlightSinkOptions.parse(with("pushFilters", "false"));
     assertSame(o, o.with(Map.of()));
