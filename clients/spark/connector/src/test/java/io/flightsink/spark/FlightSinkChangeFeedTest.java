@@ -196,13 +196,24 @@ class FlightSinkChangeFeedTest extends SparkServerTest {
       }
     };
     copy.run(); // no new version: no batch, but the start is recorded in the checkpoint
-    assertTrue(Files.exists(ckpt.resolve("sources").resolve("0").resolve(FlightSinkChangeFeedStream.START_FILE)));
     long before = FlightSinkClient.get(server.uri(), null).latestVersion(src);
+    // A source asked for its start again (as after a driver killed before its first batch was in
+    // the offset log) starts where it first did, though the table moved on.
+    FlightSinkOptions o = FlightSinkOptions.parse(Map.of("uri", server.uri(), "table", src,
+        "readChangeFeed", "true", "startingVersion", "latest"));
+    String sourceDir = tmp.resolve("source").toString();
+    long first = ((VersionOffset) new FlightSinkChangeFeedStream(o, new org.apache.spark.sql.types.StructType(), null,
+        sourceDir).initialOffset()).version;
+    assertEquals(before, first);
     put(src, "append", new long[] {3, 4}, "b");
+    long again = ((VersionOffset) new FlightSinkChangeFeedStream(o, new org.apache.spark.sql.types.StructType(), null,
+        sourceDir).initialOffset()).version;
+    assertEquals(first, again, "the recorded start, not the latest version now");
     copy.run();
     assertEquals(serverFeed(src, before + 1), changes(TestTables.rows(server.uri(), dst)),
         "the changes after the version latest at the first start, none before");
     assertEquals(List.of(3L, 4L), TestTables.ids(server.uri(), dst).stream().sorted().collect(Collectors.toList()));
+    assertTrue(Files.exists(ckpt.resolve("sources").resolve("0").resolve(FlightSinkChangeFeedStream.START_FILE)));
   }
 
   @Test
