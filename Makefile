@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -193,6 +193,14 @@ bench-freshness: pydeps build
 BENCH_SPARK_ARGS ?=
 bench-spark: build spark-jar spark41
 	"$$(cat $(VENV)/spark41)" bench/spark_sinks.py --server-bin bin/flight-sink $(BENCH_SPARK_ARGS)
+
+# bench-change-feed: latency from an acknowledged upsert epoch to its change reaching a Spark
+# readChangeFeed stream (trigger 100 ms, foreachBatch on the driver), p50/p99, on a plain keyed
+# table (direct) and a keyed MemWAL table (the change lands at the fold) (bench/change_feed_latency.py
+# --help). Builds the server and the jar; BENCH_CHANGE_FEED_ARGS="--epochs 20" for a short run.
+BENCH_CHANGE_FEED_ARGS ?=
+bench-change-feed: pydeps build spark-jar
+	$(VENV_PYTHON) bench/change_feed_latency.py --bin bin/flight-sink $(BENCH_CHANGE_FEED_ARGS)
 
 # bench-servers: `flight-sink bench --only memwal-servers` (docs/benchmarks.md) on a versitygw it
 # starts on 127.0.0.1:$(BENCH_S3_PORT) over a fresh temporary directory and stops (and removes)

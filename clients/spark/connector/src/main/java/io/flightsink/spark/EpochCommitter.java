@@ -53,13 +53,13 @@ final class EpochCommitter {
     String status = ack.path("status").asText();
     if (!status.equals("committed") && !status.equals("duplicate") && !status.equals("empty")) {
       throw new FlightSinkException("flight-sink: epoch " + epochId + " of " + queryId
-          + " was not committed to " + spec.opts.table + ": " + ack);
+          + " was not committed to " + spec.opts.table() + ": " + ack);
     }
     LOG.info("flight-sink: epoch {} of {} -> {}", epochId, queryId, ack);
     if (ack.hasNonNull("warning")) {
       // The server found this replay unlike the committed epoch: two queries may share the query
       // id (started from copies of one checkpoint), and this one's rows were dropped.
-      LOG.warn("flight-sink: epoch {} of {} to {}: {}", epochId, queryId, spec.opts.table, ack.get("warning").asText());
+      LOG.warn("flight-sink: epoch {} of {} to {}: {}", epochId, queryId, spec.opts.table(), ack.get("warning").asText());
     }
     return ack;
   }
@@ -78,16 +78,16 @@ final class EpochCommitter {
       }
     }
     Map<String, Object> body = new LinkedHashMap<>();
-    body.put("table", spec.opts.table);
+    body.put("table", spec.opts.table());
     body.put("query_id", queryId);
     body.put("epoch_id", epochId);
     body.put("mode", spec.mode);
     body.put("stages", new ArrayList<>(stages.values()));
-    if (spec.opts.mergeSchema) {
+    if (spec.opts.mergeSchema()) {
       body.put("merge_schema", true);
     }
-    if (spec.opts.route != null) {
-      body.put("route", spec.opts.route); // on a MemWAL table "auto" lands the epoch in its shards
+    if (spec.opts.route() != null) {
+      body.put("route", spec.opts.route()); // on a MemWAL table "auto" lands the epoch in its shards
     }
     FlightSinkClient client = spec.opts.client();
     try {
@@ -100,7 +100,7 @@ final class EpochCommitter {
         // Every partition was empty and the table does not exist yet: nothing to commit.
         return FlightSinkClient.JSON.createObjectNode().put("status", "empty");
       }
-      if (!spec.opts.create) {
+      if (!spec.opts.create()) {
         throw e;
       }
       // An empty complete epoch before the table exists: create it from the epoch's schema and
@@ -128,15 +128,15 @@ final class EpochCommitter {
   /** One non-staged DoPut of the given Arrow IPC streams (none: an empty epoch). */
   private static JsonNode putRows(EpochSpec spec, String queryId, long epochId, List<byte[]> parts) {
     Map<String, Object> cmd = new LinkedHashMap<>();
-    cmd.put("table", spec.opts.table);
+    cmd.put("table", spec.opts.table());
     cmd.put("query_id", queryId);
     cmd.put("epoch_id", epochId);
     cmd.put("mode", spec.mode);
     cmd.put("create", spec.opts.createValue());
-    if (spec.opts.route != null) {
-      cmd.put("route", spec.opts.route);
+    if (spec.opts.route() != null) {
+      cmd.put("route", spec.opts.route());
     }
-    if (spec.opts.mergeSchema) {
+    if (spec.opts.mergeSchema()) {
       cmd.put("merge_schema", true);
     }
     try (BufferAllocator alloc = ArrowUtils.rootAllocator()

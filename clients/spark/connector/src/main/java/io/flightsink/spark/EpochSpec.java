@@ -6,7 +6,8 @@ import org.apache.spark.sql.types.StructType;
 /**
  * What the tasks of one write need to know, decided on the driver: the options, the data schema,
  * the query id (null: streaming epochs take the epoch id Spark hands each writer), the protocol
- * mode, and whether the partitions are staged or collected for one driver-side DoPut.
+ * mode, whether the partitions are staged or collected for one driver-side DoPut, and the test
+ * hook {@link InjectedFailure} when the options set it.
  */
 final class EpochSpec implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -18,6 +19,8 @@ final class EpochSpec implements Serializable {
   final String mode;
   /** True: tasks ship their rows to the driver, which upserts the epoch in one DoPut. */
   final boolean collect;
+  /** The test hook's failure, or null. */
+  final InjectedFailure failure;
 
   EpochSpec(FlightSinkOptions opts, StructType schema, String queryId, String mode, boolean collect) {
     this.opts = opts;
@@ -25,5 +28,6 @@ final class EpochSpec implements Serializable {
     this.queryId = queryId;
     this.mode = mode;
     this.collect = collect;
+    this.failure = InjectedFailure.parse(opts.raw());
   }
 }

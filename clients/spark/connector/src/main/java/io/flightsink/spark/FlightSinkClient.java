@@ -7,8 +7,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import org.apache.arrow.flight.Action;
 import org.apache.arrow.flight.CallHeaders;
 import org.apache.arrow.flight.CallOption;
@@ -26,30 +24,27 @@ import org.apache.arrow.flight.SchemaResult;
 import org.apache.arrow.flight.SyncPutListener;
 import org.apache.arrow.flight.Ticket;
 import org.apache.arrow.memory.ArrowBuf;
-import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Schema;
-import org.apache.spark.sql.util.ArrowUtils;
 
 /**
- * A Flight connection to one flight-sink server, shared by every task of a JVM (driver or
- * executor) that talks to that server with that token. Requests are JSON ({@code
- * docs/protocol.md}); every failure is a {@link FlightSinkException} carrying the server's reason.
+ * A handle on one flight-sink server for one token: each call leases the JVM's shared connection
+ * to it ({@link FlightConnections}, bounded and closed), so a handle is cheap and never goes
+ * stale. Requests are JSON ({@code docs/protocol.md}); every failure is a {@link
+ * FlightSinkException} carrying the server's reason.
  */
 final class FlightSinkClient {
   static final ObjectMapper JSON = new ObjectMapper();
-  private static final Map<String, FlightSinkClient> CLIENTS = new ConcurrentHashMap<>();
 
   final String uri;
-  private final FlightClient client;
+  private final String key;
+  private final Location location;
   private final CallOption[] callOptions;
-  final BufferAllocator allocator;
 
   private FlightSinkClient(String uri, String token) {
     this.uri = uri;
-    this.allocator =
-        ArrowUtils.rootAllocator().newChildAllocator("flight-sink-client " + uri, 0, Long.MAX_VALUE);
-    this.client = FlightClient.builder(allocator, location(uri)).build();
+    this.key = uri + "\u0000" + (token == null ? "" : token);
+    this.location = location(uri);
     if (token != null) {
       CallHeaders h = new FlightCallHeaders();
       h.insert("authorization", "Bearer " + token);
@@ -59,9 +54,21 @@ final class FlightSinkClient {
     }
   }
 
+  /** The handle for {@code uri} and {@code token} (null: none); fails on a URI that is not Flight's. */
   static FlightSinkClient get(String uri, String token) {
-    return CLIENTS.computeIfAbsent(uri + "\u0000" + (token == null ? "" : token),
-        k -> new FlightSinkClient(uri, token));
+    return new FlightSinkClient(uri, token);
+  }
+
+  /** A lease on the shared connection; close it when the call or stream ends. */
+  private FlightConnections.Lease lease() {
+    return FlightConnections.acquire(key, location);
+  }
+
+  /** Runs {@code call} on a leased connection. */
+  private <T> T leased(java.util.function.Function<FlightClient, T> call) {
+    try (FlightConnections.Lease l = lease()) {
+      return call.apply(l.client());
+    }
   }
 
   private static Location location(String uri) {
@@ -77,10 +84,6 @@ final class FlightSinkClient {
         throw new IllegalArgumentException(
             "flight-sink uri must be grpc://host:port, grpc+tcp:// or grpc+tls://, got " + uri);
     }
-  }
-
-  CallOption[] options() {
-    return callOptions;
   }
 
   static byte[] json(Object o) {
@@ -142,7 +145,7 @@ final class FlightSinkClient {
    * idempotent action ({@link #IDEMPOTENT_ACTIONS}) is retried while the server is unavailable.
    */
   JsonNode action(String type, Object body) {
-    java.util.function.Supplier<JsonNode> call = () -> {
+    java.util.function.Supplier<JsonNode> call = () -> leased(client -> {
       Iterator<Result> it = client.doAction(new Action(type, json(body)), callOptions);
       JsonNode out = null;
       while (it.hasNext()) {
@@ -152,7 +155,7 @@ final class FlightSinkClient {
         }
       }
       return out;
-    };
+    });
     try {
       return IDEMPOTENT_ACTIONS.contains(type) ? retryUnavailable(call) : call.get();
     } catch (FlightRuntimeException e) {
@@ -160,9 +163,25 @@ final class FlightSinkClient {
     }
   }
 
+  /**
+   * The table's latest version ({@code table_stats}' {@code version}): the end offset of a
+   * streaming read; 0 for a table that does not exist yet.
+   */
+  long latestVersion(String table) {
+    try {
+      JsonNode stats = action("table_stats", java.util.Map.of("table", table));
+      return stats == null ? 0 : stats.path("version").asLong(0);
+    } catch (FlightSinkException e) {
+      if (e.isTableNotFound()) {
+        return 0;
+      }
+      throw e;
+    }
+  }
+
   FlightInfo flightInfo(Object cmd) {
     try {
-      return retryUnavailable(() -> client.getInfo(FlightDescriptor.command(json(cmd)), callOptions));
+      return retryUnavailable(() -> leased(c -> c.getInfo(FlightDescriptor.command(json(cmd)), callOptions)));
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("GetFlightInfo " + new String(json(cmd), StandardCharsets.UTF_8), uri, e);
     }
@@ -170,18 +189,59 @@ final class FlightSinkClient {
 
   Schema schema(Object cmd) {
     try {
-      SchemaResult r = retryUnavailable(() -> client.getSchema(FlightDescriptor.command(json(cmd)), callOptions));
+      SchemaResult r = retryUnavailable(
+          () -> leased(c -> c.getSchema(FlightDescriptor.command(json(cmd)), callOptions)));
       return r.getSchema();
     } catch (FlightRuntimeException e) {
       throw FlightSinkException.wrap("GetSchema " + new String(json(cmd), StandardCharsets.UTF_8), uri, e);
     }
   }
 
-  FlightStream doGet(byte[] ticket) {
+  /** Starts a DoGet of {@code ticket}; the stream holds its connection until closed. */
+  Get doGet(byte[] ticket) {
+    FlightConnections.Lease l = lease();
     try {
-      return client.getStream(new Ticket(ticket), callOptions);
+      return new Get(l, l.client().getStream(new Ticket(ticket), callOptions));
     } catch (FlightRuntimeException e) {
+      l.close();
       throw FlightSinkException.wrap("DoGet", uri, e);
+    } catch (RuntimeException e) {
+      l.close();
+      throw e;
+    }
+  }
+
+  /** One DoGet stream (Flight's {@link FlightStream}) and the lease it reads on. */
+  static final class Get implements AutoCloseable {
+    private final FlightConnections.Lease lease;
+    private final FlightStream stream;
+
+    private Get(FlightConnections.Lease lease, FlightStream stream) {
+      this.lease = lease;
+      this.stream = stream;
+    }
+
+    /** Loads the next batch into {@link #getRoot()}; false at the end. */
+    boolean next() {
+      return stream.next();
+    }
+
+    VectorSchemaRoot getRoot() {
+      return stream.getRoot();
+    }
+
+    /** Ends the call early (the server stops sending). */
+    void cancel(String message) {
+      stream.cancel(message, null);
+    }
+
+    @Override
+    public void close() throws Exception {
+      try {
+        stream.close();
+      } finally {
+        lease.close(); // after the stream: its buffers come from the connection's allocator
+      }
     }
   }
 
@@ -193,15 +253,21 @@ final class FlightSinkClient {
   final class Put implements AutoCloseable {
     private final String what;
     private final SyncPutListener listener = new SyncPutListener();
+    private final FlightConnections.Lease lease;
     private final FlightClient.ClientStreamListener stream;
     private boolean done;
 
     Put(Object cmd, VectorSchemaRoot root) {
       this.what = "DoPut " + new String(json(cmd), StandardCharsets.UTF_8);
+      this.lease = lease();
       try {
-        stream = client.startPut(FlightDescriptor.command(json(cmd)), root, listener, callOptions);
-      } catch (FlightRuntimeException e) {
-        throw FlightSinkException.wrap(what, uri, e);
+        stream = lease.client().startPut(FlightDescriptor.command(json(cmd)), root, listener, callOptions);
+      } catch (RuntimeException e) {
+        lease.close();
+        if (e instanceof FlightRuntimeException) {
+          throw FlightSinkException.wrap(what, uri, (FlightRuntimeException) e);
+        }
+        throw e;
       }
     }
 
@@ -276,17 +342,21 @@ final class FlightSinkClient {
       }
     }
 
-    /** Cancels an unfinished stream: the server commits nothing of it. */
+    /** Cancels an unfinished stream (the server commits nothing of it) and releases the connection. */
     @Override
     public void close() {
-      if (!done) {
-        done = true;
-        try {
-          stream.error(new RuntimeException("flight-sink: write aborted"));
-          stream.getResult();
-        } catch (Exception ignored) {
-          // the cancel itself is what we wanted
+      try {
+        if (!done) {
+          done = true;
+          try {
+            stream.error(new RuntimeException("flight-sink: write aborted"));
+            stream.getResult();
+          } catch (Exception ignored) {
+            // the cancel itself is what we wanted
+          }
         }
+      } finally {
+        lease.close();
       }
     }
   }

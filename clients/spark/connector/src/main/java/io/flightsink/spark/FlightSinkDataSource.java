@@ -17,6 +17,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  *     .option("checkpointLocation", c).start();                  // streaming writes
  * df.write.format("flight-sink").option("uri", u).option("table", t).mode("append").save();
  * spark.read.format("flight-sink").option("uri", u).option("table", t).load();
+ * spark.readStream.format("flight-sink").option("uri", u).option("table", t)
+ *     .option("readChangeFeed", "true").option("startingVersion", "1").load();   // the change feed
  * </pre>
  *
  * Options: {@link FlightSinkOptions}; how each mode maps onto the protocol: clients/spark/README.md.
@@ -29,15 +31,16 @@ public final class FlightSinkDataSource implements TableProvider, DataSourceRegi
     return SHORT_NAME;
   }
 
-  /** The table's schema (at {@code version} when given); empty for a table that does not exist
-   * yet (a write creates it from its data). */
+  /** The table's schema (at {@code version} when given; with the change columns for {@code
+   * readChangeFeed}); empty for a table that does not exist yet (a write creates it from its
+   * data; the change feed of a table that does not exist fails). */
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     FlightSinkOptions opts = FlightSinkOptions.parse(options.asCaseSensitiveMap());
     try {
       return ArrowConversions.sparkSchema(opts.client().schema(FlightSinkScan.tableCmd(opts)));
     } catch (FlightSinkException e) {
-      if (e.isTableNotFound()) {
+      if (e.isTableNotFound() && !opts.readChangeFeed()) {
         return new StructType();
       }
       throw e;

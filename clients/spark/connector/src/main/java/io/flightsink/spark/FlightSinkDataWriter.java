@@ -93,7 +93,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
 
   private Map<String, Object> command() {
     Map<String, Object> cmd = new LinkedHashMap<>();
-    cmd.put("table", spec.opts.table);
+    cmd.put("table", spec.opts.table());
     cmd.put("query_id", queryId);
     cmd.put("epoch_id", epochId);
     cmd.put("mode", spec.mode);
@@ -104,10 +104,10 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
       cmd.put("partition", part);
     }
     cmd.put("create", spec.opts.createValue());
-    if (spec.opts.route != null) {
-      cmd.put("route", spec.opts.route);
+    if (spec.opts.route() != null) {
+      cmd.put("route", spec.opts.route());
     }
-    if (spec.opts.mergeSchema) {
+    if (spec.opts.mergeSchema()) {
       cmd.put("merge_schema", true); // only when true: older servers see the requests they know
     }
     return cmd;
@@ -163,7 +163,7 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
     if (whole) {
       if (!status.equals("committed") && !status.equals("duplicate")) {
         throw new FlightSinkException("flight-sink: epoch " + epochId + " of " + queryId
-            + " was not committed to " + spec.opts.table + ": " + ack);
+            + " was not committed to " + spec.opts.table() + ": " + ack);
       }
       failIfInjected(ack.toString());
       return new FlightSinkCommitMessage(partition, attempt, status, null, ack.path("rows").asLong(rows), null, ack);
@@ -177,14 +177,9 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
     return new FlightSinkCommitMessage(partition, attempt, status, stage, ack.path("rows").asLong(rows), null, null);
   }
 
-  /** The test hook {@link FlightSinkOptions#TEST_FAIL_AFTER_STAGE}: fails this attempt once its rows were sent. */
+  /** The test hook {@link InjectedFailure}: fails this attempt once its rows were sent. */
   private void failIfInjected(String what) {
-    int[] fail = spec.opts.failAfterStage;
-    if (fail != null && fail[0] == partition && (fail[1] == attempt || fail[1] == -1)) {
-      throw new IllegalStateException(FlightSinkOptions.TEST_FAIL_AFTER_STAGE
-          + ": injected failure after sending partition " + partition + " attempt " + attempt
-          + " (" + what + ")");
-    }
+    InjectedFailure.failIfHit(spec.failure, partition, attempt, what);
   }
 
   @Override

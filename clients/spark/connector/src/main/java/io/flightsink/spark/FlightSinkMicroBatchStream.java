@@ -50,20 +50,7 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
     this.opts = opts;
     this.schema = schema;
     this.filter = filter;
-    this.skipChangeCommits = opts.skipChangeCommits;
-  }
-
-  static final class VersionOffset extends Offset {
-    final long version;
-
-    VersionOffset(long version) {
-      this.version = version;
-    }
-
-    @Override
-    public String json() {
-      return "{\"version\": " + version + "}";
-    }
+    this.skipChangeCommits = opts.skipChangeCommits();
   }
 
   @Override
@@ -77,21 +64,12 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
   }
 
   private long latestVersion() {
-    try {
-      JsonNode stats = opts.client().action("table_stats", Map.of("table", opts.table));
-      return stats == null ? 0 : stats.path("version").asLong(0);
-    } catch (FlightSinkException e) {
-      if (e.isTableNotFound()) {
-        return 0;
-      }
-      throw e;
-    }
+    return opts.client().latestVersion(opts.table());
   }
 
   @Override
   public Offset deserializeOffset(String json) {
-    return new VersionOffset(FlightSinkClient.parse(json.getBytes(java.nio.charset.StandardCharsets.UTF_8))
-        .path("version").asLong());
+    return VersionOffset.parse(json);
   }
 
   private List<String> columns() {
@@ -105,7 +83,7 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
 
   private FlightInfo info(long version, boolean withColumns) {
     Map<String, Object> cmd = new LinkedHashMap<>();
-    cmd.put("table", opts.table);
+    cmd.put("table", opts.table());
     cmd.put("version", version);
     if (withColumns) {
       cmd.put("columns", columns());
@@ -144,7 +122,7 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
         }
         if (!fresh.isEmpty()) {
           Map<String, Object> ticket = new LinkedHashMap<>();
-          ticket.put("table", opts.table);
+          ticket.put("table", opts.table());
           ticket.put("version", run[1]);
           ticket.put("fragments", fresh);
           ticket.put("columns", columns());
@@ -182,13 +160,13 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
   private List<long[]> runs(long start, long end) {
     long limit = latestVersion() - start;
     if (limit > 10000) {
-      throw new FlightSinkException("flight-sink stream of " + opts.table + ": " + limit
+      throw new FlightSinkException("flight-sink stream of " + opts.table() + ": " + limit
           + " versions behind (more than the history action lists); restart the query from a new checkpoint");
     }
     Map<Long, String> ops = new HashMap<>();
     Set<Long> missing = new HashSet<>();
     JsonNode hist = opts.client().action("history",
-        Map.of("table", opts.table, "limit", Math.max(limit, 1)));
+        Map.of("table", opts.table(), "limit", Math.max(limit, 1)));
     // {"format_version", "table", "latest_version", "versions": [...]}, newest first.
     for (JsonNode h : hist.isArray() ? hist : hist.path("versions")) {
       long v = h.path("version").asLong();
@@ -201,7 +179,7 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
     for (long v = start + 1; v <= end; v++) {
       String op = ops.get(v);
       if (op == null || missing.contains(v)) {
-        throw new FlightSinkException("flight-sink stream of " + opts.table + ": version " + v
+        throw new FlightSinkException("flight-sink stream of " + opts.table() + ": version " + v
             + " was cleaned up before the stream read it; restart the query from a new checkpoint");
       }
       if (APPENDS.contains(op)) {
@@ -213,13 +191,13 @@ final class FlightSinkMicroBatchStream implements MicroBatchStream {
       } else if (NO_ROW_CHANGE.contains(op)) {
         continue;
       } else if (ROW_CHANGES.contains(op) && skipChangeCommits) {
-        LOG.info("flight-sink stream of {}: skipping {} version {} (skipChangeCommits)", opts.table, op, v);
+        LOG.info("flight-sink stream of {}: skipping {} version {} (skipChangeCommits)", opts.table(), op, v);
       } else if (ROW_CHANGES.contains(op)) {
-        throw new FlightSinkException("flight-sink stream of " + opts.table + ": version " + v
+        throw new FlightSinkException("flight-sink stream of " + opts.table() + ": version " + v
             + " is an " + op + ", which changed or removed rows a stream of appends cannot express; "
             + "set the option skipChangeCommits=true to skip such versions");
       } else {
-        throw new FlightSinkException("flight-sink stream of " + opts.table + ": version " + v
+        throw new FlightSinkException("flight-sink stream of " + opts.table() + ": version " + v
             + " has operation " + op + ", which this connector does not know how to read as a stream");
       }
     }

@@ -3,64 +3,62 @@ package io.flightsink.spark;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 
 /**
- * The data source's options, parsed once on the driver and serialized to the tasks. The names are
- * the Python data source's ({@code clients/pyspark}): {@code uri}, {@code table} (both required),
- * {@code token}, {@code query_id}, {@code mergeSchema}, {@code create} (default true),
- * {@code primaryKey} (comma separated, with {@code create}), {@code route}, {@code version} (reads;
- * {@code versionAsOf} is the same), {@code pushFilters} (batch reads, default true),
- * {@code skipChangeCommits} (streaming reads). Any other option fails, naming the known ones,
- * except Spark's own ({@link #SPARK_OPTIONS}, and names starting with {@code __}).
+ * The data source's options, parsed and validated once on the driver ({@link #parse}) and
+ * serialized to the tasks; immutable. The names are the Python data source's ({@code
+ * clients/pyspark}): {@code uri}, {@code table} (both required), {@code token}, {@code query_id},
+ * {@code mergeSchema}, {@code create} (default true), {@code primaryKey} (comma separated, with
+ * {@code create}), {@code route}, {@code version} (reads; {@code versionAsOf} is the same), {@code
+ * pushFilters} (batch reads, default true), {@code skipChangeCommits} (streaming reads), {@code
+ * readChangeFeed} with {@code startingVersion} (a version or {@code latest}) and {@code
+ * endingVersion} (batch reads of the change feed). Any other
+ * option fails, naming the known ones, except Spark's own ({@link #SPARK_OPTIONS}), names starting
+ * with {@code __}, and the test hook {@link InjectedFailure#OPTION}, which {@link InjectedFailure}
+ * reads from {@link #raw()}.
  */
 public final class FlightSinkOptions implements Serializable {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
 
-  /**
-   * Test-only option: {@code "<partition>:<attempt>"} makes that task attempt fail right after its
-   * DoPut was acknowledged (the Python data source's option of the same name); {@code
-   * "<partition>:*"} makes every attempt of that partition fail. Never set it in production.
-   */
-  public static final String TEST_FAIL_AFTER_STAGE = "_testFailAfterStage";
-
-  /** The connector's options (case-insensitive), the test-only one aside. */
+  /** The connector's options (case-insensitive), the test hook aside. */
   static final List<String> KNOWN = List.of("uri", "table", "token", "query_id", "mergeSchema",
-      "create", "primaryKey", "route", "version", "versionAsOf", "pushFilters", "skipChangeCommits");
+      "create", "primaryKey", "route", "version", "versionAsOf", "pushFilters", "skipChangeCommits",
+      "readChangeFeed", "startingVersion", "endingVersion");
+
+  /** The value of {@code startingVersion} that starts a change feed stream after the latest version. */
+  static final String LATEST = "latest";
 
   /** Options Spark itself sets or reads, passed on to every data source. */
   static final List<String> SPARK_OPTIONS = List.of("path", "paths", "checkpointLocation");
 
-  public final String uri;
-  public final String table;
-  public final String token;
-  public final String queryId;
-  public final boolean mergeSchema;
-  public final boolean create;
-  public final List<String> primaryKey;
-  public final String route;
-  public final Long version;
-  public final boolean pushFilters;
-  public final boolean skipChangeCommits;
-  public final int[] failAfterStage;
-  private final java.util.HashMap<String, String> raw;
+  private final String uri;
+  private final String table;
+  private final String token;
+  private final String queryId;
+  private final boolean mergeSchema;
+  private final boolean create;
+  private final List<String> primaryKey;
+  private final String route;
+  private final Long version;
+  private final boolean pushFilters;
+  private final boolean skipChangeCommits;
+  private final boolean readChangeFeed;
+  private final Long startingVersion;
+  private final boolean startingLatest;
+  private final Long endingVersion;
+  private final HashMap<String, String> raw;
 
   private FlightSinkOptions(Map<String, String> o) {
-    raw = new java.util.HashMap<>(o);
+    raw = new HashMap<>(o);
     checkKnown(o.keySet());
-    String u = get(o, "uri");
-    String t = get(o, "table");
-    if (u == null || u.isBlank() || t == null || t.isBlank()) {
-      throw new IllegalArgumentException(
-          "the flight-sink data source needs the options uri and table, e.g. "
-              + ".option(\"uri\", \"grpc://127.0.0.1:8815\").option(\"table\", \"events\")");
-    }
-    uri = u.trim();
-    table = t.trim();
-    String tok = get(o, "token");
-    token = tok == null || tok.isEmpty() ? null : tok;
+    uri = required(o, "uri");
+    table = required(o, "table");
+    token = nonEmpty(get(o, "token"));
     String q = get(o, "query_id");
     if (q != null && q.isBlank()) {
       throw new IllegalArgumentException("flight-sink option query_id must not be blank");
@@ -68,54 +66,166 @@ public final class FlightSinkOptions implements Serializable {
     queryId = q == null ? null : q.trim();
     mergeSchema = bool(o, "mergeSchema", false);
     create = bool(o, "create", true);
-    List<String> keys = new ArrayList<>();
-    String pk = get(o, "primaryKey");
-    if (pk != null) {
-      for (String k : pk.split(",")) {
-        if (!k.isBlank()) {
-          keys.add(k.trim());
-        }
-      }
-    }
-    primaryKey = Collections.unmodifiableList(keys);
-    String r = get(o, "route");
-    route = r == null || r.isEmpty() ? null : r;
-    String v = get(o, "version");
-    String vao = get(o, "versionAsOf");
-    if (v != null && vao != null && !v.trim().equals(vao.trim())) {
-      throw new IllegalArgumentException(
-          "flight-sink options version (" + v + ") and versionAsOf (" + vao + ") disagree");
-    }
-    String ver = v != null ? v : vao;
-    if (ver == null || ver.isBlank()) {
-      version = null;
-    } else {
-      try {
-        version = Long.parseLong(ver.trim());
-      } catch (NumberFormatException e) {
-        throw new IllegalArgumentException("flight-sink option version must be an integer, got " + ver);
-      }
-      if (version < 1) {
-        throw new IllegalArgumentException("flight-sink option version must be >= 1, got " + ver);
-      }
-    }
+    primaryKey = list(get(o, "primaryKey"));
+    route = nonEmpty(get(o, "route"));
+    version = version(get(o, "version"), get(o, "versionAsOf"));
     pushFilters = bool(o, "pushFilters", true);
     skipChangeCommits = bool(o, "skipChangeCommits", false);
-    String f = get(o, TEST_FAIL_AFTER_STAGE);
-    if (f != null && !f.isEmpty()) {
-      String[] parts = f.split(":");
-      failAfterStage = new int[] {Integer.parseInt(parts[0].trim()),
-          parts[1].trim().equals("*") ? -1 : Integer.parseInt(parts[1].trim())};
-    } else {
-      failAfterStage = null;
+    readChangeFeed = bool(o, "readChangeFeed", false);
+    String start = get(o, "startingVersion");
+    String end = get(o, "endingVersion");
+    startingLatest = start != null && start.trim().equalsIgnoreCase(LATEST);
+    startingVersion = start == null || startingLatest ? null : positiveLong("startingVersion", start);
+    endingVersion = end == null ? null : positiveLong("endingVersion", end);
+    checkChangeFeed(start, end);
+    InjectedFailure.parse(raw); // a malformed test hook fails here, on the driver
+  }
+
+  /** Parses and validates {@code options}; every error is an IllegalArgumentException naming the option. */
+  public static FlightSinkOptions parse(Map<String, String> options) {
+    return new FlightSinkOptions(options);
+  }
+
+  /** The server's Flight URI ({@code grpc://host:port}, {@code grpc+tls://...}), trimmed. */
+  public String uri() {
+    return uri;
+  }
+
+  /** The table's name, trimmed. */
+  public String table() {
+    return table;
+  }
+
+  /** The bearer token, or null for none. */
+  public String token() {
+    return token;
+  }
+
+  /** The query id a write stamps its epochs with, or null: Spark's query id (a fresh one for a batch write). */
+  public String queryId() {
+    return queryId;
+  }
+
+  /** Whether a write may add columns to the table ({@code merge_schema}). */
+  public boolean mergeSchema() {
+    return mergeSchema;
+  }
+
+  /** Whether a write creates a table that does not exist. */
+  public boolean create() {
+    return create;
+  }
+
+  /** The primary key columns of a table a write creates (empty: none); unmodifiable. */
+  public List<String> primaryKey() {
+    return primaryKey;
+  }
+
+  /** The write route ({@code auto}, {@code direct}, ...), or null for the server's default. */
+  public String route() {
+    return route;
+  }
+
+  /** The version a batch read reads, or null for the latest. */
+  public Long version() {
+    return version;
+  }
+
+  /** Whether batch reads push predicates to the server. */
+  public boolean pushFilters() {
+    return pushFilters;
+  }
+
+  /** Whether a streaming read skips versions that changed or removed rows instead of failing. */
+  public boolean skipChangeCommits() {
+    return skipChangeCommits;
+  }
+
+  /** Whether the read is of the table's change feed (its inserts, deletes and updates) instead of its rows. */
+  public boolean readChangeFeed() {
+    return readChangeFeed;
+  }
+
+  /** The first version of a change feed read, or null when it starts after the latest ({@link #startsAtLatest()}). */
+  public Long startingVersion() {
+    return startingVersion;
+  }
+
+  /** Whether a change feed stream starts after the version that is latest when it first starts. */
+  public boolean startsAtLatest() {
+    return startingLatest;
+  }
+
+  /** The last version of a batch change feed read, or null for the latest. */
+  public Long endingVersion() {
+    return endingVersion;
+  }
+
+  /** The options as given. */
+  Map<String, String> raw() {
+    return Collections.unmodifiableMap(raw);
+  }
+
+  /** These options with {@code extra} laid over them (a scan's or a write's own options). */
+  FlightSinkOptions with(Map<String, String> extra) {
+    if (extra.isEmpty()) {
+      return this;
+    }
+    Map<String, String> m = new HashMap<>(raw);
+    m.putAll(extra);
+    return parse(m);
+  }
+
+  /** The DoPut command's {@code create} value: false, true or {"primary_key": [...]}. */
+  Object createValue() {
+    if (!create) {
+      return Boolean.FALSE;
+    }
+    if (primaryKey.isEmpty()) {
+      return Boolean.TRUE;
+    }
+    return Collections.singletonMap("primary_key", primaryKey);
+  }
+
+  /** The JVM's shared connection to the server these options name. */
+  FlightSinkClient client() {
+    return FlightSinkClient.get(uri, token);
+  }
+
+  // -- parsing --------------------------------------------------------------------------------
+
+  /** The change feed options go together and without a table version. */
+  private void checkChangeFeed(String start, String end) {
+    if (!readChangeFeed) {
+      if (start != null || end != null) {
+        throw new IllegalArgumentException(
+            "flight-sink options startingVersion and endingVersion read the change feed: set readChangeFeed=true");
+      }
+      return;
+    }
+    if (version != null) {
+      throw new IllegalArgumentException("flight-sink option readChangeFeed reads a range of versions "
+          + "(startingVersion, endingVersion), not version/versionAsOf " + version);
+    }
+    if (start == null) {
+      throw new IllegalArgumentException("flight-sink option readChangeFeed needs startingVersion: "
+          + "the first version whose changes to read (>= 1), or latest (streams only)");
+    }
+    if (endingVersion != null && startingLatest) {
+      throw new IllegalArgumentException(
+          "flight-sink option endingVersion needs a startingVersion number, not latest");
+    }
+    if (endingVersion != null && endingVersion < startingVersion) {
+      throw new IllegalArgumentException("flight-sink option endingVersion (" + endingVersion
+          + ") is before startingVersion (" + startingVersion + ")");
     }
   }
 
   /** Fails on an option that is neither the connector's nor Spark's: a typo must not pass silently. */
-  private static void checkKnown(java.util.Set<String> names) {
+  private static void checkKnown(Set<String> names) {
     List<String> unknown = new ArrayList<>();
     for (String n : names) {
-      if (!n.startsWith("__") && !n.equalsIgnoreCase(TEST_FAIL_AFTER_STAGE)
+      if (!n.startsWith("__") && !n.equalsIgnoreCase(InjectedFailure.OPTION)
           && KNOWN.stream().noneMatch(n::equalsIgnoreCase)
           && SPARK_OPTIONS.stream().noneMatch(n::equalsIgnoreCase)) {
         unknown.add(n);
@@ -129,12 +239,8 @@ public final class FlightSinkOptions implements Serializable {
     }
   }
 
-  public static FlightSinkOptions parse(Map<String, String> options) {
-    return new FlightSinkOptions(options);
-  }
-
   /** Option lookup, case-insensitive (Spark lower-cases keys in some paths, not in others). */
-  private static String get(Map<String, String> o, String name) {
+  static String get(Map<String, String> o, String name) {
     String v = o.get(name);
     if (v != null) {
       return v;
@@ -145,6 +251,58 @@ public final class FlightSinkOptions implements Serializable {
       }
     }
     return null;
+  }
+
+  private static String required(Map<String, String> o, String name) {
+    String v = get(o, name);
+    if (v == null || v.isBlank()) {
+      throw new IllegalArgumentException(
+          "the flight-sink data source needs the options uri and table, e.g. "
+              + ".option(\"uri\", \"grpc://127.0.0.1:8815\").option(\"table\", \"events\")");
+    }
+    return v.trim();
+  }
+
+  private static String nonEmpty(String v) {
+    return v == null || v.isEmpty() ? null : v;
+  }
+
+  private static List<String> list(String csv) {
+    List<String> out = new ArrayList<>();
+    if (csv != null) {
+      for (String k : csv.split(",")) {
+        if (!k.isBlank()) {
+          out.add(k.trim());
+        }
+      }
+    }
+    return Collections.unmodifiableList(out);
+  }
+
+  private static Long version(String v, String versionAsOf) {
+    if (v != null && versionAsOf != null && !v.trim().equals(versionAsOf.trim())) {
+      throw new IllegalArgumentException(
+          "flight-sink options version (" + v + ") and versionAsOf (" + versionAsOf + ") disagree");
+    }
+    String ver = v != null ? v : versionAsOf;
+    if (ver == null || ver.isBlank()) {
+      return null;
+    }
+    return positiveLong("version", ver);
+  }
+
+  /** {@code raw} as a version number: an integer of at least 1. */
+  static long positiveLong(String name, String raw) {
+    long n;
+    try {
+      n = Long.parseLong(raw.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("flight-sink option " + name + " must be an integer, got " + raw);
+    }
+    if (n < 1) {
+      throw new IllegalArgumentException("flight-sink option " + name + " must be >= 1, got " + raw);
+    }
+    return n;
   }
 
   private static boolean bool(Map<String, String> o, String name, boolean def) {
@@ -165,25 +323,5 @@ public final class FlightSinkOptions implements Serializable {
         throw new IllegalArgumentException(
             "flight-sink option " + name + " must be true or false, got " + raw);
     }
-  }
-
-  /** The DoPut command's {@code create} value: false, true or {"primary_key": [...]}. */
-  Object createValue() {
-    if (!create) {
-      return Boolean.FALSE;
-    }
-    if (primaryKey.isEmpty()) {
-      return Boolean.TRUE;
-    }
-    return Collections.singletonMap("primary_key", primaryKey);
-  }
-
-  /** The options as given. */
-  Map<String, String> raw() {
-    return Collections.unmodifiableMap(raw);
-  }
-
-  FlightSinkClient client() {
-    return FlightSinkClient.get(uri, token);
   }
 }

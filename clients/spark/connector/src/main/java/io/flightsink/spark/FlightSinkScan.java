@@ -7,7 +7,6 @@ import java.util.List;
 import java.util.Map;
 import org.apache.arrow.flight.FlightEndpoint;
 import org.apache.arrow.flight.FlightInfo;
-import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.ValueVector;
@@ -33,6 +32,10 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * groups and fragments its statistics rule out and filters the rest). Every pushed predicate is
  * also returned to Spark, which evaluates it again after the scan: the server's filter cuts what
  * is read and sent, Spark's keeps the result exact in corners where the two could differ.
+ *
+ * <p>With {@code readChangeFeed} the scan reads the change feed of {@code startingVersion ..
+ * endingVersion} ({@link ChangeFeed}) instead of a version's rows, the same way; predicates on the
+ * change columns stay in Spark (the server filters on table columns).
  */
 final class FlightSinkScan {
   private FlightSinkScan() {}
@@ -56,8 +59,11 @@ final class FlightSinkScan {
 
     @Override
     public Predicate[] pushPredicates(Predicate[] predicates) {
-      if (opts.pushFilters) {
+      if (opts.pushFilters()) {
         for (Predicate p : predicates) {
+          if (opts.readChangeFeed() && onChangeColumn(p)) {
+            continue;
+          }
           Map<String, Object> t = Predicates.translate(p);
           if (t == null) {
             continue;
@@ -71,6 +77,16 @@ final class FlightSinkScan {
         }
       }
       return predicates;
+    }
+
+    /** Whether {@code p} reads a column the change feed adds. */
+    private static boolean onChangeColumn(Predicate p) {
+      for (org.apache.spark.sql.connector.expressions.NamedReference r : p.references()) {
+        if (ChangeFeed.isChangeColumn(r.fieldNames()[0])) {
+          return true;
+        }
+      }
+      return false;
     }
 
     @Override
@@ -111,27 +127,42 @@ final class FlightSinkScan {
 
     @Override
     public String description() {
-      return "flight-sink " + opts.table + (opts.version != null ? " version " + opts.version : "")
+      String what = opts.readChangeFeed()
+          ? " changes from version " + (opts.startsAtLatest() ? FlightSinkOptions.LATEST : opts.startingVersion())
+              + (opts.endingVersion() != null ? " to " + opts.endingVersion() : "")
+          : opts.version() != null ? " version " + opts.version() : "";
+      return "flight-sink " + opts.table() + what
           + " columns=" + List.of(schema.fieldNames())
           + (filter != null ? " filter=" + new String(FlightSinkClient.json(filter)) : "");
     }
 
     @Override
     public Batch toBatch() {
+      if (opts.startsAtLatest()) {
+        throw new IllegalArgumentException("flight-sink option startingVersion=latest starts a change feed "
+            + "stream; a batch read of the change feed needs a version number");
+      }
       return this;
     }
 
     @Override
     public org.apache.spark.sql.connector.read.streaming.MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+      if (opts.readChangeFeed()) {
+        return new FlightSinkChangeFeedStream(opts, schema, filter, checkpointLocation);
+      }
       return new FlightSinkMicroBatchStream(opts, schema, filter);
     }
 
     /** The GetFlightInfo command; an empty projection (a count) reads the first column only. */
     Map<String, Object> command() {
+      if (opts.readChangeFeed()) {
+        return ChangeFeed.command(opts.table(), opts.startingVersion(), opts.endingVersion(),
+            ChangeFeed.tableColumns(opts, schema), filter);
+      }
       Map<String, Object> cmd = new LinkedHashMap<>();
-      cmd.put("table", opts.table);
-      if (opts.version != null) {
-        cmd.put("version", opts.version);
+      cmd.put("table", opts.table());
+      if (opts.version() != null) {
+        cmd.put("version", opts.version());
       }
       List<String> cols = new ArrayList<>(List.of(schema.fieldNames()));
       if (cols.isEmpty()) {
@@ -161,11 +192,15 @@ final class FlightSinkScan {
     }
   }
 
+  /** The GetSchema command of the read the options describe (a version's rows or the change feed). */
   static Map<String, Object> tableCmd(FlightSinkOptions opts) {
+    if (opts.readChangeFeed()) {
+      return ChangeFeed.schemaCommand(opts);
+    }
     Map<String, Object> cmd = new LinkedHashMap<>();
-    cmd.put("table", opts.table);
-    if (opts.version != null) {
-      cmd.put("version", opts.version);
+    cmd.put("table", opts.table());
+    if (opts.version() != null) {
+      cmd.put("version", opts.version());
     }
     return cmd;
   }
@@ -209,7 +244,7 @@ final class FlightSinkScan {
   /** Reads one ticket's Arrow batches as Spark columnar batches (zero-copy where types allow). */
   static final class Reader implements PartitionReader<ColumnarBatch> {
     private final StructType schema;
-    private final FlightStream stream;
+    private final FlightSinkClient.Get stream;
     private final BufferAllocator alloc;
     private final List<ValueVector> owned = new ArrayList<>();
     private ColumnarBatch batch;
@@ -272,7 +307,7 @@ final class FlightSinkScan {
       try {
         if (!finished) {
           // Spark stopped early (a LIMIT, a failed task): end the DoGet instead of draining it.
-          stream.cancel("flight-sink: reader closed", null);
+          stream.cancel("flight-sink: reader closed");
         }
         stream.close();
       } catch (Exception ignored) {

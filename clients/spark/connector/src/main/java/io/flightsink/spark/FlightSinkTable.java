@@ -23,7 +23,7 @@ final class FlightSinkTable implements SupportsRead, SupportsWrite {
 
   @Override
   public String name() {
-    return "flight-sink:" + opts.table;
+    return "flight-sink:" + opts.table();
   }
 
   @Override
@@ -41,19 +41,13 @@ final class FlightSinkTable implements SupportsRead, SupportsWrite {
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-    FlightSinkOptions o = options.isEmpty() ? opts : FlightSinkOptions.parse(merged(options));
+    FlightSinkOptions o = opts.with(options.asCaseSensitiveMap());
     return new FlightSinkScan.Builder(o, schema);
   }
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-    FlightSinkOptions o = info.options().isEmpty() ? opts : FlightSinkOptions.parse(merged(info.options()));
+    FlightSinkOptions o = opts.with(info.options().asCaseSensitiveMap());
     return new FlightSinkWriteBuilder(o, info);
-  }
-
-  private java.util.Map<String, String> merged(CaseInsensitiveStringMap extra) {
-    java.util.Map<String, String> m = new java.util.HashMap<>(opts.raw());
-    m.putAll(extra.asCaseSensitiveMap());
-    return m;
   }
 }

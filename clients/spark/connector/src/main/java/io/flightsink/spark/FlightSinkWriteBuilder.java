@@ -1,9 +1,9 @@
 package io.flightsink.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.BatchWrite;
@@ -61,12 +61,12 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
     return new Write() {
       @Override
       public String description() {
-        return "flight-sink " + opts.table + " at " + opts.uri + (complete ? " (complete)" : "");
+        return "flight-sink " + opts.table() + " at " + opts.uri() + (complete ? " (complete)" : "");
       }
 
       @Override
       public BatchWrite toBatch() {
-        String qid = opts.queryId != null ? opts.queryId : "spark-write-" + UUID.randomUUID();
+        String qid = opts.queryId() != null ? opts.queryId() : "spark-write-" + UUID.randomUUID();
         return new Batch(new EpochSpec(opts, info.schema(), qid, complete ? "complete" : "append", false));
       }
 
@@ -74,7 +74,7 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
       public StreamingWrite toStreaming() {
         // LogicalWriteInfo.queryId() is the streaming query's id (StreamingQuery.id, stable across
         // restarts from the checkpoint), not its per-run runId: see the restart test.
-        String qid = opts.queryId != null ? opts.queryId : info.queryId();
+        String qid = opts.queryId() != null ? opts.queryId() : info.queryId();
         if (complete) {
           return new Streaming(new EpochSpec(opts, info.schema(), qid, "complete", false));
         }
@@ -100,42 +100,68 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
      * when their commit lands in MemWAL shards (a MemWAL table, route not {@code direct}).
      */
     boolean collectUpdates(FlightSinkOptions opts) {
-      return keyed && !(memwal && !"direct".equals(opts.route));
+      return keyed && !(memwal && !"direct".equals(opts.route()));
     }
   }
 
+  /** Table kinds remembered at most (the least recently used are forgotten first). */
+  static final int MAX_KINDS = 1024;
+
   /**
-   * Table kinds of running streaming queries, by server, table and query id. Spark builds a
-   * streaming query's write anew for every micro-batch; the kind is asked for once (one {@code
-   * table_stats}) and asked again after an epoch of that query failed or was aborted.
+   * Table kinds of running streaming queries, by server, table and query id, least recently used
+   * first. Spark builds a streaming query's write anew for every micro-batch; the kind is asked
+   * for once (one {@code table_stats}) and asked again after an epoch of that query failed or was
+   * aborted, or once {@link #MAX_KINDS} more recent queries pushed it out. Guarded by itself.
    */
-  private static final Map<String, TableKind> KINDS = new ConcurrentHashMap<>();
+  private static final Map<String, TableKind> KINDS = new LinkedHashMap<>(16, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<String, TableKind> eldest) {
+      return size() > MAX_KINDS;
+    }
+  };
 
   private static String kindKey(FlightSinkOptions opts, String queryId) {
-    return opts.uri + "\u0000" + opts.table + "\u0000" + queryId;
+    return opts.uri() + "\u0000" + opts.table() + "\u0000" + queryId;
   }
 
   static TableKind streamingTableKind(FlightSinkOptions opts, String queryId) {
-    if (KINDS.size() > 10_000) {
-      KINDS.clear(); // entries of queries long gone; the running ones ask once more
+    String key = kindKey(opts, queryId);
+    synchronized (KINDS) {
+      TableKind k = KINDS.get(key);
+      if (k != null) {
+        return k;
+      }
     }
-    return KINDS.computeIfAbsent(kindKey(opts, queryId), k -> tableKind(opts));
+    TableKind k = tableKind(opts); // outside the lock: a server call
+    synchronized (KINDS) {
+      KINDS.put(key, k);
+    }
+    return k;
+  }
+
+  /** Whether the kind of a query's table is remembered. */
+  static boolean knowsTableKind(FlightSinkOptions opts, String queryId) {
+    synchronized (KINDS) {
+      return KINDS.containsKey(kindKey(opts, queryId));
+    }
   }
 
   static void forgetTableKind(FlightSinkOptions opts, String queryId) {
-    KINDS.remove(kindKey(opts, queryId));
+    synchronized (KINDS) {
+      KINDS.remove(kindKey(opts, queryId));
+    }
   }
 
   /** The table's kind (or that of the table the write will create: keyed, no shards). */
   static TableKind tableKind(FlightSinkOptions opts) {
     try {
-      JsonNode stats = opts.client().action("table_stats", Map.of("table", opts.table));
+      JsonNode stats = opts.client().action("table_stats", Map.of("table", opts.table()));
       JsonNode pk = stats == null ? null : stats.get("primary_key");
       boolean memwal = stats != null && stats.path("memwal").path("shards").size() > 0;
       return new TableKind(pk != null && pk.isArray() && pk.size() > 0, memwal);
     } catch (FlightSinkException e) {
       if (e.isTableNotFound()) {
-        return new TableKind(opts.create && !opts.primaryKey.isEmpty(), false);
+        return new TableKind(opts.create() && !opts.primaryKey().isEmpty(), false);
       }
       throw e;
     }
@@ -200,7 +226,7 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
     @Override
     public void abort(WriterCommitMessage[] messages) {
       LOG.warn("flight-sink: write {} to {} aborted; nothing was committed (its stages expire)",
-          spec.queryId, spec.opts.table);
+          spec.queryId, spec.opts.table());
     }
   }
 

@@ -18,7 +18,6 @@ import java.util.stream.Collectors;
 import java.util.stream.LongStream;
 import org.apache.arrow.flight.FlightEndpoint;
 import org.apache.arrow.flight.FlightInfo;
-import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.BigIntVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
@@ -87,7 +86,7 @@ class FlightSinkCorrectnessTest {
     List<Integer> out = new ArrayList<>();
     for (FlightEndpoint ep : info.getEndpoints()) {
       int n = 0;
-      try (FlightStream s = c.doGet(ep.getTicket().getBytes())) {
+      try (FlightSinkClient.Get s = c.doGet(ep.getTicket().getBytes())) {
         while (s.next()) {
           n++;
         }
@@ -314,7 +313,7 @@ class FlightSinkCorrectnessTest {
     String table = "batch_all_or_nothing";
     Dataset<Row> df = spark.range(0, 50, 1, 1).selectExpr("id", "CAST(id AS STRING) AS k");
     Exception e = assertThrows(Exception.class, () -> df.write().format("flight-sink")
-        .option("uri", server.uri()).option("table", table).option(FlightSinkOptions.TEST_FAIL_AFTER_STAGE, "0:*")
+        .option("uri", server.uri()).option("table", table).option(InjectedFailure.OPTION, "0:*")
         .mode("append").save());
     assertTrue(String.valueOf(e.getMessage()).contains("injected failure")
         || String.valueOf(e.getCause()).contains("injected failure"), String.valueOf(e));

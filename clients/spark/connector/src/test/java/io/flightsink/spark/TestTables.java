@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 
@@ -15,9 +14,14 @@ final class TestTables {
 
   /** Every row of the table, as column name to Java value maps. */
   static List<Map<String, Object>> rows(String uri, String table) {
+    return rows(uri, FlightSinkClient.json(Map.of("table", table)));
+  }
+
+  /** Every row DoGet of {@code ticket} returns, as column name to Java value maps. */
+  static List<Map<String, Object>> rows(String uri, byte[] ticket) {
     FlightSinkClient c = FlightSinkClient.get(uri, null);
     List<Map<String, Object>> out = new ArrayList<>();
-    try (FlightStream s = c.doGet(FlightSinkClient.json(Map.of("table", table)))) {
+    try (FlightSinkClient.Get s = c.doGet(ticket)) {
       while (s.next()) {
         VectorSchemaRoot root = s.getRoot();
         for (int i = 0; i < root.getRowCount(); i++) {
