@@ -233,9 +233,10 @@ def write_every_table(c: fs.Client) -> Dict[str, List[Dict[str, Any]]]:
 
 # The tables an engine cannot read, with the text of the error it gives, each for a reason
 # docs/iceberg.md gives: Spark has no type for Iceberg's time and refuses the whole table;
-# iceberg-rust (pyiceberg-core 0.11) matches the columns of a data file by position instead of
-# by field id, and so refuses "every", whose files written before a column was added, or by
-# an epoch that left columns out, hold other columns at those positions.
+# iceberg-rust (pyiceberg-core 0.11) finds no field ids in the data files (its Parquet reader
+# takes the fields' metadata from the stored ARROW:schema, which has none) and matches columns
+# by position (id N is column N), so it refuses "every", whose added column and whose files of
+# an epoch that left columns out are not at the position of their id.
 UNREADABLE = {
     ("spark", "times"): "does not support time",
     ("iceberg-rust", "every"): "Cast error",
