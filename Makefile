@@ -51,7 +51,8 @@ spark41: pydeps
 # Trino 476 (its core server tarball and Iceberg plugin from Maven Central, about 540 MB, unpacked
 # under ~/.cache/flight-sink/trino-server-476; it runs on the machine's JDK 24+) for the engine
 # tests (tests/test_iceberg_engines.py), which start it once per session. The script is
-# idempotent; without Trino those tests skip, except under CI=true, where they fail.
+# idempotent; without Trino those tests check the other engines and then skip, except under
+# CI=true, where they fail.
 trino:
 	@echo "=== Trino (clients/pyspark/tools/trino_install.sh)"
 	@out="$$(clients/pyspark/tools/trino_install.sh)" && echo "$$out" | tail -n 1

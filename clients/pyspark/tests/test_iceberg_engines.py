@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 
 import flight_sink as fs
+from conftest import TRINO_MISSING
 from iceberg_readers import (
     canon_rows,
     canon_table,
@@ -300,12 +301,15 @@ def test_every_engine_reads_every_type(server_factory, trino) -> None:
         want = write_every_table(c)
 
     engines = read_open_engines(uri)
-    engines["trino"] = read_trino(
-        trino, "fs_local", {**trino_catalog(uri), "fs.native-local.enabled": "true", "local.location": "/"}
-    )
+    if trino is not None:
+        engines["trino"] = read_trino(
+            trino, "fs_local", {**trino_catalog(uri), "fs.native-local.enabled": "true", "local.location": "/"}
+        )
     engines["spark"] = spark_read(uri)
     failures = engine_failures(engines, want)
     assert not failures, "\n".join(failures)
+    if trino is None:
+        pytest.skip(f"the other engines read every table exactly; {TRINO_MISSING}")
 
 
 def test_every_engine_reads_an_s3_root_with_uri_and_token(server_factory, s3_gateway, trino, tmp_path, monkeypatch) -> None:
@@ -335,18 +339,21 @@ def test_every_engine_reads_an_s3_root_with_uri_and_token(server_factory, s3_gat
         want = write_every_table(c)
 
     engines = read_open_engines(uri)
-    engines["trino"] = read_trino(
-        trino,
-        "fs_s3",
-        {
-            **trino_catalog(uri),
-            "fs.native-s3.enabled": "true",
-            "s3.endpoint": s3_gateway.endpoint,
-            "s3.region": s3_gateway.region,
-            "s3.path-style-access": "true",
-            "s3.aws-access-key": s3_gateway.access_key,
-            "s3.aws-secret-key": s3_gateway.secret_key,
-        },
-    )
+    if trino is not None:
+        engines["trino"] = read_trino(
+            trino,
+            "fs_s3",
+            {
+                **trino_catalog(uri),
+                "fs.native-s3.enabled": "true",
+                "s3.endpoint": s3_gateway.endpoint,
+                "s3.region": s3_gateway.region,
+                "s3.path-style-access": "true",
+                "s3.aws-access-key": s3_gateway.access_key,
+                "s3.aws-secret-key": s3_gateway.secret_key,
+            },
+        )
     failures = engine_failures(engines, want)
     assert not failures, "\n".join(failures)
+    if trino is None:
+        pytest.skip(f"the other engines read every table exactly; {TRINO_MISSING}")
