@@ -233,14 +233,9 @@ def write_every_table(c: fs.Client) -> Dict[str, List[Dict[str, Any]]]:
 
 
 # The tables an engine cannot read, with the text of the error it gives, each for a reason
-# docs/iceberg.md gives: Spark has no type for Iceberg's time and refuses the whole table;
-# iceberg-rust (pyiceberg-core 0.11) finds no field ids in the data files (its Parquet reader
-# takes the fields' metadata from the stored ARROW:schema, which has none) and matches columns
-# by position (id N is column N), so it refuses "every", whose added column and whose files of
-# an epoch that left columns out are not at the position of their id.
+# docs/iceberg.md gives: Spark has no type for Iceberg's time and refuses the whole table.
 UNREADABLE = {
     ("spark", "times"): "does not support time",
-    ("iceberg-rust", "every"): "Cast error",
 }
 
 
