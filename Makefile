@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 trino test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-servers rest-kit torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -48,6 +48,15 @@ spark41: pydeps
 	@echo "=== PySpark 4.1 environment (clients/pyspark/tools/spark41_env.sh)"
 	@out="$$(clients/pyspark/tools/spark41_env.sh)" && echo "$$out" | tail -n 1 > $(VENV)/spark41
 
+# Trino 476 (its core server tarball and Iceberg plugin from Maven Central, about 540 MB, unpacked
+# under ~/.cache/flight-sink/trino-server-476; it runs on the machine's JDK 24+) for the engine
+# tests (tests/test_iceberg_engines.py), which start it once per session. The script is
+# idempotent; without Trino those tests check the other engines and then skip, except under
+# CI=true, where they fail.
+trino:
+	@echo "=== Trino (clients/pyspark/tools/trino_install.sh)"
+	@out="$$(clients/pyspark/tools/trino_install.sh)" && echo "$$out" | tail -n 1
+
 # The status page browser test needs chromium: installed here where apt-get exists and we are
 # root; otherwise the test skips and says how to install it (`make browser` as root).
 test-browser:
@@ -58,12 +67,12 @@ test-browser:
 	else echo "=== chromium not installed and not installable here (needs apt-get as root): the status page browser test will skip"; fi
 
 # `make test` installs everything the tests need first (versitygw, promtool and helm, the
-# virtualenv, the PySpark 4.1 environment, chromium), then runs every test (Go, the Python client,
+# virtualenv, the PySpark 4.1 environment, Trino, chromium), then runs every test (Go, the Python client,
 # the JVM Spark connector): a newcomer's run is CI's run. The Go tests that
 # run Python find the virtualenv through FLIGHT_SINK_PYTHON; the Go tests start and stop their own
 # S3 server (objstore/storetest, from TestMain); FLIGHT_SINK_REQUIRE_S3=1 turns "versitygw not
 # found" into a failure instead of a skip.
-test: tools deploy-tools pydeps spark41 test-browser
+test: tools deploy-tools pydeps spark41 trino test-browser
 	$(GO) vet $(PKGS)
 	FLIGHT_SINK_PYTHON=$(VENV_PYTHON) FLIGHT_SINK_REQUIRE_S3=1 $(GO) test $(PKGS) -count=1 -timeout 20m
 	PYTHON=$(VENV_PYTHON) FLIGHT_SINK_SPARK41_PYTHON="$$(cat $(VENV)/spark41)" clients/pyspark/run_tests.sh
@@ -71,7 +80,7 @@ test: tools deploy-tools pydeps spark41 test-browser
 
 # The Python client's tests alone (real PySpark and pyarrow against a server built from here), in
 # the project virtualenv.
-test-python: pydeps spark41
+test-python: pydeps spark41 trino
 	PYTHON=$(VENV_PYTHON) FLIGHT_SINK_SPARK41_PYTHON="$$(cat $(VENV)/spark41)" clients/pyspark/run_tests.sh
 
 # The JVM Spark connector (clients/spark, Java 17 + Maven): `make spark-jar` builds the shaded jar
@@ -218,6 +227,14 @@ bench-servers: tools build
 	AWS_ACCESS_KEY_ID=flightsink AWS_SECRET_ACCESS_KEY=$$key AWS_SESSION_TOKEN= AWS_REGION=us-east-1 \
 		bin/flight-sink bench --only memwal-servers --store s3://bench/memwal-servers \
 		--s3-endpoint http://127.0.0.1:$(BENCH_S3_PORT) --s3-path-style $(BENCH_SERVERS_ARGS)
+
+# rest-kit: Iceberg's REST compatibility kit (iceberg/restkit: the kit's JUnit tests from the
+# iceberg-open-api tests jar, Maven Central) against the REST catalog of a server it starts on an
+# empty root. The kit mostly writes, which a read-only catalog refuses; run.py lists what passed,
+# what the client refused (a write endpoint the catalog does not list) and fails on anything else
+# (docs/iceberg.md has a run). Not part of `make test`.
+rest-kit: build
+	$(SYSTEM_PYTHON) iceberg/restkit/run.py --bin bin/flight-sink
 
 # Reliability: kill -9 torture, several servers, fault-injected storage, fuzzing.
 # `make test` already runs the short versions (go test ./... includes ./reliability: 10 kill

@@ -219,3 +219,48 @@ print(json.dumps(sorted(cat.load_table("default.events").scan().to_arrow().colum
 		t.Fatalf("pyiceberg reads %s; want %s", got, want)
 	}
 }
+
+// TestIcebergRESTNotFoundAnswers: what is absent answers as Iceberg's reference catalog does,
+// the error type and message prefix its clients and REST compatibility kit match: a namespace
+// (also as the parent of a listing) is NoSuchNamespaceException "Namespace does not exist: NS";
+// a table, in whichever namespace, NoSuchTableException "Table does not exist: NS.TABLE".
+func TestIcebergRESTNotFoundAnswers(t *testing.T) {
+	_, httpAddr := publishingServer(t, -1)
+	base := "http://" + httpAddr + "/iceberg/v1"
+	for _, tc := range []struct {
+		path, typ, message string
+		exact              bool
+	}{
+		{"/namespaces?parent=nope", "NoSuchNamespaceException", "Namespace does not exist: nope", true},
+		{"/namespaces?parent=a%1Fb", "NoSuchNamespaceException", "Namespace does not exist: a.b", true},
+		{"/namespaces/nope", "NoSuchNamespaceException", "Namespace does not exist: nope", false},
+		{"/namespaces/nope/tables", "NoSuchNamespaceException", "Namespace does not exist: nope", false},
+		{"/namespaces/nope/tables/t", "NoSuchTableException", "Table does not exist: nope.t", false},
+		{"/namespaces/default/tables/missing", "NoSuchTableException", "Table does not exist: default.missing", false},
+		{"/namespaces/default/tables/-bad", "NoSuchTableException", "Table does not exist: default.-bad", false},
+	} {
+		resp, b := restCall(t, "GET", base+tc.path, nil)
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+				Code    int    `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != 404 || e.Error.Code != 404 || e.Error.Type != tc.typ {
+			t.Errorf("GET %s: %s %s (%v); want 404 %s", tc.path, resp.Status, b, err, tc.typ)
+			continue
+		}
+		if tc.exact && e.Error.Message != tc.message || !strings.HasPrefix(e.Error.Message, tc.message) {
+			t.Errorf("GET %s: message %q; want %q (exact: %v)", tc.path, e.Error.Message, tc.message, tc.exact)
+		}
+	}
+	resp, b := restCall(t, "GET", base+"/namespaces?parent=default", nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"namespaces":[]`) {
+		t.Errorf("GET /namespaces?parent=default: %s %s; want 200 and no namespaces", resp.Status, b)
+	}
+	resp, _ = restCall(t, "HEAD", base+"/namespaces/nope/tables/t", nil)
+	if resp.StatusCode != 404 {
+		t.Errorf("HEAD a table of an unknown namespace: %s; want 404", resp.Status)
+	}
+}

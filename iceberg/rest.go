@@ -189,7 +189,11 @@ func (c *restCatalog) config(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (c *restCatalog) namespaces(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("parent") != "" {
+	if parent := r.URL.Query().Get("parent"); parent != "" {
+		if parent != icebergNamespace {
+			namespaceNotFound(w, parent)
+			return
+		}
 		restJSON(w, map[string]any{"namespaces": [][]string{}})
 		return
 	}
@@ -209,7 +213,33 @@ func (c *restCatalog) namespace(w http.ResponseWriter, r *http.Request) {
 
 func (c *restCatalog) knownNamespace(w http.ResponseWriter, r *http.Request) bool {
 	if ns := r.PathValue("ns"); ns != icebergNamespace {
-		restError(w, http.StatusNotFound, "NoSuchNamespaceException", "namespace "+echo(ns)+" does not exist: the catalog's one namespace is "+icebergNamespace)
+		namespaceNotFound(w, ns)
+		return false
+	}
+	return true
+}
+
+// namespaceNotFound answers 404 NoSuchNamespaceException for namespace ns (its levels joined by
+// the spec's unit separator) with the message of Iceberg's reference catalog, "Namespace does not
+// exist: a.b", which Iceberg's clients and its REST compatibility kit match whole.
+func namespaceNotFound(w http.ResponseWriter, ns string) {
+	restError(w, http.StatusNotFound, "NoSuchNamespaceException", "Namespace does not exist: "+echo(strings.ReplaceAll(ns, "\x1f", ".")))
+}
+
+// tableNotFound answers 404 NoSuchTableException for the table of the request (in whichever
+// namespace, as the reference catalog does: loading a table of an unknown namespace is a missing
+// table), the message starting as the reference catalog's, "Table does not exist: ns.table",
+// then why.
+func tableNotFound(w http.ResponseWriter, r *http.Request, why string) {
+	ident := strings.ReplaceAll(r.PathValue("ns"), "\x1f", ".") + "." + r.PathValue("table")
+	restError(w, http.StatusNotFound, "NoSuchTableException", "Table does not exist: "+echo(ident)+" ("+why+")")
+}
+
+// tableNamespace reports whether the request's table is in the catalog's namespace, answering
+// the missing table when it is not.
+func tableNamespace(w http.ResponseWriter, r *http.Request) bool {
+	if r.PathValue("ns") != icebergNamespace {
+		tableNotFound(w, r, "the catalog's one namespace is "+icebergNamespace)
 		return false
 	}
 	return true
@@ -239,18 +269,18 @@ func (c *restCatalog) tables(w http.ResponseWriter, r *http.Request) {
 
 // loadTable answers the table's newest metadata file (LoadTableResult).
 func (c *restCatalog) loadTable(w http.ResponseWriter, r *http.Request) {
-	if !c.knownNamespace(w, r) {
+	if !tableNamespace(w, r) {
 		return
 	}
 	name := r.PathValue("table")
 	if err := engine.ValidateTableName(name); err != nil {
-		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+echo(name)+" does not exist: not a table name (1-128 characters of letters, digits, '_', '.', '-', starting with a letter or digit)")
+		tableNotFound(w, r, "not a table name: 1-128 characters of letters, digits, '_', '.', '-', starting with a letter or digit")
 		return
 	}
 	loc, meta, err := LatestMetadata(r.Context(), c.store, name)
 	switch {
 	case errors.Is(err, ErrNoMetadata):
-		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)") // a valid name: at most 128 bytes
+		tableNotFound(w, r, "no such table, or it has no Iceberg metadata: publishing off")
 		return
 	case err != nil:
 		restError(w, http.StatusInternalServerError, "ServiceFailureException", err.Error())
@@ -349,16 +379,16 @@ func (c *restCatalog) storageCredentials(name string) []map[string]any {
 
 // credentials answers a table's vended credentials (the spec's loadCredentials).
 func (c *restCatalog) credentials(w http.ResponseWriter, r *http.Request) {
-	if !c.knownNamespace(w, r) {
+	if !tableNamespace(w, r) {
 		return
 	}
 	name := r.PathValue("table")
 	if err := engine.ValidateTableName(name); err != nil {
-		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+echo(name)+" does not exist: not a table name")
+		tableNotFound(w, r, "not a table name")
 		return
 	}
 	if _, _, err := LatestMetadata(r.Context(), c.store, name); err != nil {
-		restError(w, http.StatusNotFound, "NoSuchTableException", "table "+name+" does not exist or has no Iceberg metadata (publishing off)")
+		tableNotFound(w, r, "no such table, or it has no Iceberg metadata: publishing off")
 		return
 	}
 	restJSON(w, map[string]any{"storage-credentials": c.storageCredentials(name)})

@@ -28,13 +28,14 @@ import (
 // writes and reads it.
 const ArrowSchemaKey = "ARROW:schema"
 
-// ArrowSchemaValue serializes schema the way pqarrow.WithStoreSchema stores it, without field
-// ids: the Parquet schema's nodes carry them (pqarrow writes them from the field metadata), and a
-// stored field id would make pqarrow's reader restore an extension type (arrow.bool8) on a leaf
-// whose values it cannot transfer as that type (it panics).
+// ArrowSchemaValue serializes schema the way pqarrow.WithStoreSchema stores it, field ids
+// (PARQUET:field_id) included, as pyarrow stores them: the Parquet schema's nodes carry them too,
+// but arrow-rs's Parquet reader (iceberg-rust's) takes each field's metadata from the stored
+// schema alone, and iceberg-rust, finding no ids there, matches a file's columns to the table's
+// by position (field id N is column N), which misreads a file lacking a column.
 func ArrowSchemaValue(schema *arrow.Schema, mem memory.Allocator) (string, error) {
 	var ser bytes.Buffer
-	iw := ipc.NewWriter(&ser, ipc.WithSchema(arrowschema.StripFieldIDs(schema)), ipc.WithAllocator(mem))
+	iw := ipc.NewWriter(&ser, ipc.WithSchema(schema), ipc.WithAllocator(mem))
 	if err := iw.Close(); err != nil {
 		return "", fmt.Errorf("serialize arrow schema: %w", err)
 	}

@@ -71,8 +71,8 @@ func NewWriter(schema *arrow.Schema, out io.Writer, props *parquet.WriterPropert
 		return w, nil
 	}
 	if !shaped {
-		// ARROW:schema is appended here rather than by WithStoreSchema: ArrowSchemaValue leaves
-		// the field ids out of it.
+		// ARROW:schema is appended here, as ArrowSchemaValue makes it, rather than by
+		// WithStoreSchema: one form of the stored schema for every data file.
 		shape = schema
 	}
 	w, err := NewShapedWriter(schema, shape, out, props)

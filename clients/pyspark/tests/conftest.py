@@ -9,6 +9,7 @@ SIGTERM (then SIGKILL) at the end.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -195,6 +196,84 @@ def s3_gateway() -> Iterator[S3Gateway]:
                 proc.wait()
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def find_trino() -> Optional[Path]:
+    """The Trino installation clients/pyspark/tools/trino_install.sh made: $FLIGHT_SINK_TRINO, else
+    ~/.cache/flight-sink/trino-server-476 (the script's default); None when it is not there."""
+    d = Path(os.environ.get("FLIGHT_SINK_TRINO") or Path.home() / ".cache/flight-sink/trino-server-476")
+    if (d / "bin" / "launcher").is_file() and (d / "plugin" / "iceberg").is_dir() and (d / "java-home").is_file():
+        return d
+    return None
+
+
+TRINO_MISSING = "Trino not found (FLIGHT_SINK_TRINO or ~/.cache/flight-sink/trino-server-476): `make trino` installs it"
+
+
+@pytest.fixture(scope="session")
+def trino(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Optional[str]]:
+    """A Trino server (``http://127.0.0.1:PORT``) with the Iceberg connector and dynamic catalogs
+    (a test makes its own with CREATE CATALOG), one for the session, stopped at its end. None
+    when Trino is not installed (`make trino` installs it): the test checks its other engines,
+    then skips with TRINO_MISSING; under CI=true a missing Trino fails."""
+    home = find_trino()
+    if home is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(TRINO_MISSING)
+        yield None
+        return
+    java_home = (home / "java-home").read_text().strip()
+    tmp = tmp_path_factory.mktemp("trino")
+    etc, data = tmp / "etc", tmp / "data"
+    etc.mkdir()
+    port = free_port()
+    (etc / "config.properties").write_text(
+        "coordinator=true\n"
+        "node-scheduler.include-coordinator=true\n"
+        f"http-server.http.port={port}\n"
+        f"discovery.uri=http://127.0.0.1:{port}\n"
+        "catalog.management=dynamic\n"
+    )
+    (etc / "node.properties").write_text(f"node.environment=flightsink\nnode.id=test\nnode.data-dir={data}\n")
+    (etc / "jvm.config").write_text(
+        "-server\n-Xmx1G\n-XX:+UseG1GC\n-XX:+ExitOnOutOfMemoryError\n-XX:-OmitStackTraceInFastThrow\n"
+        "-Djdk.attach.allowAttachSelf=true\n-XX:+EnableDynamicAgentLoading\n-Dfile.encoding=UTF-8\n"
+    )
+    (etc / "log.properties").write_text("io.trino=WARN\n")
+    env = dict(os.environ, JAVA_HOME=java_home, PATH=f"{java_home}/bin:{os.environ.get('PATH', '')}")
+    log_path = tmp / "trino.log"
+    log = open(log_path, "wb")
+    server = f"http://127.0.0.1:{port}"
+    # The launcher replaces itself with the JVM: the process started here is Trino's.
+    proc = subprocess.Popen(
+        [str(home / "bin" / "launcher"), "run", f"--etc-dir={etc}", f"--data-dir={data}"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+    )
+    try:
+        started = time.monotonic()
+        deadline = started + 300  # a cold start on a loaded 2-core machine
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"Trino exited with {proc.returncode}:\n{log_path.read_text(errors='replace')[-5000:]}")
+            try:
+                with urllib.request.urlopen(f"{server}/v1/info", timeout=2) as r:
+                    if not json.load(r).get("starting", True):
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"Trino did not start in 300 s:\n{log_path.read_text(errors='replace')[-5000:]}")
+            time.sleep(0.5)
+        print(f"Trino {home.name} started in {time.monotonic() - started:.1f} s")
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
 
 
 _counter = [0]

@@ -1,9 +1,10 @@
 """Every engine reads what DoGet reads: a table holding every type (nulls and edge values) after
 appends, a delete, an upsert, a compaction, a schema change and a MemWAL fold, a MemWAL table
 whose rows are folded, and a table of pandas' nanosecond timestamps, all read through the
-server's Iceberg REST catalog by PyIceberg, Polars, DuckDB and Spark 4.1 (docs/iceberg.md); and
-the same tables on an S3 root (versitygw) read by PyIceberg, Polars and DuckDB given only the
-catalog URI and token, the server vending the credentials."""
+server's Iceberg REST catalog by PyIceberg, Polars, DuckDB, iceberg-rust, Trino and Spark 4.1
+(docs/iceberg.md); and the same tables on an S3 root (versitygw) read by PyIceberg, Polars,
+DuckDB and iceberg-rust given only the catalog URI and token, the server vending the
+credentials, and by Trino given the store's endpoint and keys besides."""
 
 from __future__ import annotations
 
@@ -21,7 +22,16 @@ import pyarrow as pa
 import pytest
 
 import flight_sink as fs
-from iceberg_readers import canon_rows, canon_table, read_duckdb, read_pyiceberg_polars, uuid_columns
+from conftest import TRINO_MISSING
+from iceberg_readers import (
+    canon_rows,
+    canon_table,
+    read_duckdb,
+    read_iceberg_rust,
+    read_pyiceberg_polars,
+    read_trino,
+    uuid_columns,
+)
 
 pytest.importorskip("pyiceberg.catalog")
 pytest.importorskip("polars")
@@ -222,49 +232,88 @@ def write_every_table(c: fs.Client) -> Dict[str, List[Dict[str, Any]]]:
     return want
 
 
-def engine_failures(engines: Dict[str, Dict[str, List[Dict[str, Any]]]], want: Dict[str, List[Dict[str, Any]]]) -> List[str]:
-    """Each engine's differences from DoGet: a table listed or missing, a row or a value."""
+# The tables an engine cannot read, with the text of the error it gives, each for a reason
+# docs/iceberg.md gives: Spark has no type for Iceberg's time and refuses the whole table.
+UNREADABLE = {
+    ("spark", "times"): "does not support time",
+}
+
+
+def engine_failures(engines: Dict[str, Dict[str, Any]], want: Dict[str, List[Dict[str, Any]]]) -> List[str]:
+    """Each engine's differences from DoGet: a table listed or missing, a row or a value, a read
+    error, or a table of UNREADABLE it read or refused for another reason."""
     failures = []
     for engine, tables in engines.items():
-        expected = {n: rows for n, rows in want.items() if not (engine == "spark" and n == "times")}
-        if sorted(tables) != sorted(expected):
-            failures.append(f"{engine} lists {sorted(tables)}, want {sorted(expected)}")
-        for name, rows in expected.items():
-            if name in tables:
-                diff = first_difference(tables[name], rows)
+        if sorted(tables) != sorted(want):
+            failures.append(f"{engine} lists {sorted(tables)}, want {sorted(want)}")
+        for name, rows in want.items():
+            got = tables.get(name)
+            refusal = UNREADABLE.get((engine, name))
+            if refusal is not None:
+                if not (isinstance(got, dict) and refusal in got.get("error", "")):
+                    failures.append(f"{engine} reads {name}: want its known refusal ({refusal!r}), got {str(got)[:300]}")
+            elif isinstance(got, dict):
+                failures.append(f"{engine} cannot read {name}: {got.get('error', '')[:1000]}")
+            elif got is not None:
+                diff = first_difference(got, rows)
                 if diff:
                     failures.append(f"{engine} reads {name}: {diff}")
     return failures
 
 
-def test_every_engine_reads_every_type(server_factory) -> None:
-    """PyIceberg, Polars, DuckDB and Spark, attached to the REST catalog, list every table and
-    read each one exactly as DoGet (every column, every value): the tables of
-    write_every_table."""
+def read_open_engines(uri: str) -> Dict[str, Dict[str, Any]]:
+    """PyIceberg, Polars, DuckDB and iceberg-rust attached to the catalog with its URI and token
+    alone: {engine: {table: canonical rows or {"error": ...}}}."""
+    engines: Dict[str, Dict[str, Any]] = {}
+    for engine, tables in read_pyiceberg_polars(uri, TOKEN).items():
+        engines[engine] = {n: canon_table(t, ["u"]) for n, t in tables.items()}
+    engines["duckdb"] = {n: canon_table(t, ["u"]) for n, t in read_duckdb(uri, TOKEN).items()}
+    engines["iceberg-rust"] = {
+        n: t if isinstance(t, dict) else canon_table(t, ["u"]) for n, t in read_iceberg_rust(uri, TOKEN).items()
+    }
+    return engines
+
+
+def trino_catalog(uri: str) -> Dict[str, str]:
+    """The properties of a Trino Iceberg catalog on the server's REST catalog (the token as a
+    static OAuth2 bearer token)."""
+    return {
+        "iceberg.catalog.type": "rest",
+        "iceberg.rest-catalog.uri": uri,
+        "iceberg.rest-catalog.security": "OAUTH2",
+        "iceberg.rest-catalog.oauth2.token": TOKEN,
+    }
+
+
+def test_every_engine_reads_every_type(server_factory, trino) -> None:
+    """PyIceberg, Polars, DuckDB, iceberg-rust, Trino and Spark, attached to the REST catalog,
+    list every table and read each one exactly as DoGet (every column, every value): the tables
+    of write_every_table. Trino reads the local root's file:// locations with its native local
+    file system rooted at /."""
     srv = server_factory(extra_args=["--http-listen", "127.0.0.1:0", "--auth-token", TOKEN, "--maintenance", "off"])
     uri = http_uri(srv)
     with fs.Client(srv.uri, token=TOKEN) as c:
         want = write_every_table(c)
 
-    engines: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
-    for engine, tables in read_pyiceberg_polars(uri, TOKEN).items():
-        engines[engine] = {n: canon_table(t, ["u"]) for n, t in tables.items()}
-    engines["duckdb"] = {n: canon_table(t, ["u"]) for n, t in read_duckdb(uri, TOKEN).items()}
-    spark = spark_read(uri)
-    # Spark's own limit (docs/iceberg.md): it has no type for Iceberg's time and refuses the
-    # whole table; it reads every other table.
-    spark_times = spark.pop("times", None)
-    assert spark_times is not None and "does not support time" in spark_times.get("error", ""), spark_times
-    engines["spark"] = spark
+    engines = read_open_engines(uri)
+    if trino is not None:
+        engines["trino"] = read_trino(
+            trino, "fs_local", {**trino_catalog(uri), "fs.native-local.enabled": "true", "local.location": "/"}
+        )
+    engines["spark"] = spark_read(uri)
     failures = engine_failures(engines, want)
     assert not failures, "\n".join(failures)
+    if trino is None:
+        pytest.skip(f"the other engines read every table exactly; {TRINO_MISSING}")
 
 
-def test_every_engine_reads_an_s3_root_with_uri_and_token(server_factory, s3_gateway, tmp_path, monkeypatch) -> None:
+def test_every_engine_reads_an_s3_root_with_uri_and_token(server_factory, s3_gateway, trino, tmp_path, monkeypatch) -> None:
     """A server whose root is on S3 (versitygw), vending read credentials
-    (--iceberg-vend-credentials): PyIceberg, Polars and DuckDB, given only the catalog URI and
-    token (no AWS settings in the reader's environment), list every table and read each one
-    exactly as DoGet."""
+    (--iceberg-vend-credentials): PyIceberg, Polars, DuckDB and iceberg-rust, given only the
+    catalog URI and token (no AWS settings in the reader's environment), list every table and
+    read each one exactly as DoGet; so does Trino, told the store's endpoint, region, path style
+    and keys: its native S3 file system takes neither the endpoint of the load result's config
+    nor vended credentials without a session token (docs/iceberg.md)."""
     for k in [k for k in os.environ if k.startswith("AWS_")]:
         monkeypatch.delenv(k)
     # Nothing from a shared AWS configuration either: the catalog's answer is all the reader has.
@@ -284,9 +333,22 @@ def test_every_engine_reads_an_s3_root_with_uri_and_token(server_factory, s3_gat
     with fs.Client(srv.uri, token=TOKEN) as c:
         want = write_every_table(c)
 
-    engines: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
-    for engine, tables in read_pyiceberg_polars(uri, TOKEN).items():
-        engines[engine] = {n: canon_table(t, ["u"]) for n, t in tables.items()}
-    engines["duckdb"] = {n: canon_table(t, ["u"]) for n, t in read_duckdb(uri, TOKEN).items()}
+    engines = read_open_engines(uri)
+    if trino is not None:
+        engines["trino"] = read_trino(
+            trino,
+            "fs_s3",
+            {
+                **trino_catalog(uri),
+                "fs.native-s3.enabled": "true",
+                "s3.endpoint": s3_gateway.endpoint,
+                "s3.region": s3_gateway.region,
+                "s3.path-style-access": "true",
+                "s3.aws-access-key": s3_gateway.access_key,
+                "s3.aws-secret-key": s3_gateway.secret_key,
+            },
+        )
     failures = engine_failures(engines, want)
     assert not failures, "\n".join(failures)
+    if trino is None:
+        pytest.skip(f"the other engines read every table exactly; {TRINO_MISSING}")
