@@ -38,7 +38,7 @@ from ._data import ArrowData, BatchSource, arrow_type_name, normalize_schema
 from .filters import FilterSpec, to_predicate
 from .errors import FlightSinkError, ProtocolError, from_arrow_error
 from .retry import RetryPolicy
-from . import _direct
+from . import _direct, _json
 
 __all__ = ["Client", "Ack", "EpochStatus", "MODES"]
 
@@ -245,7 +245,7 @@ class Client:
 
     def _action(self, name: str, body: Mapping[str, Any], *, retry: bool = True) -> Any:
         """Run DoAction ``name`` with a JSON body and return the decoded JSON result."""
-        payload = json.dumps(body).encode()
+        payload = _json.dumps(body).encode()
         what = f"{name} {body.get('table', '')}".strip()
 
         def attempt() -> Any:
@@ -447,7 +447,7 @@ class Client:
             # instead of committing the part that arrived as the whole epoch.
             cmd["rows"] = source.total_rows()
         what = f"DoPut {table} epoch {epoch_id}"
-        descriptor = fl.FlightDescriptor.for_command(json.dumps(cmd))
+        descriptor = fl.FlightDescriptor.for_command(_json.dumps(cmd))
         ack = self.retry.call(
             what, lambda: self._do_put(what, descriptor, source), lambda: source.replayable
         )
@@ -569,7 +569,7 @@ class Client:
         if parallel > 1:
             return self._read_parallel(table, version, columns, filter, parallel)
         ticket = self._read_command(table, version, columns, filter)
-        return self.read_ticket(json.dumps(ticket).encode(), what=f"DoGet {table}")
+        return self.read_ticket(_json.dumps(ticket).encode(), what=f"DoGet {table}")
 
     @staticmethod
     def _read_command(
@@ -605,7 +605,7 @@ class Client:
         cmd = self._read_command(table, version, columns, filter)
         if direct:
             cmd["direct"] = True
-        desc = fl.FlightDescriptor.for_command(json.dumps(cmd).encode())
+        desc = fl.FlightDescriptor.for_command(_json.dumps(cmd).encode())
         what = f"GetFlightInfo {table}"
 
         def attempt() -> fl.FlightInfo:

@@ -667,7 +667,7 @@ class FlightSinkStreamReader(DataSourceStreamReader):
             if new:
                 ticket = {"table": self.opts.table, "version": run.last, "fragments": new,
                           "columns": self.columns}
-                out.append(FlightSinkPartition(json.dumps(ticket).encode()))
+                out.append(FlightSinkPartition(_json.dumps(ticket).encode()))
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:

@@ -45,6 +45,7 @@ __all__ = [
     "ServerInternalError",
     "ProtocolError",
     "EpochNotCommittedError",
+    "FilterSyntaxError",
     "ERROR_DOMAIN",
     "from_arrow_error",
 ]
@@ -214,6 +215,28 @@ class EpochNotCommittedError(FlightSinkError):
     """
 
     code = "client"
+
+
+class FilterSyntaxError(InvalidRequestError):
+    """A filter text that does not parse, or an expression with no predicate form.
+
+    Raised by the client before anything is sent (:mod:`flight_sink.filters`), so its
+    :attr:`~FlightSinkError.code` is ``"client"`` and it has no reason.
+
+    Attributes:
+        text: the filter text.
+        position: the 0-based character offset of the mistake.
+    """
+
+    code = "client"
+
+    def __init__(self, message: str, text: str, position: int) -> None:
+        self.text = text
+        self.position = position
+        caret = " " * position + "^"
+        super().__init__(
+            f"filter: {message} at position {position}:\n  {text}\n  {caret}", operation="filter"
+        )
 
 
 _RETRYABLE_CODES = frozenset({"unavailable", "aborted"})
