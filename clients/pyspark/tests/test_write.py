@@ -54,12 +54,12 @@ def test_write_dataframes_in_one_call(client: fs.Client, table_name: str) -> Non
     assert ids(client.read(table_name)) == [1, 2, 3, 4, 5, 6, 7, 7, 8]
 
     # Overwrite replaces every row, in one version; the earlier one is still readable.
-    before = client.table_stats(table_name)["version"]
+    before = client.table_stats(table_name).version
     ow = client.write(table_name, orders().iloc[:2], mode="overwrite")
     assert ow.status == "committed" and ow.version == before + 1
     assert ids(client.read(table_name)) == [1, 2]
     assert len(ids(client.read(table_name, version=before))) == 9
-    assert [h["operation"] for h in client.history(table_name, limit=1)] == ["Overwrite"]
+    assert [h.operation for h in client.history(table_name, limit=1)] == ["Overwrite"]
 
     # create=False refuses an unknown table; a bad mode is refused before any call.
     with pytest.raises(fs.TableNotFoundError):
@@ -67,7 +67,7 @@ def test_write_dataframes_in_one_call(client: fs.Client, table_name: str) -> Non
     with pytest.raises(ValueError, match="append.*overwrite"):
         client.write(table_name, orders(), mode="complete")
     # Every write of this client is an epoch of one query id: one entry in the table's streams.
-    streams = client.table_stats(table_name)["streams"]
+    streams = client.table_stats(table_name).streams
     assert len([q for q in streams if q.startswith("flight_sink.write.")]) == 1
 
 
@@ -110,7 +110,7 @@ def test_filters_as_text_and_pyarrow_expressions(client: fs.Client, table_name: 
         client.read(table_name, filter="amout > 50")
     assert bad.value.reason in ("INVALID_PREDICATE", "SCHEMA_MISMATCH") and "amout" in str(bad.value)
 
-    assert client.delete(table_name, "country != 'NL'")["rows_deleted"] == 1
+    assert client.delete(table_name, "country != 'NL'").rows_deleted == 1
     assert ids(client.read(table_name)) == [1, 2, 4, 5]
 
 

@@ -8,8 +8,11 @@ is written as its digits, which :func:`json.dumps` cannot do.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any
+
+from .errors import InvalidArgumentError
 
 __all__ = ["dumps"]
 
@@ -35,7 +38,7 @@ def _has_decimal(value: Any) -> bool:
 def _encode(value: Any) -> str:
     if isinstance(value, Decimal):
         if not value.is_finite():
-            raise ValueError(f"{value} has no JSON number")
+            raise InvalidArgumentError(f"{value} has no JSON number")
         # str() of a finite Decimal is a JSON number: digits, an optional fraction and exponent.
         return str(value)
     if isinstance(value, Mapping):

@@ -35,10 +35,11 @@ against too.
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
 from ._json import dumps
 from .errors import FilterSyntaxError
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 #: The predicate JSON as a dict (``docs/protocol.md``, *Predicates*).
-Predicate = Dict[str, Any]
+Predicate = dict[str, Any]
 
 #: A literal number of a predicate: exact, see :func:`parse_filter`.
 Number = Union[int, float, Decimal]
@@ -94,7 +95,7 @@ _TOKEN = re.compile(
 
 
 class _Tok:
-    __slots__ = ("kind", "value", "pos")
+    __slots__ = ("kind", "pos", "value")
 
     def __init__(self, kind: str, value: str, pos: int) -> None:
         self.kind, self.value, self.pos = kind, value, pos
@@ -107,7 +108,7 @@ def _unquote(tok: _Tok, text: str) -> str:
     """The value of string token tok: doubled quotes and escapes resolved; an unknown escape, a
     malformed \\u or \\U, or a surrogate raises at the backslash."""
     q, body = tok.value[0], tok.value[1:-1]
-    out: List[str] = []
+    out: list[str] = []
     i = 0
     while i < len(body):
         c = body[i]
@@ -169,7 +170,7 @@ class _Parser:
             raise FilterSyntaxError(f"the filter is {size} bytes, over the limit of {MAX_FILTER_BYTES}", text, 0)
         self.text = text
         self.pos = 0
-        self.toks: List[_Tok] = []
+        self.toks: list[_Tok] = []
         self.i = 0
         self.depth = 0
         self.nodes = 0
@@ -320,8 +321,8 @@ class _Parser:
                 values.append(self.literal())
                 self.node()
             self.expect_punct(")")
-            p: Predicate = {"op": "in", "column": column, "values": values}
-            return {"op": "not", "args": [p]} if negate else p
+            in_p: Predicate = {"op": "in", "column": column, "values": values}
+            return {"op": "not", "args": [in_p]} if negate else in_p
         if t.is_word("between"):
             self.next()
             lo = self.literal()
@@ -399,7 +400,7 @@ def _shape_problem(p: Predicate) -> Optional[str]:
     """What puts ``p`` past the server's depth or node bound (a leaf at the top is depth 1,
     each "and", "or" and "not" a level; each "in" value a node), or None."""
     nodes = 0
-    stack: List[Tuple[Predicate, int]] = [(p, 1)]
+    stack: list[tuple[Predicate, int]] = [(p, 1)]
     while stack:
         q, depth = stack.pop()
         if depth > MAX_FILTER_DEPTH:
@@ -424,7 +425,7 @@ def _from_expression(expr: Any) -> Predicate:
     """The predicate of a ``pyarrow.compute.Expression``, through the text pyarrow prints."""
     text = str(expr)
     # is_in prints its value set as an options block: is_in(c, {value_set=int64:[1, 2], ...}).
-    text = _IS_IN.sub(lambda m: "(%s in (%s))" % (m.group(1), _NEWLINE.sub("", m.group(2))), text)
+    text = _IS_IN.sub(lambda m: f"({m.group(1)} in ({_NEWLINE.sub('', m.group(2))}))", text)
     # is_null prints its option: is_null(c, {nan_is_null=false}); true (NaN counts as null) has
     # no predicate form.
     text = text.replace(", {nan_is_null=false})", ")")
