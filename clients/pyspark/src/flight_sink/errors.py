@@ -302,6 +302,7 @@ CLASS_BY_REASON: dict[str, type[FlightSinkError]] = {
     "TABLE_NOT_FOUND": TableNotFoundError,
     "VERSION_NOT_FOUND": NotFoundError,
     "STAGE_NOT_FOUND": NotFoundError,
+    "CHANGES_UNAVAILABLE": NotFoundError,
     "READ_SNAPSHOT_NOT_FOUND": NotFoundError,
     "TABLE_EXISTS": AlreadyExistsError,
     "QUERY_REUSED": QueryReusedError,
