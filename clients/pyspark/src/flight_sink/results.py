@@ -51,15 +51,16 @@ __all__ = [
 R = TypeVar("R", bound="Result")
 
 
-@dataclass(frozen=True)
 class Result:
-    """Base of every result: :meth:`from_json` decodes one from the server's JSON.
+    """Base of every result (each a frozen dataclass): :meth:`from_json` decodes one from the
+    server's JSON, and :attr:`raw` is that JSON as received, fields this client does not know
+    included (it takes no part in equality or repr)."""
 
-    Attributes:
-        raw: the JSON object as received, fields this client does not know included.
-    """
-
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The JSON object the result was decoded from (empty for one built in code)."""
+        raw: dict[str, Any] = self.__dict__.get("_raw", {})
+        return raw
 
     @classmethod
     def from_json(cls: type[R], obj: Any, *, what: str = "") -> R:
@@ -91,12 +92,15 @@ def _decode_object(cls: type[R], obj: Any, what: str) -> R:
     if not isinstance(obj, Mapping):
         raise ProtocolError(f"{what}: expected a JSON object, got {obj!r}"[:500])
     hints = _hints(cls)
-    kwargs: dict[str, Any] = {"raw": dict(obj)}
-    for f in dataclasses.fields(cls):
-        if f.name == "raw" or f.name not in obj or obj[f.name] is None:
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in obj or obj[f.name] is None:
             continue
         kwargs[f.name] = _decode_value(hints[f.name], obj[f.name], f"{what}.{f.name}")
-    return cls(**kwargs)
+    out = cls(**kwargs)
+    # Frozen: set the way dataclasses' own __init__ does.
+    object.__setattr__(out, "_raw", dict(obj))
+    return out
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
