@@ -404,7 +404,9 @@ class FlightSink:
             one staged DoPut per executor task. For small batches (complete-mode aggregates,
             low-rate streams); the whole batch must fit in the driver's memory.
         create: create the table from the batch's schema on first write (default True); a dict
-            such as ``{"primary_key": ["id"]}`` creates it with those options.
+            gives its options as :meth:`flight_sink.Client.create_table` takes them:
+            ``{"primary_key": ["id"]}``, ``{"partition_by": [{"column": "ts", "transform":
+            "day"}]}``, ``"memwal"``, ``"data_codec"``.
         retry: retry policy for transient unavailability (:class:`~flight_sink.RetryPolicy`).
         timeout: per-call deadline in seconds (default: none).
         tls_root_certs: PEM root certificates for ``grpc+tls://`` with a private CA.
