@@ -89,7 +89,7 @@ def _partition_by(spec: PartitionSpec) -> list[dict[str, str]]:
         if isinstance(f, str):
             out.append({"column": f})
         elif isinstance(f, Mapping):
-            out.append({str(k): str(v) for k, v in f.items()})
+            out.append(dict(f))
         else:
             raise TypeError(f"a partition field is a column name or a {{\"column\", \"transform\"}} dict, got {f!r}")
     return out
