@@ -80,7 +80,7 @@ def test_a_spec_that_does_not_fit_creates_nothing(client: fs.Client, table_name:
     data = events(1, 2)
     with pytest.raises(fs.InvalidRequestError) as e:
         client.create_table(table_name, data.schema, partition_by=spec)
-    assert names in str(e.value)
+    assert e.value.reason == "INVALID_PARTITION_SPEC" and e.value.metadata.get("column") == names, e.value
     with pytest.raises(fs.InvalidRequestError):
         client.write(table_name, data, create={"partition_by": spec})
     with pytest.raises(fs.TableNotFoundError):
@@ -92,3 +92,14 @@ def test_partition_by_is_checked_before_sending(client: fs.Client, table_name: s
         client.create_table(table_name, events(1, 1).schema, partition_by="country")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="a partition field"):
         client.create_table(table_name, events(1, 1).schema, partition_by=[3])  # type: ignore[list-item]
+
+
+def test_a_write_past_the_partition_limit_commits_nothing(client: fs.Client, table_name: str) -> None:
+    data = pa.table({"id": [1, 2, 3], "country": ["NL", "DE", "FR"]})
+    client.create_table(table_name, data.schema, partition_by=["country"], max_partitions_per_write=2)
+    before = client.table_stats(table_name).version
+    with pytest.raises(fs.InvalidRequestError) as e:
+        client.put_epoch(table_name, data, query_id="q", epoch_id=0)
+    assert e.value.reason == "TOO_MANY_PARTITIONS", e.value
+    assert client.table_stats(table_name).version == before and client.read(table_name).num_rows == 0
+    assert client.put_epoch(table_name, data.slice(0, 2), query_id="q", epoch_id=0).status == "committed"

@@ -73,7 +73,8 @@ MODES = ("append", "complete", "update")
 PartitionSpec = Sequence[Union[str, Mapping[str, str]]]
 
 #: DoPut's ``create`` option: ``True``, or the new table's options ``{"primary_key": [...],
-#: "memwal": {"shards": n}, "data_codec": ..., "partition_by": [...]}``.
+#: "memwal": {"shards": n}, "data_codec": ..., "partition_by": [...],
+#: "max_partitions_per_write": n}``.
 CreateSpec = Union[bool, Mapping[str, Any]]
 
 
@@ -805,6 +806,7 @@ class Client:
         *,
         primary_key: Optional[Sequence[str]] = None,
         partition_by: Optional[PartitionSpec] = None,
+        max_partitions_per_write: Optional[int] = None,
         memwal_shards: Optional[int] = None,
         data_codec: Optional[str] = None,
     ) -> CreateTableResult:
@@ -822,6 +824,10 @@ class Client:
                 ``month``, ``day``, ``hour``, ``bucket[N]`` and ``truncate[W]``, or plain column
                 names for identity partitions (``["country"]``). Every data file then holds the
                 rows of one partition, and a read filtered on a source column skips the others.
+            max_partitions_per_write: the most partitions one write may hold (default: the
+                server's ``--max-partitions-per-write``, 1,000); a write past it raises
+                :class:`~flight_sink.InvalidRequestError` (``TOO_MANY_PARTITIONS``) and commits
+                nothing.
             memwal_shards: MemWAL shards (servers with MemWAL).
             data_codec: the compression of the table's data files: ``"zstd"`` (the
                 server's default: the smallest files), ``"lz4_raw"`` (cheaper to decode, larger),
@@ -830,8 +836,9 @@ class Client:
         Returns:
             The table, its first version and its schema as stored, with field ids. Raises
             :class:`~flight_sink.AlreadyExistsError` if the table exists and
-            :class:`~flight_sink.InvalidRequestError` for a partition spec that does not fit
-            the schema (nothing is created). Not retried.
+            :class:`~flight_sink.InvalidRequestError` (``INVALID_PARTITION_SPEC``, its
+            ``metadata["column"]`` naming the column) for a partition spec that does not fit the
+            schema: nothing is created. Not retried.
         """
         if isinstance(schema, pa.Schema):
             cols = [
@@ -845,6 +852,8 @@ class Client:
             body["primary_key"] = list(primary_key)
         if partition_by is not None:
             body["partition_by"] = _partition_by(partition_by)
+        if max_partitions_per_write is not None:
+            body["max_partitions_per_write"] = int(max_partitions_per_write)
         if memwal_shards is not None:
             body["memwal"] = {"shards": int(memwal_shards)}
         if data_codec is not None:

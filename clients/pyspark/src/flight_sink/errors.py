@@ -292,6 +292,8 @@ CLASS_BY_REASON: dict[str, type[FlightSinkError]] = {
     "INVALID_REQUEST": InvalidRequestError,
     "INVALID_TABLE_NAME": InvalidRequestError,
     "INVALID_PREDICATE": InvalidRequestError,
+    "INVALID_PARTITION_SPEC": InvalidRequestError,
+    "TOO_MANY_PARTITIONS": InvalidRequestError,
     "FRAGMENT_NOT_FOUND": InvalidRequestError,
     "MALFORMED_IPC": InvalidRequestError,
     "SCHEMA_MISMATCH": SchemaMismatchError,
