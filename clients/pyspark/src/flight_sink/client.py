@@ -29,7 +29,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar, Union
 
 import pyarrow as pa
@@ -49,10 +48,12 @@ from .results import (
     EpochStatus,
     FlushMemWALResult,
     FoldMemWALResult,
+    History,
     HistoryEntry,
     OptimizeIndicesResult,
     PublishIcebergResult,
     Result,
+    TableConfig,
     TableStats,
     TableVersion,
 )
@@ -762,7 +763,7 @@ class Client:
         has ``missing`` set.
         """
         res = self._action("history", {"table": table, "limit": int(limit)})
-        return _HistoryJSON.from_json(res, what="history").versions
+        return History.from_json(res, what="history").versions
 
     def table_stats(self, table: str) -> TableStats:
         """Table statistics (:class:`~flight_sink.results.TableStats`): ``version``, ``rows``,
@@ -778,7 +779,7 @@ class Client:
         default (``compaction.max_fragments``, ``mode``, ``cleanup.keep_last``, ...; the keys are
         listed in docs/operations.md)."""
         res = self._action("get_table_config", {"table": table})
-        return _TableConfigJSON.from_json(res, what="get_table_config").values()
+        return TableConfig.from_json(res, what="get_table_config").values()
 
     def set_table_config(self, table: str, settings: Mapping[str, Any]) -> dict[str, str]:
         """Change maintenance settings in one commit; the next maintenance run follows them.
@@ -797,7 +798,7 @@ class Client:
 
         body = {"table": table, "set": {k: text(v) for k, v in settings.items()}}
         res = self._action("set_table_config", body)
-        return _TableConfigJSON.from_json(res, what="set_table_config").values()
+        return TableConfig.from_json(res, what="set_table_config").values()
 
     def create_table(
         self,
@@ -1065,7 +1066,7 @@ class Client:
 
     def _latest_version(self, table: str) -> int:
         res = self._action("history", {"table": table, "limit": 1})
-        return _HistoryJSON.from_json(res, what="history").latest_version
+        return History.from_json(res, what="history").latest_version
 
     # -- any action -------------------------------------------------------------------------
 
@@ -1091,28 +1092,3 @@ def _split_by_version(changed: pa.Table) -> Iterator[pa.Table]:
     versions = changed.column("_commit_version")
     for v in sorted(pc.unique(versions).to_pylist()):
         yield changed.filter(pc.equal(versions, v))
-
-
-@dataclass(frozen=True)
-class _HistoryJSON(Result):
-    format_version: int = 0
-    table: str = ""
-    latest_version: int = 0
-    versions: list[HistoryEntry] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _ConfigSetting(Result):
-    key: str = ""
-    value: str = ""
-    stored: bool = False
-
-
-@dataclass(frozen=True)
-class _TableConfigJSON(Result):
-    table: str = ""
-    version: int = 0
-    settings: list[_ConfigSetting] = field(default_factory=list)
-
-    def values(self) -> dict[str, str]:
-        return {s.key: s.value for s in self.settings}

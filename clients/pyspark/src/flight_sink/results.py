@@ -24,6 +24,7 @@ __all__ = [
     "Ack",
     "CleanupResult",
     "CompactResult",
+    "ConfigSetting",
     "CreateTableResult",
     "DeleteResult",
     "DropTableResult",
@@ -31,6 +32,7 @@ __all__ = [
     "EpochStatus",
     "FlushMemWALResult",
     "FoldMemWALResult",
+    "History",
     "HistoryEntry",
     "IcebergStats",
     "IndexOptimizeResult",
@@ -44,6 +46,7 @@ __all__ = [
     "SchemaField",
     "ShardStats",
     "StreamWatermark",
+    "TableConfig",
     "TableStats",
     "TableVersion",
 ]
@@ -546,3 +549,39 @@ class PublishIcebergResult(Result):
     iceberg_version: int = 0
     snapshots_added: int = 0
     metadata_file: str = ""
+
+
+# -- whole answers the client unwraps ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class History(Result):
+    """``history``'s whole answer; :meth:`~flight_sink.Client.history` returns its versions."""
+
+    format_version: int = 0
+    table: str = ""
+    latest_version: int = 0
+    versions: list[HistoryEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ConfigSetting(Result):
+    """One maintenance setting: its value, stored or the default (``stored`` false)."""
+
+    key: str = ""
+    value: str = ""
+    stored: bool = False
+
+
+@dataclass(frozen=True)
+class TableConfig(Result):
+    """``get_table_config``'s and ``set_table_config``'s answer; the client returns its
+    :meth:`values`."""
+
+    table: str = ""
+    version: int = 0
+    settings: list[ConfigSetting] = field(default_factory=list)
+
+    def values(self) -> dict[str, str]:
+        """The settings as ``{key: value}``."""
+        return {s.key: s.value for s in self.settings}
