@@ -59,7 +59,7 @@ from .results import (
 )
 from .retry import RetryPolicy
 
-__all__ = ["MODES", "URI_SCHEMES", "Ack", "Client", "CreateSpec", "EpochStatus", "PartitionSpec"]
+__all__ = ["MODES", "URI_SCHEMES", "Client", "CreateSpec", "PartitionSpec"]
 
 R = TypeVar("R", bound=Result)
 
@@ -68,7 +68,7 @@ log = logging.getLogger("flight_sink")
 #: The output modes an epoch can be written in (``docs/protocol.md``, *Modes*).
 MODES = ("append", "complete", "update")
 
-#: A table's partition spec (``docs/protocol.md``, *Partitioning*): a list of
+#: A table's partition spec (``docs/protocol.md``, ``create_table``): a list of
 #: ``{"column": "ts", "transform": "day"}`` (``transform`` absent: ``identity``), or of column
 #: names for identity partitions.
 PartitionSpec = Sequence[Union[str, Mapping[str, str]]]

@@ -61,7 +61,7 @@ from pyspark.sql.types import StructType
 
 from . import _json
 from ._data import normalize_schema
-from .client import Ack, Client
+from .client import Client
 from .errors import (
     ClientError,
     EpochNotCommittedError,
@@ -70,6 +70,7 @@ from .errors import (
     TableNotFoundError,
     from_arrow_error,
 )
+from .results import Ack
 from .retry import RetryPolicy
 
 __all__ = [

@@ -38,8 +38,9 @@ from typing import Any, Callable, Optional
 
 import pyarrow as pa
 
-from .client import Ack, Client, CreateSpec
+from .client import Client, CreateSpec
 from .errors import EpochNotCommittedError, InvalidArgumentError
+from .results import Ack
 from .retry import RetryPolicy
 
 __all__ = ["FlightSinkForeachWriter", "partition_query_id"]

@@ -43,8 +43,9 @@ from typing import Any, Callable, Optional, TypeVar
 import pyarrow as pa
 
 from ._data import normalize_schema
-from .client import MODES, Ack, Client, CreateSpec
+from .client import MODES, Client, CreateSpec
 from .errors import EpochNotCommittedError, InvalidArgumentError, TableNotFoundError
+from .results import Ack
 from .retry import RetryPolicy
 
 __all__ = [
