@@ -56,7 +56,7 @@ __all__ = [
     "to_predicate",
 ]
 
-#: The predicate JSON as a dict (``docs/protocol.md``, *Predicates*).
+#: The predicate JSON as a dict (``docs/protocol.md``, *DoAction*, ``delete``'s ``where``).
 Predicate = dict[str, Any]
 
 #: A literal number of a predicate: exact, see :func:`parse_filter`.
