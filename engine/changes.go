@@ -218,7 +218,7 @@ var changeFields = []arrow.Field{
 	{Name: CommitTimestampColumn, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
 }
 
-// VersionChanges counts what one version changed (VersionChangeCounts): rows a change read of it
+// VersionChanges counts what one version changed (Table.ChangeCounts): rows a change read of it
 // returns without a filter, and the data bytes it reads for them.
 type VersionChanges struct {
 	Version uint64
@@ -530,6 +530,9 @@ func (r changeRows) split(sel *rowset.Set) (in, out changeRows) {
 	for _, f := range r.frags {
 		skip := r.skip[f.ID] // versionDiff gives every fragment its skip set
 		picked := sel.Offsets(f.ID)
+		if picked == nil {
+			picked = roaring.New() // none of the fragment's rows
+		}
 		all := roaring.New()
 		all.AddRange(0, uint64(f.PhysicalRows))
 		live := roaring.AndNot(all, skip)

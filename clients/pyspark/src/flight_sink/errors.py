@@ -303,6 +303,7 @@ CLASS_BY_REASON: dict[str, type[FlightSinkError]] = {
     "UNKNOWN_ACTION": UnsupportedError,
     "TABLE_NOT_FOUND": TableNotFoundError,
     "VERSION_NOT_FOUND": NotFoundError,
+    "CHANGES_UNAVAILABLE": NotFoundError,
     "STAGE_NOT_FOUND": NotFoundError,
     "CHANGES_UNAVAILABLE": NotFoundError,
     "READ_SNAPSHOT_NOT_FOUND": NotFoundError,
