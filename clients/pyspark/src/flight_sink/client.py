@@ -68,7 +68,7 @@ log = logging.getLogger("flight_sink")
 #: The output modes an epoch can be written in (``docs/protocol.md``, *Modes*).
 MODES = ("append", "complete", "update")
 
-#: A table's partition spec (``docs/protocol.md``, ``create_table``): a list of
+#: A table's partition spec (``docs/partitions.md``): a list of
 #: ``{"column": "ts", "transform": "day"}`` (``transform`` absent: ``identity``), or of column
 #: names for identity partitions.
 PartitionSpec = Sequence[Union[str, Mapping[str, str]]]
