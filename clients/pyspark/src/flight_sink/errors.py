@@ -305,7 +305,6 @@ CLASS_BY_REASON: dict[str, type[FlightSinkError]] = {
     "VERSION_NOT_FOUND": NotFoundError,
     "CHANGES_UNAVAILABLE": NotFoundError,
     "STAGE_NOT_FOUND": NotFoundError,
-    "CHANGES_UNAVAILABLE": NotFoundError,
     "READ_SNAPSHOT_NOT_FOUND": NotFoundError,
     "TABLE_EXISTS": AlreadyExistsError,
     "QUERY_REUSED": QueryReusedError,
