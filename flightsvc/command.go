@@ -30,6 +30,11 @@ func parsePutCommand(body []byte) (streaming.EpochRequest, error) {
 	if c.QueryID != nil {
 		req.QueryID = *c.QueryID
 	}
+	if c.RunID != nil {
+		if req.RunID = *c.RunID; req.RunID == "" {
+			return req, invalidf("DoPut command \"run_id\" is empty (leave it out when the query has no run id)")
+		}
+	}
 	if p := c.Partition; p != nil {
 		if p.ID == nil {
 			return req, invalidf("DoPut command \"partition\" needs \"id\"")

@@ -49,7 +49,7 @@ type Shard struct {
 	nextPos     uint64      // position of the next WAL entry
 	nextGen     uint64      // number of the next flushed generation
 	replayAfter uint64      // manifest's replay_after as this writer last committed it
-	identities  map[EpochKey]uint64
+	identities  map[EpochKey]heldEpoch // the epochs of the memtables' WAL entries
 	unflushed   int64 // bytes in memtables not yet in a generation
 	queued      int64 // bytes of puts admitted but not yet in the memtable
 	progress    chan struct{}
@@ -65,6 +65,12 @@ type Shard struct {
 type EpochKey struct {
 	QueryID string
 	EpochID int64
+}
+
+// heldEpoch is where a shard's memtable holds an epoch: the WAL entry, and the rows its put has.
+type heldEpoch struct {
+	pos  uint64
+	rows int64
 }
 
 // putRequest is one Put waiting for its group's WAL entry.
@@ -121,7 +127,7 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 			OnSegmentSync: func(d time.Duration) { recordWALSync("local", d) }}),
 		qsignal:     make(chan struct{}, 1),
 		active:      &memtable{},
-		identities:  make(map[EpochKey]uint64),
+		identities:  make(map[EpochKey]heldEpoch),
 		progress:    make(chan struct{}),
 		flushSignal: make(chan struct{}, 1),
 		stop:        make(chan struct{}),
@@ -176,7 +182,7 @@ func (s *Shard) replay(ctx context.Context, fence uint64) error {
 					}
 					continue
 				}
-				s.identities[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}] = pos
+				s.identities[EpochKey{p.Epoch.QueryID, p.Epoch.EpochID}] = heldEpoch{pos: pos, rows: p.Rows}
 			}
 			puts = append(puts, p)
 		}
@@ -497,7 +503,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 		for i, r := range in {
 			puts[i] = r.put
 			if e := r.put.Epoch; e != nil {
-				s.identities[EpochKey{e.QueryID, e.EpochID}] = pos
+				s.identities[EpochKey{e.QueryID, e.EpochID}] = heldEpoch{pos: pos, rows: r.put.Rows}
 			}
 		}
 		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))
@@ -650,6 +656,11 @@ type EpochLocation struct {
 	// shard holds it for certain; otherwise an answer from the watermark only says the epoch is
 	// below the query's flushed epochs.
 	Exact bool
+	// Rows is the number of rows the epoch's put in this shard holds, when HasRows: known while
+	// the put is in a WAL entry this writer holds in its memtable (not yet flushed); a flushed
+	// epoch, or one read from another server's shard, has no count.
+	Rows    int64
+	HasRows bool
 }
 
 func (l EpochLocation) String() string {
@@ -673,8 +684,8 @@ func (s *Shard) EpochCommitted(queryID string, epochID int64) (bool, EpochLocati
 }
 
 func (s *Shard) epochLocationLocked(queryID string, epochID int64) (EpochLocation, bool) {
-	if pos, ok := s.identities[EpochKey{queryID, epochID}]; ok {
-		return EpochLocation{Position: pos}, true
+	if h, ok := s.identities[EpochKey{queryID, epochID}]; ok {
+		return EpochLocation{Position: h.pos, Rows: h.rows, HasRows: true}, true
 	}
 	if wm, ok := s.manifest.queryWatermark(queryID); ok {
 		return wm.location(epochID)
@@ -830,8 +841,8 @@ func (s *Shard) flush(mt *memtable) error {
 	s.replayAfter = m.ReplayAfterWALEntryPosition
 	s.sealed = s.sealed[1:]
 	s.unflushed -= mt.bytes
-	for k, pos := range s.identities {
-		if pos <= s.replayAfter {
+	for k, h := range s.identities {
+		if h.pos <= s.replayAfter {
 			delete(s.identities, k)
 		}
 	}
