@@ -69,6 +69,9 @@ class Ack:
         route: where the epoch landed: ``"direct"`` (a table version) or ``"memwal"`` (durable
             in the table's MemWAL shards, readable at once; no table version, so
             :attr:`version` is None). None when the server does not say.
+        warning: on a ``duplicate``, the server's warning that this replay's rows differ from
+            the committed epoch's: two queries may share the query id (started from copies of
+            one checkpoint). None otherwise.
         raw: the acknowledgement JSON as received.
     """
 
@@ -80,6 +83,7 @@ class Ack:
     rows: int = 0
     stage: Optional[str] = None
     route: Optional[str] = None
+    warning: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -97,6 +101,7 @@ class Ack:
             rows=int(d.get("rows") or 0),
             stage=d.get("stage"),
             route=d.get("route"),
+            warning=d.get("warning"),
             raw=dict(d),
         )
 
@@ -375,6 +380,7 @@ class Client:
         dedupe_lookback_versions: Optional[int] = None,
         route: Optional[str] = None,
         merge_schema: bool = False,
+        run_id: Optional[str] = None,
     ) -> Ack:
         """Write one epoch of a streaming query, exactly once.
 
@@ -411,6 +417,10 @@ class Client:
                 primary-key change) is refused either way (reason ``SCHEMA_CHANGE_REFUSED``).
                 An epoch that only omits nullable columns or sends narrower types needs no
                 merge.
+            run_id: the run of the query sending the epoch (Spark's ``StreamingQuery.runId``):
+                the server refuses a run that writes after a newer run of the same query began
+                (:class:`~flight_sink.FailedPreconditionError`, reason
+                ``QUERY_RUN_SUPERSEDED``: two live queries share the query id).
 
         Returns:
             The acknowledgement: ``committed``, ``duplicate``, ``empty`` (append/update without
@@ -433,6 +443,8 @@ class Client:
             cmd["route"] = route
         if merge_schema:
             cmd["merge_schema"] = True
+        if run_id is not None:
+            cmd["run_id"] = run_id
         if staged is None:
             staged = not source.materialized
         if partition is None and staged:
@@ -461,6 +473,7 @@ class Client:
                 mode=mode,
                 dedupe_lookback_versions=dedupe_lookback_versions,
                 merge_schema=merge_schema,
+                run_id=run_id,
             )
         return ack
 
@@ -474,6 +487,7 @@ class Client:
         mode: str = "append",
         dedupe_lookback_versions: Optional[int] = None,
         merge_schema: bool = False,
+        run_id: Optional[str] = None,
     ) -> Ack:
         """Commit the staged partitions of a multi-writer epoch as one transaction.
 
@@ -481,6 +495,7 @@ class Client:
         the same epoch answers ``duplicate``; an empty ``stages`` list commits an empty epoch
         (which, in ``complete`` mode, truncates the table). ``merge_schema``: the stages (put
         with ``merge_schema=True``) may change the table schema, merged in this commit.
+        ``run_id``: as :meth:`put_epoch`'s.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -495,6 +510,8 @@ class Client:
             body["dedupe_lookback_versions"] = int(dedupe_lookback_versions)
         if merge_schema:
             body["merge_schema"] = True
+        if run_id is not None:
+            body["run_id"] = run_id
         res = self._action("commit_epoch", body)
         if not isinstance(res, Mapping):
             raise ProtocolError(f"commit_epoch {table}: unexpected result {res!r}")
