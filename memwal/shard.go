@@ -49,7 +49,7 @@ type Shard struct {
 	nextPos     uint64      // position of the next WAL entry
 	nextGen     uint64      // number of the next flushed generation
 	replayAfter uint64      // manifest's replay_after as this writer last committed it
-	identities  map[EpochKey]heldEpoch // the epochs of the memtables' WAL entries
+	identities  map[EpochKey]heldEpoch
 	unflushed   int64 // bytes in memtables not yet in a generation
 	queued      int64 // bytes of puts admitted but not yet in the memtable
 	progress    chan struct{}
