@@ -177,8 +177,8 @@ func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack
 	}
 	var run string
 	if req.RunID != nil {
-		if run = *req.RunID; run == "" {
-			return Ack{}, invalidf("commit_epoch \"run_id\" is empty (leave it out when the query has no run id)")
+		if run = *req.RunID; strings.TrimSpace(run) == "" {
+			return Ack{}, invalidf("commit_epoch \"run_id\" is blank (leave it out when the query has no run id)")
 		}
 	}
 	ack, err := s.sink.CommitStaged(ctx, streaming.CommitStagedRequest{Table: req.Table, QueryID: req.QueryID,

@@ -3,6 +3,7 @@ package flightsvc
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -31,8 +32,8 @@ func parsePutCommand(body []byte) (streaming.EpochRequest, error) {
 		req.QueryID = *c.QueryID
 	}
 	if c.RunID != nil {
-		if req.RunID = *c.RunID; req.RunID == "" {
-			return req, invalidf("DoPut command \"run_id\" is empty (leave it out when the query has no run id)")
+		if req.RunID = *c.RunID; strings.TrimSpace(req.RunID) == "" {
+			return req, invalidf("DoPut command \"run_id\" is blank (leave it out when the query has no run id)")
 		}
 	}
 	if p := c.Partition; p != nil {

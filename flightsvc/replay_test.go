@@ -191,9 +191,13 @@ func TestRunsOfOneQuery(t *testing.T) {
 		t.Fatalf("newest commit's run_id property %q, want run-a (query other's)", got)
 	}
 
-	// run_id is checked: empty or too long is refused.
-	_, err = s.putCmd(testCtx(t), t, cmd{"table": table, "query_id": q, "epoch_id": 7, "run_id": ""}, idRange(0, 1))
-	wantReason(t, err, codes.InvalidArgument, "INVALID_REQUEST")
+	// run_id is checked: blank or too long is refused.
+	for _, blank := range []string{"", "  "} {
+		_, err = s.putCmd(testCtx(t), t, cmd{"table": table, "query_id": q, "epoch_id": 7, "run_id": blank}, idRange(0, 1))
+		wantReason(t, err, codes.InvalidArgument, "INVALID_REQUEST")
+		_, err = s.action(testCtx(t), "commit_epoch", cmd{"table": table, "query_id": q, "epoch_id": 7, "stages": []string{}, "run_id": blank})
+		wantReason(t, err, codes.InvalidArgument, "INVALID_REQUEST")
+	}
 	_, err = put(strings.Repeat("r", 129), 7, idRange(0, 1))
 	wantReason(t, err, codes.InvalidArgument, "INVALID_REQUEST")
 }
