@@ -19,7 +19,9 @@ against a real server, on a plain table and on one with two MemWAL shards, and c
 read against an in-memory model of the table: a dict of rows by id, filtered with Spark's
 semantics (three-valued logic, NaN equal to itself and above every other double, -0.0 equal to
 0.0). A failure names the seed and prints the operations that led to it;
-``FLIGHT_SINK_SPARK_MODEL_SEED`` (with ``FLIGHT_SINK_SPARK_MODEL_STEPS``) runs another sequence.
+``FLIGHT_SINK_SPARK_MODEL_SEED`` (with ``FLIGHT_SINK_SPARK_MODEL_STEPS`` and
+``FLIGHT_SINK_SPARK_MODEL_SECONDS``, the time budget of one sequence: 45 s, 0 for none) runs
+another sequence.
 
 It drives Spark from Python rather than from Go (reliability/model) because PySpark is how a
 test reaches Spark: a Go test would start a Python driver per operation; here one Spark session
@@ -47,6 +49,10 @@ import flight_sink as fs  # noqa: E402
 # (seed, table kind): a few fixed sequences in the normal run.
 SEEDS = [(20261206, "plain"), (7, "memwal"), (31337, "plain")]
 STEPS = int(os.environ.get("FLIGHT_SINK_SPARK_MODEL_STEPS", "12"))
+# Each sequence stops drawing operations after this many seconds (then checks the whole table),
+# so the fixed seeds stay within about three minutes on a loaded machine: a slow machine runs a
+# shorter prefix of the same sequence. 0: no bound.
+SECONDS = float(os.environ.get("FLIGHT_SINK_SPARK_MODEL_SECONDS", "45"))
 READS_PER_STEP = 4  # a read is cheap next to a write: each read step reads with several filters
 
 SPARK_SCHEMA = "id long, g int, s string, f double"
@@ -386,8 +392,12 @@ def _run(spark, server, tmp: Path, seed: int, kind: str, steps: int) -> None:
     run = Run(spark, server, tmp, seed, kind)
     names = [n for n, _ in OPERATIONS]
     weights = [w for _, w in OPERATIONS]
+    deadline = time.monotonic() + SECONDS if SECONDS > 0 else math.inf
     try:
         for _ in range(steps):
+            if time.monotonic() > deadline:
+                run.note(f"time budget of {SECONDS:g} s spent")
+                break
             op = run.rng.choices(names, weights)[0]
             try:
                 getattr(run, op)()
