@@ -281,7 +281,7 @@ class FlightSinkSparkTest {
       writeJson(src, 2, 20, 30, null);
       // (A ceiling, not a timing: a query never refused runs on, and would be waited for forever.)
       Exception e = org.junit.jupiter.api.Assertions.assertThrows(
-          org.apache.spark.sql.streaming.StreamingQueryException.class, () -> a.awaitTermination(600_000));
+          org.apache.spark.sql.streaming.StreamingQueryException.class, () -> a.awaitTermination(300_000));
       assertTrue(String.valueOf(e.getMessage()).contains("QUERY_RUN_SUPERSEDED")
               && String.valueOf(e.getMessage()).contains("copies of one checkpoint"),
           () -> "query failed with: " + e);
