@@ -42,11 +42,16 @@ const (
 
 // Transaction property keys the streaming sink stamps on every epoch commit. PropEpochRows, the
 // rows the epoch's writers sent, lets a replay of the epoch be compared with what landed; commits
-// of base-table epochs carry it, others may not.
+// of base-table epochs carry it, others may not. PropEpochPartitionRows, on an epoch committed
+// from staged partitions, holds each partition's rows ("<partition>:<rows>,...", by partition),
+// so a replay of one partition can be compared too. PropRunID is the run of the query that
+// committed the epoch (Spark's StreamingQuery.runId), when its writer sent one.
 const (
-	PropQueryID   = "flight_sink.streaming.query_id"
-	PropEpochID   = "flight_sink.streaming.epoch_id"
-	PropEpochRows = "flight_sink.streaming.rows"
+	PropQueryID            = "flight_sink.streaming.query_id"
+	PropEpochID            = "flight_sink.streaming.epoch_id"
+	PropEpochRows          = "flight_sink.streaming.rows"
+	PropEpochPartitionRows = "flight_sink.streaming.partition_rows"
+	PropRunID              = "flight_sink.streaming.run_id"
 )
 
 // Transaction is what one commit does, as written to its transaction file.

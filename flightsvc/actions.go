@@ -48,7 +48,7 @@ var actions = map[string]action{
 		`Create a table. Body: {"table", "schema": [{"name","type","nullable"}], "primary_key"?: [cols], "memwal"?: {"shards": n}}. Result: {"table","version"}.`,
 		(*Service).createTable),
 	"commit_epoch": newAction(
-		`Commit the staged partitions of a multi-writer epoch as one transaction, exactly once. Body: {"table","query_id","epoch_id","mode"?,"stages":[tokens],"dedupe_lookback_versions"?,"merge_schema"?}. Result: an ack like DoPut's (committed|duplicate|empty).`,
+		`Commit the staged partitions of a multi-writer epoch as one transaction, exactly once. Body: {"table","query_id","epoch_id","mode"?,"stages":[tokens],"dedupe_lookback_versions"?,"merge_schema"?,"route"?,"run_id"?}. Result: an ack like DoPut's (committed|duplicate|empty).`,
 		(*Service).commitEpoch),
 	"epoch_status": newAction(
 		`Whether an epoch is committed. Body: {"table","query_id","epoch_id"}. Result: {"committed": bool, "version", "route"?}.`,
@@ -176,9 +176,15 @@ func (s *Service) commitEpoch(ctx context.Context, req *CommitEpochRequest) (Ack
 	if err != nil {
 		return Ack{}, err
 	}
+	var run string
+	if req.RunID != nil {
+		if run = *req.RunID; strings.TrimSpace(run) == "" {
+			return Ack{}, invalidf("commit_epoch \"run_id\" is blank (leave it out when the query has no run id)")
+		}
+	}
 	ack, err := s.sink.CommitStaged(ctx, streaming.CommitStagedRequest{Table: req.Table, QueryID: req.QueryID,
 		EpochID: *req.EpochID, Mode: streaming.Mode(req.Mode), Stages: req.Stages, Lookback: lookback,
-		MergeSchema: req.MergeSchema != nil && *req.MergeSchema, Route: streaming.Route(req.Route)})
+		MergeSchema: req.MergeSchema != nil && *req.MergeSchema, Route: streaming.Route(req.Route), RunID: run})
 	if err != nil {
 		return Ack{}, err
 	}

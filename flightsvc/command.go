@@ -3,6 +3,7 @@ package flightsvc
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/streaming"
@@ -29,6 +30,11 @@ func parsePutCommand(body []byte) (streaming.EpochRequest, error) {
 		Route: streaming.Route(c.Route), Lookback: lookback, ExpectRows: c.Rows, MergeSchema: c.MergeSchema != nil && *c.MergeSchema}
 	if c.QueryID != nil {
 		req.QueryID = *c.QueryID
+	}
+	if c.RunID != nil {
+		if req.RunID = *c.RunID; strings.TrimSpace(req.RunID) == "" {
+			return req, invalidf("DoPut command \"run_id\" is blank (leave it out when the query has no run id)")
+		}
 	}
 	if p := c.Partition; p != nil {
 		if p.ID == nil {

@@ -79,6 +79,7 @@ var errorReasons = []errorReason{
 	{err: streaming.ErrReadSnapshotNotFound, code: codes.NotFound, reason: "READ_SNAPSHOT_NOT_FOUND"},
 	{err: engine.ErrTableExists, code: codes.AlreadyExists, reason: "TABLE_EXISTS"},
 	{err: streaming.ErrQueryReused, code: codes.FailedPrecondition, reason: "QUERY_REUSED"},
+	{err: streaming.ErrRunSuperseded, code: codes.FailedPrecondition, reason: "QUERY_RUN_SUPERSEDED"},
 	{err: streaming.ErrUnsupported, code: codes.FailedPrecondition, reason: "UNSUPPORTED"},
 	{err: epochid.ErrCommitted, code: codes.FailedPrecondition, reason: "EPOCH_ALREADY_COMMITTED"},
 	{err: engine.ErrCommitConflict, code: codes.FailedPrecondition, reason: "COMMIT_CONFLICT"},

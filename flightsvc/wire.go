@@ -44,6 +44,10 @@ type PutCommand struct {
 	// MergeSchema lets the epoch change the table schema (new nullable columns, type promotions:
 	// arrowschema.MergeSchema); absent or false: the stream must fit the table's schema as it is.
 	MergeSchema *bool `json:"merge_schema,omitempty"`
+	// RunID names the run of the query sending the epoch (Spark's StreamingQuery.runId), at most
+	// 128 bytes: an epoch of a run older than one that has written the query is refused
+	// (streaming.ErrRunSuperseded). Absent: not checked.
+	RunID *string `json:"run_id,omitempty"`
 }
 
 // PartitionSpec is the "partition" of a DoPut command: one task attempt's share of a
@@ -212,7 +216,8 @@ type Ack struct {
 	Stage string `json:"stage,omitempty"`
 	// Route is where the epoch landed: direct or memwal.
 	Route string `json:"route,omitempty"`
-	// Warning, on a duplicate, says that the replay differs from the epoch that was committed.
+	// Warning, on a duplicate, says that the replay differs from the epoch that was committed
+	// (streaming.Ack.Warning).
 	Warning string `json:"warning,omitempty"`
 }
 
@@ -426,6 +431,8 @@ type CommitEpochRequest struct {
 	MergeSchema *bool `json:"merge_schema,omitempty"`
 	// Route is auto (absent), direct or memwal: where the epoch lands, as for one DoPut.
 	Route string `json:"route,omitempty"`
+	// RunID names the run of the query that commits, as PutCommand's.
+	RunID *string `json:"run_id,omitempty"`
 }
 
 // EpochStatusRequest is the body of epoch_status.

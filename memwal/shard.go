@@ -50,7 +50,7 @@ type Shard struct {
 	nextPos     uint64      // position of the next WAL entry
 	nextGen     uint64      // number of the next flushed generation
 	replayAfter uint64      // manifest's replay_after as this writer last committed it
-	identities  map[epochid.ID]uint64
+	identities  map[epochid.ID]heldEpoch
 	unflushed   int64 // bytes in memtables not yet in a generation
 	queued      int64 // bytes of puts admitted but not yet in the memtable
 	progress    chan struct{}
@@ -98,7 +98,7 @@ func OpenShard(ctx context.Context, tbl *engine.Table, shardID string, opts *Opt
 			OnSegmentSync: func(d time.Duration) { recordWALSync("local", d) }}),
 		qsignal:     make(chan struct{}, 1),
 		active:      &memtable{},
-		identities:  make(map[epochid.ID]uint64),
+		identities:  make(map[epochid.ID]heldEpoch),
 		progress:    make(chan struct{}),
 		flushSignal: make(chan struct{}, 1),
 		stop:        make(chan struct{}),
@@ -153,7 +153,7 @@ func (s *Shard) replay(ctx context.Context, fence uint64) error {
 					}
 					continue
 				}
-				s.identities[epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}] = pos
+				s.identities[epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}] = heldEpoch{pos: pos, rows: p.Rows}
 			}
 			puts = append(puts, p)
 		}
@@ -192,6 +192,12 @@ func (s *Shard) fail(err error) error {
 }
 
 // EpochLocation says where a shard holds a streaming epoch.
+// heldEpoch is where a shard's memtable holds an epoch: the WAL entry, and the rows its put has.
+type heldEpoch struct {
+	pos  uint64
+	rows int64
+}
+
 type EpochLocation struct {
 	// Position of the WAL entry holding the epoch, while it is not yet in a generation.
 	Position uint64
@@ -205,6 +211,11 @@ type EpochLocation struct {
 	// shard holds it for certain; otherwise an answer from the watermark only says the epoch is
 	// below the query's flushed epochs.
 	Exact bool
+	// Rows is the number of rows the epoch's put in this shard holds, when HasRows: known while
+	// the put is in a WAL entry this writer holds in its memtable (not yet flushed); a flushed
+	// epoch, or one read from another server's shard, has no count.
+	Rows    int64
+	HasRows bool
 }
 
 func (l EpochLocation) String() string {
@@ -228,8 +239,8 @@ func (s *Shard) EpochCommitted(queryID string, epochID int64) (bool, EpochLocati
 }
 
 func (s *Shard) epochLocationLocked(queryID string, epochID int64) (EpochLocation, bool) {
-	if pos, ok := s.identities[epochid.ID{QueryID: queryID, EpochID: epochID}]; ok {
-		return EpochLocation{Position: pos}, true
+	if h, ok := s.identities[epochid.ID{QueryID: queryID, EpochID: epochID}]; ok {
+		return EpochLocation{Position: h.pos, Rows: h.rows, HasRows: true}, true
 	}
 	if wm, ok := s.manifest.queryWatermark(queryID); ok {
 		return wm.location(epochID)

@@ -334,7 +334,7 @@ func (s *Shard) commitGroup(group []*putRequest) {
 		for i, r := range in {
 			puts[i] = r.put
 			if e := r.put.Epoch; e != nil {
-				s.identities[epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}] = pos
+				s.identities[epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}] = heldEpoch{pos: pos, rows: r.put.Rows}
 			}
 		}
 		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))

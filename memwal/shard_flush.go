@@ -177,8 +177,8 @@ func (s *Shard) flush(mt *memtable) error {
 	s.replayAfter = m.ReplayAfterWALEntryPosition
 	s.sealed = s.sealed[1:]
 	s.unflushed -= mt.bytes
-	for k, pos := range s.identities {
-		if pos <= s.replayAfter {
+	for k, h := range s.identities {
+		if h.pos <= s.replayAfter {
 			delete(s.identities, k)
 		}
 	}

@@ -31,6 +31,9 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 	if err := s.normalize(&r); err != nil {
 		return Ack{}, err
 	}
+	if err := s.checkRun(ctx, &r); err != nil {
+		return Ack{}, err
+	}
 	if r.ExpectRows != nil {
 		src = &countedSource{BatchSource: src, want: *r.ExpectRows}
 	}
@@ -70,6 +73,9 @@ type epoch struct {
 	// arrived is when the epoch was decided: a MemWAL replay check reads the other servers'
 	// shards as of no earlier than this.
 	arrived time.Time
+	// partitionRows is the engine.PropEpochPartitionRows of an epoch committed from staged
+	// partitions; "" otherwise.
+	partitionRows string
 }
 
 // planEpoch decides epoch r (normalised) of stream schema in (as the client sent it).
@@ -407,6 +413,7 @@ func (s *Sink) commitTxn(ctx context.Context, e *epoch, txn *engine.Transaction,
 			if st.Committed {
 				ack := newAck(StatusDuplicate, &e.EpochRequest)
 				ack.Version, ack.Route = st.Version, e.route
+				ack.Warning = s.checkReplay(ctx, t, &e.EpochRequest, st.Version, rows)
 				return ack, nil
 			}
 		}

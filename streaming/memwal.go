@@ -184,26 +184,34 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) 
 		ack.Route = RouteMemWAL
 		return ack, nil
 	}
+	var found replayHolding // where a replay is held, to compare its rows with this one's
 	if len(m.PrimaryKey) == 0 {
-		dup, err := ss.PutUnkeyed(ctx, e.arrived, m, &id, recs, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
-			func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
+		dup, err := ss.PutUnkeyed(ctx, e.arrived, m, &id, recs,
+			func(h memwal.EpochHolding) (bool, error) {
+				held, err := heldElsewhere(h, &id)
+				if held {
+					found.note(h.Shard, h.Location, rows)
+				}
+				return held, err
+			},
+			func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id, &found, rows) })
 		if err != nil {
 			return Ack{}, err
 		}
 		end()
-		return s.memwalAck(ctx, e, rows, dup)
+		return s.memwalAck(ctx, e, rows, dup, &found)
 	}
 	puts, err := shardPuts(ctx, m, len(ss.IDs()), recs)
 	if err != nil {
 		return Ack{}, err
 	}
 	defer releasePuts(puts)
-	held, err := putShards(ctx, ss, m, &id, puts)
+	held, err := putShards(ctx, ss, m, &id, puts, &found)
 	if err != nil {
 		return Ack{}, err
 	}
 	end() // the epoch is whole in every shard: visible before its ack
-	return s.memwalAck(ctx, e, rows, held == len(puts))
+	return s.memwalAck(ctx, e, rows, held == len(puts), &found)
 }
 
 // shardPutsAtOnce says whether putShards puts an epoch's shards concurrently. A variable only so
@@ -216,8 +224,9 @@ var shardPutsAtOnce = true
 // and each shard's group commit carries the parts of every epoch in flight on this server: N
 // queries writing N shards share the shards' commits. A part that fails does not stop the
 // others: the epoch is not acknowledged, and its retry finds the parts that landed held
-// (shardHolds) and puts only the rest, so the retry cannot duplicate.
-func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id *epochid.ID, puts map[int][]arrow.RecordBatch) (int, error) {
+// (shardHolds) and puts only the rest, so the retry cannot duplicate. found records the shards
+// that held their part already, with the rows of this one's.
+func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id *epochid.ID, puts map[int][]arrow.RecordBatch, found *replayHolding) (int, error) {
 	var g errgroup.Group
 	if !shardPutsAtOnce {
 		g.SetLimit(1)
@@ -225,7 +234,7 @@ func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id 
 	var held atomic.Int64
 	for i, batches := range puts {
 		g.Go(func() error {
-			done, err := ss.Put(ctx, i, m, id, batches, func(w *memwal.Shard) (bool, error) { return shardHolds(w, id) })
+			done, err := ss.Put(ctx, i, m, id, batches, func(w *memwal.Shard) (bool, error) { return shardHolds(w, id, found, batchRows(batches)) })
 			if done {
 				held.Add(1)
 			}
@@ -236,12 +245,13 @@ func putShards(ctx context.Context, ss *memwal.ShardSet, m *engine.Manifest, id 
 	return int(held.Load()), err
 }
 
-// memwalAck acknowledges an epoch the shards hold: a duplicate, or committed (then a fold may be
-// due).
-func (s *Sink) memwalAck(ctx context.Context, e *epoch, rows int64, dup bool) (Ack, error) {
+// memwalAck acknowledges an epoch the shards hold: a duplicate (warned when found, where the
+// shards held it, says it differs from this replay), or committed (then a fold may be due).
+func (s *Sink) memwalAck(ctx context.Context, e *epoch, rows int64, dup bool, found *replayHolding) (Ack, error) {
 	if dup {
 		ack := newAck(StatusDuplicate, &e.EpochRequest)
 		ack.Route = RouteMemWAL
+		ack.Warning = found.warning(ctx, s, e.table.Name(), &e.EpochRequest)
 		return ack, nil
 	}
 	// A fold is due: the table's maintenance runs (inline) or is scheduled (background).
@@ -255,13 +265,17 @@ func (s *Sink) memwalAck(ctx context.Context, e *epoch, rows int64, dup bool) (A
 }
 
 // shardHolds is the dedupe rule of a shard put: whether writer w's shard already holds epoch id
-// (an exact replay: nothing is put). An epoch below a watermark the shard has flushed for its
-// query, and that the shard does not hold, means the query id was reused by a new checkpoint.
-func shardHolds(w *memwal.Shard, id *epochid.ID) (bool, error) {
+// (an exact replay: nothing is put; found notes it, with the sent rows the put would have put).
+// An epoch below a watermark the shard has flushed for its query, and that the shard does not
+// hold, means the query id was reused by a new checkpoint.
+func shardHolds(w *memwal.Shard, id *epochid.ID, found *replayHolding, sent int64) (bool, error) {
 	ok, loc := w.EpochCommitted(id.QueryID, id.EpochID)
 	if ok && loc.FromWatermark && !loc.Exact {
 		return false, fmt.Errorf("%w: query %q has flushed epochs up to %d to MemWAL shard %s but epoch %d is not there; use a new query_id for a new checkpoint",
 			ErrQueryReused, id.QueryID, loc.WatermarkEpoch, w.ShardID(), id.EpochID)
+	}
+	if ok {
+		found.note(w.ShardID(), loc, sent)
 	}
 	return ok, nil
 }

@@ -61,16 +61,28 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, e *epoch, head []arrow.Rec
 	id := epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}
 	// The shard is the one the buffered path picks (memwal.ShardSet.Route, through StreamPut),
 	// and the replay check is the buffered path's too (every shard, heldElsewhere).
-	st, held, err := ss.StreamPut(ctx, e.arrived, m, &id, func(h memwal.EpochHolding) (bool, error) { return heldElsewhere(h, &id) },
-		func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id) })
+	// A replay's rows are counted only once it is drained: where it is held is noted with none,
+	// and the count is added to the note then.
+	var at replayHolding
+	st, held, err := ss.StreamPut(ctx, e.arrived, m, &id,
+		func(h memwal.EpochHolding) (bool, error) {
+			held, err := heldElsewhere(h, &id)
+			if held {
+				at.note(h.Shard, h.Location, 0)
+			}
+			return held, err
+		},
+		func(w *memwal.Shard) (bool, error) { return shardHolds(w, &id, &at, 0) })
 	if err != nil {
 		return Ack{}, err
 	}
 	if held {
-		if _, err := drain(src); err != nil {
+		n, err := drain(src)
+		if err != nil {
 			return Ack{}, fmt.Errorf("read stream: %w", err)
 		}
-		return s.memwalAck(ctx, e, 0, true)
+		at.addSent(n + batchRows(head))
+		return s.memwalAck(ctx, e, 0, true, &at)
 	}
 	var rows int64
 	add := func(rec arrow.RecordBatch) error {
@@ -104,5 +116,6 @@ func (s *Sink) streamMemWALEpoch(ctx context.Context, e *epoch, head []arrow.Rec
 	if err != nil {
 		return Ack{}, err
 	}
-	return s.memwalAck(ctx, e, rows, done)
+	at.addSent(rows) // a shard found holding the epoch at the commit: this replay sent rows
+	return s.memwalAck(ctx, e, rows, done, &at)
 }

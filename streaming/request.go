@@ -94,6 +94,10 @@ type EpochRequest struct {
 	// MergeSchema lets the epoch change the table schema (arrowschema.MergeSchema): the change and
 	// the epoch's rows commit as one transaction, always on the direct route.
 	MergeSchema bool
+	// RunID, when set, names the run of the query that sends the epoch (Spark's
+	// StreamingQuery.runId, new at every start): a run that writes after a newer run of its query
+	// began is refused (runs.go). At most MaxRunIDBytes; stamped on the epoch's commit.
+	RunID string
 }
 
 // Normalize validates r in place: it trims the query id once (that trimmed id is the one stamped),
@@ -111,6 +115,10 @@ func (r *EpochRequest) Normalize() error {
 	}
 	if r.EpochID < 0 {
 		return invalid("epoch_id must be >= 0, got %d", r.EpochID)
+	}
+	r.RunID = strings.TrimSpace(r.RunID)
+	if len(r.RunID) > MaxRunIDBytes {
+		return invalid("run_id is %d bytes long; the limit is %d", len(r.RunID), MaxRunIDBytes)
 	}
 	switch r.Mode {
 	case "":
@@ -199,7 +207,7 @@ type Ack struct {
 	Stage   string
 	// Route is "memwal" when the epoch landed in MemWAL shards (no base version is created then).
 	Route Route
-	// Warning is set on a duplicate whose replay differs from what the committed epoch recorded
+	// Warning is set on a duplicate whose replay differs from what the committed epoch holds
 	// (replay.go): the epoch identity may be shared by two queries.
 	Warning string
 }

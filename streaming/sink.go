@@ -158,6 +158,8 @@ type Sink struct {
 	// maintained is, by table, the newest version this sink scheduled maintenance (so a publish)
 	// after, or found published by WatchCommits: a newer version is someone else's to notice.
 	maintained map[string]uint64
+	// runs are the runs of each query this sink saw write (runs.go).
+	runs runTracker
 
 	// bg is the context of background maintenance (folds included), cancelled by Close after a
 	// grace period. Its state is opts.Engine.Maintenance, shared by every table of the sink.

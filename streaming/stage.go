@@ -139,6 +139,8 @@ type CommitStagedRequest struct {
 	// MergeSchema lets the stages' schemas (stages written with merge_schema) change the table
 	// schema in the commit.
 	MergeSchema bool
+	// RunID names the run of the query that commits, as EpochRequest.RunID.
+	RunID string
 }
 
 // CommitStaged commits the named stages as the epoch's one transaction, exactly once: a second
@@ -162,8 +164,11 @@ func (s *Sink) CommitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 }
 
 func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, error) {
-	r := EpochRequest{Table: c.Table, QueryID: c.QueryID, EpochID: c.EpochID, Mode: c.Mode, Route: c.Route, Lookback: c.Lookback}
+	r := EpochRequest{Table: c.Table, QueryID: c.QueryID, EpochID: c.EpochID, Mode: c.Mode, Route: c.Route, Lookback: c.Lookback, RunID: c.RunID}
 	if err := s.normalize(&r); err != nil {
+		return Ack{}, err
+	}
+	if err := s.checkRun(ctx, &r); err != nil {
 		return Ack{}, err
 	}
 	t, err := s.table(ctx, r.Table) // normalize checked the name
@@ -185,6 +190,13 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 	if st.Committed {
 		ack := newAck(StatusDuplicate, &r)
 		ack.Version = st.Version
+		// The stages this commit names (another run's, when two share the query id) hold rows
+		// to compare with the committed epoch's.
+		if len(c.Stages) > 0 {
+			if rows, ok := s.stagedRows(ctx, t, &r, c.Stages); ok {
+				ack.Warning = s.checkReplay(ctx, t, &r, st.Version, rows)
+			}
+		}
 		return ack, nil
 	}
 	recs, err := s.readStages(ctx, t, &r, c.Stages)
@@ -220,6 +232,7 @@ func (s *Sink) commitStaged(ctx context.Context, c CommitStagedRequest) (Ack, er
 		if frags, rows, w, err = s.stagedFiles(ctx, e, recs); err != nil {
 			return Ack{}, err
 		}
+		e.partitionRows = partitionRowsProperty(recs)
 		ack, err = s.commitEpoch(ctx, e, frags, rows, w)
 	}
 	if err != nil {

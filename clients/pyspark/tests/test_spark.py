@@ -8,6 +8,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 pytest.importorskip("pyspark")
@@ -116,6 +117,36 @@ def test_exactly_once_across_restarts_and_replays(spark, server, tmp_path, table
     assert {q for q, _ in commits} == {query_id}
     assert sorted(e for _, e in commits) == list(range(len(commits)))
     assert sink.metrics.replays_skipped >= 1
+
+
+def test_each_run_is_named_on_its_commits(spark, server, tmp_path, table_name):
+    """Every epoch commit carries the run that wrote it (Spark's runId), from the executors and
+    through the driver; a restarted query is a new run, never refused; a run that writes after a
+    newer run of its query began is refused (QUERY_RUN_SUPERSEDED)."""
+    src, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    client = fs.Client(server.uri)
+    runs = []
+    for i, through_driver in enumerate([False, True]):
+        write_json_file(src, i, range(i * 10, (i + 1) * 10))
+        sink = FlightSink(server.uri, table=table_name, through_driver=through_driver)
+        q = (
+            _stream(spark, src).writeStream.foreachBatch(lambda df, b, sink=sink: sink(df.repartition(2), b))
+            .option("checkpointLocation", str(ckpt)).start()
+        )
+        q.processAllAvailable()
+        q.stop()
+        runs.append(str(q.runId))
+    assert runs[0] != runs[1]
+    got = [
+        (h["properties"]["flight_sink.streaming.epoch_id"], h["properties"].get("flight_sink.streaming.run_id"))
+        for h in reversed(client.history(table_name, limit=100))
+        if "flight_sink.streaming.epoch_id" in (h.get("properties") or {})
+    ]
+    assert got == [("0", runs[0]), ("1", runs[1])]
+    # The first run writing again, after the second began: two live queries under one id.
+    with pytest.raises(fs.FailedPreconditionError) as refused:
+        client.put_epoch(table_name, pa.table({"id": pa.array([99], pa.int64())}), query_id=str(q.id), epoch_id=2, run_id=runs[0])
+    assert refused.value.reason == "QUERY_RUN_SUPERSEDED"
 
 
 @pytest.mark.parametrize("through_driver", [False, True], ids=["executors", "driver"])

@@ -368,6 +368,7 @@ class Client:
         dedupe_lookback_versions: Optional[int] = None,
         route: Optional[str] = None,
         merge_schema: bool = False,
+        run_id: Optional[str] = None,
     ) -> Ack:
         """Write one epoch of a streaming query, exactly once.
 
@@ -404,6 +405,10 @@ class Client:
                 primary-key change) is refused either way (reason ``SCHEMA_CHANGE_REFUSED``).
                 An epoch that only omits nullable columns or sends narrower types needs no
                 merge.
+            run_id: the run of the query sending the epoch (Spark's ``StreamingQuery.runId``):
+                the server refuses a run that writes after a newer run of the same query began
+                (:class:`~flight_sink.FailedPreconditionError`, reason
+                ``QUERY_RUN_SUPERSEDED``: two live queries share the query id).
 
         Returns:
             The acknowledgement: ``committed``, ``duplicate``, ``empty`` (append/update without
@@ -426,6 +431,8 @@ class Client:
             cmd["route"] = route
         if merge_schema:
             cmd["merge_schema"] = True
+        if run_id is not None:
+            cmd["run_id"] = run_id
         if staged is None:
             staged = not source.materialized
         if partition is None and staged:
@@ -454,6 +461,7 @@ class Client:
                 mode=mode,
                 dedupe_lookback_versions=dedupe_lookback_versions,
                 merge_schema=merge_schema,
+                run_id=run_id,
             )
         return ack
 
@@ -467,6 +475,7 @@ class Client:
         mode: str = "append",
         dedupe_lookback_versions: Optional[int] = None,
         merge_schema: bool = False,
+        run_id: Optional[str] = None,
     ) -> Ack:
         """Commit the staged partitions of a multi-writer epoch as one transaction.
 
@@ -474,6 +483,7 @@ class Client:
         the same epoch answers ``duplicate``; an empty ``stages`` list commits an empty epoch
         (which, in ``complete`` mode, truncates the table). ``merge_schema``: the stages (put
         with ``merge_schema=True``) may change the table schema, merged in this commit.
+        ``run_id``: as :meth:`put_epoch`'s.
         """
         if mode not in MODES:
             raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
@@ -488,6 +498,8 @@ class Client:
             body["dedupe_lookback_versions"] = int(dedupe_lookback_versions)
         if merge_schema:
             body["merge_schema"] = True
+        if run_id is not None:
+            body["run_id"] = run_id
         res = self._action("commit_epoch", body)
         if not isinstance(res, Mapping):
             raise ProtocolError(f"commit_epoch {table}: unexpected result {res!r}")

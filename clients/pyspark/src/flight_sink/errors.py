@@ -308,6 +308,7 @@ CLASS_BY_REASON: dict[str, type[FlightSinkError]] = {
     "READ_SNAPSHOT_NOT_FOUND": NotFoundError,
     "TABLE_EXISTS": AlreadyExistsError,
     "QUERY_REUSED": QueryReusedError,
+    "QUERY_RUN_SUPERSEDED": FailedPreconditionError,
     "UNSUPPORTED": FailedPreconditionError,
     "EPOCH_ALREADY_COMMITTED": FailedPreconditionError,
     "COMMIT_CONFLICT": FailedPreconditionError,

@@ -55,12 +55,14 @@ __all__ = [
     "register",
     "spark_output_mode",
     "spark_query_id",
+    "spark_run_id",
 ]
 
 log = logging.getLogger("flight_sink")
 T = TypeVar("T")
 
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_JOB_GROUP_PROPERTY = "spark.jobGroup.id"
 
 # One result row per partition task (the mapInArrow output schema).
 _RESULT_SCHEMA = pa.schema(
@@ -139,6 +141,23 @@ def spark_query_id(df: Any) -> Optional[str]:
     try:
         value = df.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
     except Exception:  # noqa: BLE001 - any failure of the probe (Spark Connect: py4j absent) means "not available"
+        return None
+    return str(value) if value else None
+
+
+def spark_run_id(df: Any) -> Optional[str]:
+    """Spark's ``StreamingQuery.runId`` of the micro-batch ``df`` belongs to, or None.
+
+    The thread that runs a query's micro-batches runs its jobs in a job group named by the run id
+    (local property ``spark.jobGroup.id``), beside ``sql.streaming.queryId``; it is read only
+    when the latter is set (a ``foreachBatch`` call of a classic streaming query).
+    """
+    try:
+        sc = df.sparkSession.sparkContext
+        if not sc.getLocalProperty(_QUERY_ID_PROPERTY):
+            return None
+        value = sc.getLocalProperty(_JOB_GROUP_PROPERTY)
+    except Exception:
         return None
     return str(value) if value else None
 
@@ -242,6 +261,7 @@ class _TaskConfig:
     dedupe_lookback_versions: Optional[int]
     hook: Optional[TaskHook] = None
     merge_schema: bool = False
+    run_id: Optional[str] = None
 
 
 _task_clients: dict[tuple[Any, ...], Client] = {}
@@ -328,6 +348,7 @@ def push_partition(cfg: _TaskConfig, batches: Iterator[pa.RecordBatch]) -> Itera
         schema=first.schema,
         dedupe_lookback_versions=cfg.dedupe_lookback_versions,
         merge_schema=cfg.merge_schema,
+        run_id=cfg.run_id,
     )
     end = time.perf_counter()
     if ack.status not in ("staged", "duplicate"):
@@ -564,10 +585,11 @@ class FlightSink:
             _evaluate_without_output(df)
             self.metrics.replays_skipped += 1
             return
+        run = spark_run_id(df)
         if self.through_driver or (mode == "update" and self._keyed_table()):
-            ack = self._write_through_driver(df, qid, epoch, mode)
+            ack = self._write_through_driver(df, qid, epoch, mode, run)
         else:
-            ack = self._write_from_executors(df, qid, epoch, mode)
+            ack = self._write_from_executors(df, qid, epoch, mode, run)
         self._account(ack, qid, epoch)
 
     def _keyed_table(self) -> bool:
@@ -597,6 +619,10 @@ class FlightSink:
                 f"answered {ack.raw!r}"
             )
         self.metrics.last_ack = ack
+        if ack.warning:
+            # This batch's rows differ from the committed epoch's: another query may share the
+            # query id (started from a copy of this one's checkpoint), and these rows were dropped.
+            log.warning("FlightSink: epoch %d of query %s to %s: %s", epoch, qid, self.table, ack.warning)
         if ack.status == "committed":
             self.metrics.committed += 1
             self.metrics.rows += ack.rows
@@ -604,7 +630,7 @@ class FlightSink:
             self.metrics.empty += 1
         log.debug("FlightSink: epoch %d of query %s: %s", epoch, qid, ack)
 
-    def _write_through_driver(self, df: Any, qid: str, epoch: int, mode: str) -> Ack:
+    def _write_through_driver(self, df: Any, qid: str, epoch: int, mode: str, run: Optional[str]) -> Ack:
         tbl = _collect_arrow(df)
         return self._timed(
             lambda: self.client.put_epoch(
@@ -617,10 +643,11 @@ class FlightSink:
                 staged=False,
                 dedupe_lookback_versions=self.dedupe_lookback_versions,
                 merge_schema=self.merge_schema,
+                run_id=run,
             )
         )
 
-    def _write_from_executors(self, df: Any, qid: str, epoch: int, mode: str) -> Ack:
+    def _write_from_executors(self, df: Any, qid: str, epoch: int, mode: str, run: Optional[str]) -> Ack:
         cfg = _TaskConfig(
             uri=self.uri,
             token=self.token,
@@ -636,6 +663,7 @@ class FlightSink:
             dedupe_lookback_versions=self.dedupe_lookback_versions,
             hook=self._task_hook,
             merge_schema=self.merge_schema,
+            run_id=run,
         )
         results = df.mapInArrow(_make_pusher(cfg), _RESULT_DDL).collect()
         stages: dict[int, str] = {}
@@ -660,6 +688,7 @@ class FlightSink:
                     mode=mode,
                     dedupe_lookback_versions=self.dedupe_lookback_versions,
                     merge_schema=self.merge_schema,
+                    run_id=run,
                 )
             )
         except TableNotFoundError:
@@ -683,5 +712,6 @@ class FlightSink:
                 staged=False,
                 dedupe_lookback_versions=self.dedupe_lookback_versions,
                 merge_schema=self.merge_schema,
+                run_id=run,
             )
         )

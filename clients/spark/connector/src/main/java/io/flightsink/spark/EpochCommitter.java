@@ -56,6 +56,14 @@ final class EpochCommitter {
           + " was not committed to " + spec.opts.table() + ": " + ack);
     }
     LOG.info("flight-sink: epoch {} of {} -> {}", epochId, queryId, ack);
+    for (FlightSinkCommitMessage m : msgs) {
+      if (m.warning != null) {
+        // A task's partition was a duplicate unlike the committed partition (logged on its
+        // executor too): said again here, on the driver, where the query's log is read.
+        LOG.warn("flight-sink: epoch {} of {} to {}, partition {}: {}", epochId, queryId, spec.opts.table(),
+            m.partition, m.warning);
+      }
+    }
     if (ack.hasNonNull("warning")) {
       // The server found this replay unlike the committed epoch: two queries may share the query
       // id (started from copies of one checkpoint), and this one's rows were dropped.
@@ -88,6 +96,9 @@ final class EpochCommitter {
     }
     if (spec.opts.route() != null) {
       body.put("route", spec.opts.route()); // on a MemWAL table "auto" lands the epoch in its shards
+    }
+    if (spec.runId != null) {
+      body.put("run_id", spec.runId);
     }
     FlightSinkClient client = spec.opts.client();
     try {
@@ -138,6 +149,9 @@ final class EpochCommitter {
     }
     if (spec.opts.mergeSchema()) {
       cmd.put("merge_schema", true);
+    }
+    if (spec.runId != null) {
+      cmd.put("run_id", spec.runId);
     }
     try (BufferAllocator alloc = ArrowUtils.rootAllocator()
             .newChildAllocator("flight-sink driver put", 0, Long.MAX_VALUE);

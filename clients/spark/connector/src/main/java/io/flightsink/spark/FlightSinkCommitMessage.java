@@ -22,9 +22,19 @@ public final class FlightSinkCommitMessage implements WriterCommitMessage {
   public final byte[] ipc;
   /** The server's acknowledgement (JSON) of an epoch this task committed itself, else null. */
   public final String ack;
+  /**
+   * The {@code warning} of the server's {@code duplicate} for this task's staged partition (its
+   * rows differ from the committed partition's: another query may share the query id), else null.
+   */
+  public final String warning;
 
   FlightSinkCommitMessage(int partition, int attempt, String status, String stage, long rows, byte[] ipc,
       JsonNode ack) {
+    this(partition, attempt, status, stage, rows, ipc, ack, null);
+  }
+
+  FlightSinkCommitMessage(int partition, int attempt, String status, String stage, long rows, byte[] ipc,
+      JsonNode ack, String warning) {
     this.partition = partition;
     this.attempt = attempt;
     this.status = status;
@@ -32,6 +42,7 @@ public final class FlightSinkCommitMessage implements WriterCommitMessage {
     this.rows = rows;
     this.ipc = ipc;
     this.ack = ack == null ? null : ack.toString();
+    this.warning = warning;
   }
 
   @Override

@@ -15,6 +15,8 @@ import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.util.ArrowUtils;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One task's writer: streams the partition's rows as Arrow batches in ONE DoPut carrying {@code
@@ -35,6 +37,8 @@ import org.apache.spark.sql.util.ArrowUtils;
  * committed (the server's cleanup removes it).
  */
 final class FlightSinkDataWriter implements DataWriter<InternalRow> {
+  private static final Logger LOG = LoggerFactory.getLogger(FlightSinkDataWriter.class);
+
   /**
    * Rows per Arrow batch at most; a batch is also sent once its vectors hold 1 MiB, measured after
    * every row, so a batch stays within one row's size of that, far below the server's message
@@ -110,6 +114,9 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
     if (spec.opts.mergeSchema()) {
       cmd.put("merge_schema", true); // only when true: older servers see the requests they know
     }
+    if (spec.runId != null) {
+      cmd.put("run_id", spec.runId);
+    }
     return cmd;
   }
 
@@ -173,8 +180,14 @@ final class FlightSinkDataWriter implements DataWriter<InternalRow> {
           + " of " + queryId + ": unexpected acknowledgement " + ack);
     }
     String stage = ack.hasNonNull("stage") ? ack.get("stage").asText() : null;
+    String warning = ack.hasNonNull("warning") ? ack.get("warning").asText() : null;
+    if (warning != null) {
+      LOG.warn("flight-sink: partition {} of epoch {} of {} to {}: {}", partition, epochId, queryId,
+          spec.opts.table(), warning);
+    }
     failIfInjected("stage " + stage);
-    return new FlightSinkCommitMessage(partition, attempt, status, stage, ack.path("rows").asLong(rows), null, null);
+    return new FlightSinkCommitMessage(partition, attempt, status, stage, ack.path("rows").asLong(rows), null,
+        null, warning);
   }
 
   /** The test hook {@link InjectedFailure}: fails this attempt once its rows were sent. */

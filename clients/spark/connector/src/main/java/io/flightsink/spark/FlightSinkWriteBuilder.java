@@ -4,6 +4,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.SparkContext;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.BatchWrite;
@@ -75,12 +77,13 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
         // LogicalWriteInfo.queryId() is the streaming query's id (StreamingQuery.id, stable across
         // restarts from the checkpoint), not its per-run runId: see the restart test.
         String qid = opts.queryId() != null ? opts.queryId() : info.queryId();
+        String run = streamingRunId(info.queryId());
         if (complete) {
-          return new Streaming(new EpochSpec(opts, info.schema(), qid, "complete", false));
+          return new Streaming(new EpochSpec(opts, info.schema(), qid, "complete", false, run));
         }
         TableKind kind = streamingTableKind(opts, qid);
         return new Streaming(new EpochSpec(opts, info.schema(), qid, kind.keyed ? "update" : "append",
-            kind.collectUpdates(opts)));
+            kind.collectUpdates(opts), run));
       }
     };
   }
@@ -166,6 +169,28 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
       throw e;
     }
   }
+
+  /**
+   * The run id ({@code StreamingQuery.runId}) of the streaming query {@code sparkQueryId} whose
+   * write is being built, or null. Spark builds a micro-batch's write on the query's stream
+   * execution thread, whose jobs it runs in a job group named by the run id, beside the local
+   * property {@code sql.streaming.queryId} (StreamExecution.runStream, Spark 3 and 4); the
+   * DSv2 write is given the query id only ({@link LogicalWriteInfo#queryId()}). The job group is
+   * taken only on that thread of that query. The server refuses a run that writes after a newer
+   * run of its query began ({@code QUERY_RUN_SUPERSEDED}): two queries started from copies of one
+   * checkpoint.
+   */
+  static String streamingRunId(String sparkQueryId) {
+    SparkContext sc = SparkContext.getOrCreate();
+    if (sparkQueryId == null || !sparkQueryId.equals(sc.getLocalProperty(STREAMING_QUERY_ID))) {
+      return null;
+    }
+    String group = sc.getLocalProperty(JOB_GROUP_ID);
+    return group == null || group.isBlank() ? null : group;
+  }
+
+  private static final String STREAMING_QUERY_ID = "sql.streaming.queryId";
+  private static final String JOB_GROUP_ID = "spark.jobGroup.id"; // SparkContext.SPARK_JOB_GROUP_ID
 
   static int attempt() {
     TaskContext ctx = TaskContext.get();

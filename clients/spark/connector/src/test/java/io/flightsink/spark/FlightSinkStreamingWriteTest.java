@@ -6,7 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -52,6 +57,101 @@ class FlightSinkStreamingWriteTest extends SparkServerTest {
     assertNotEquals(q.runId(), q2.runId());
     assertEquals(range(0, 90), sorted(TestTables.ids(server.uri(), table)), "the replayed epoch landed once");
     assertEquals(List.of(qid + "/0", qid + "/1", qid + "/2"), TestTables.epochCommits(server.uri(), table));
+  }
+
+  /** Copies a checkpoint directory (as a user starting a second query from it would). */
+  private static void copyTree(Path from, Path to) throws IOException {
+    try (var paths = Files.walk(from)) {
+      for (Path p : (Iterable<Path>) paths::iterator) {
+        Path dst = to.resolve(from.relativize(p).toString());
+        if (Files.isDirectory(p)) {
+          Files.createDirectories(dst);
+        } else {
+          Files.copy(p, dst, StandardCopyOption.REPLACE_EXISTING);
+        }
+      }
+    }
+  }
+
+  /**
+   * Starts {@link CopiedCheckpointQuery} in its own JVM (another Spark application) on the given
+   * checkpoint, and returns it once its query runs.
+   */
+  private Process secondApplication(String table, Path src, Path ckpt, List<String> out) throws Exception {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    cmd.addAll(java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments());
+    cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), CopiedCheckpointQuery.class.getName(),
+        server.uri(), table, src.toString(), ckpt.toString()));
+    Process p = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+    String first = awaitLine(p, out, "RUN ");
+    assertTrue(first.startsWith("RUN "), () -> "second application: " + out);
+    return p;
+  }
+
+  /** Reads the process's output until a line starting with one of prefixes, and returns it. */
+  private static String awaitLine(Process p, List<String> out, String... prefixes) throws IOException {
+    java.io.BufferedReader r = p.inputReader(StandardCharsets.UTF_8);
+    for (String line = r.readLine(); line != null; line = r.readLine()) {
+      out.add(line);
+      for (String pre : prefixes) {
+        if (line.startsWith(pre)) {
+          return line;
+        }
+      }
+    }
+    return "";
+  }
+
+  /** Has the second application process every input file, and returns its answer. */
+  private static String sync(Process p, List<String> out) throws IOException {
+    p.outputWriter(StandardCharsets.UTF_8).append("sync\n").flush();
+    return awaitLine(p, out, "SYNCED", "FAILED");
+  }
+
+  @Test
+  void queryFromCopiedCheckpointIsRefused(@TempDir Path tmp) throws Exception {
+    String table = "stream_copied_ckpt";
+    Path src = tmp.resolve("in");
+    Path ckpt = tmp.resolve("ckpt");
+    writeJson(src, 0, 0, 10, null);
+    StreamingQuery a = sink(files(src).repartition(2).writeStream(), table, ckpt)
+        .trigger(Trigger.ProcessingTime("50 milliseconds")).start();
+    Process b = null;
+    List<String> bOut = new ArrayList<>();
+    try {
+      a.processAllAvailable();
+      // Every epoch commit names the run that wrote it: Spark's StreamingQuery.runId.
+      JsonNode first = TestTables.history(server.uri(), table).get(1).path("properties");
+      assertEquals(a.runId().toString(), first.path("flight_sink.streaming.run_id").asText(), first::toString);
+
+      // A second application starts a query from a copy of the running query's checkpoint: the
+      // same query id, another run, both alive.
+      Path copy = tmp.resolve("ckpt-copy");
+      copyTree(ckpt, copy);
+      b = secondApplication(table, src, copy, bOut);
+      writeJson(src, 1, 10, 20, null);
+      assertEquals("SYNCED", sync(b, bOut), () -> "the copy's query: " + bOut); // b wrote epoch 1
+      // From here on every write of a comes after the newer run b wrote: refused, and a fails
+      // with the server's reason instead of either query dropping the other's rows in silence.
+      writeJson(src, 2, 20, 30, null);
+      // (A ceiling, not a timing: a query never refused runs on, and would be waited for forever.)
+      Exception e = org.junit.jupiter.api.Assertions.assertThrows(
+          org.apache.spark.sql.streaming.StreamingQueryException.class, () -> a.awaitTermination(300_000));
+      assertTrue(String.valueOf(e.getMessage()).contains("QUERY_RUN_SUPERSEDED")
+              && String.valueOf(e.getMessage()).contains("copies of one checkpoint"),
+          () -> "query failed with: " + e);
+      assertEquals("SYNCED", sync(b, bOut), () -> "the newer run goes on: " + bOut);
+      assertEquals(range(0, 30), sorted(TestTables.ids(server.uri(), table)), "every row once");
+    } finally {
+      a.stop();
+      if (b != null) {
+        b.outputWriter(StandardCharsets.UTF_8).close(); // the end of its input: it stops
+        if (!b.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)) {
+          b.destroyForcibly();
+        }
+      }
+    }
   }
 
   @Test
