@@ -157,7 +157,7 @@ def spark_run_id(df: Any) -> Optional[str]:
         if not sc.getLocalProperty(_QUERY_ID_PROPERTY):
             return None
         value = sc.getLocalProperty(_JOB_GROUP_PROPERTY)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the probe (Spark Connect: py4j absent) means "not available"
         return None
     return str(value) if value else None
 
