@@ -239,12 +239,17 @@ func (rb *rowRebase) finish(ctx context.Context, base, next *Manifest) ([]string
 }
 
 // dropFullyDeleted removes from next, a version of a partitioned table, the fragments the Delete
-// leaves without a live row, and their rows from rb.rows: a delete of whole partitions changes
-// the manifest only, it writes no deletion file.
+// leaves without a live row, and their rows from rb.rows, when it leaves every fragment it
+// touches so: a delete of whole partitions changes the manifest only, it writes no deletion file.
+// A delete that also removes some rows of other fragments drops nothing and gives every fragment
+// it touches a deletion file (compaction drops the emptied ones later): one version then either
+// removes fragments or deletes rows of kept ones, never both, so its Iceberg snapshot is one
+// operation (a delete of data files, or position deletes).
 func (rb *rowRebase) dropFullyDeleted(ctx context.Context, next *Manifest) error {
 	drop := make(map[uint64]bool)
 	byID := fragmentsByID(next)
-	for _, id := range rb.rows.Fragments() {
+	touched := rb.rows.Fragments()
+	for _, id := range touched {
 		f, ok := byID[id]
 		if !ok {
 			continue // mergeDeletions reports it
@@ -261,7 +266,7 @@ func (rb *rowRebase) dropFullyDeleted(ctx context.Context, next *Manifest) error
 			drop[id] = true
 		}
 	}
-	if len(drop) == 0 {
+	if len(drop) == 0 || len(drop) < len(touched) {
 		return nil
 	}
 	kept := next.Fragments[:0:0]

@@ -18,9 +18,11 @@ import (
 // Deletes in a partitioned table: a delete's filter is first held against each fragment's
 // partition. A fragment whose partition cannot match (PartitionPruner) is not read; one whose
 // partition the filter covers (true for every row a partition of that tuple can hold) has all its
-// live rows deleted without reading it; only the others are scanned for matching rows. A
-// fragment left with no live row is dropped from the version (rowRebase.finish) instead of being
-// given a deletion file, so a delete of whole partitions changes metadata only.
+// live rows deleted without reading it; only the others are scanned for matching rows. When
+// every fragment the delete touches is left with no live row, they are dropped from the version
+// (rowRebase.dropFullyDeleted) instead of being given deletion files, so a delete of whole
+// partitions changes metadata only; a delete that also removes some rows of other fragments
+// gives every fragment it touches a deletion file.
 
 // partitionCover reports whether a predicate is true for every row of a partition.
 type partitionCover func(t partition.Tuple) bool

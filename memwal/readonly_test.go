@@ -62,6 +62,9 @@ func TestStoredShardReadsWithoutWriting(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantOK, wantLoc := second.EpochCommitted(c.q, c.e)
+			// The writer also knows the rows of an epoch it holds in memory; the stored view
+			// does not (EpochLocation.HasRows): the location is compared without them.
+			wantLoc.Rows, wantLoc.HasRows = 0, false
 			if got != c.ok || got != wantOK || loc != wantLoc {
 				t.Fatalf("stored view: epoch %s/%d committed %v at %v; want %v, the writer says %v at %v", c.q, c.e, got, loc, c.ok, wantOK, wantLoc)
 			}

@@ -157,9 +157,12 @@ func TestTorture(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
+	// On every way out, a failure included, the producers and the maintenance stop before the
+	// test's cleanup closes the clients they use (a call on a closed client crashes).
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	pctx, stopProducers := context.WithCancel(ctx)
 	defer stopProducers()
-	var wg sync.WaitGroup
 	var st tortureStats
 
 	// The maintenance a deployment runs: flushes, folds and compactions, now and then.
