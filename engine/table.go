@@ -179,10 +179,16 @@ func (t *Table) DataFileKey(f DataFile) string { return t.key(f.Path) }
 // refused one fails here, before anything is written. It fails with ErrTableExists if any version
 // of the table exists (including one created concurrently by another process).
 func Create(ctx context.Context, store objstore.Store, name string, schema *arrow.Schema, co CreateOptions, opts *Options) (*Table, error) {
-	schema, err := CheckCreate(name, schema, co)
+	p, err := PlanCreate(name, schema, co)
 	if err != nil {
 		return nil, err
 	}
+	return CreatePlanned(ctx, store, p, opts)
+}
+
+// CreatePlanned is Create of a create PlanCreate decided: it checks nothing again.
+func CreatePlanned(ctx context.Context, store objstore.Store, p *CreatePlan, opts *Options) (*Table, error) {
+	name, schema, co := p.name, p.schema, p.co
 	t := newTable(store, name, opts)
 	existing, err := t.listVersions(ctx, 0)
 	if err != nil {
@@ -227,10 +233,35 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	return t, nil
 }
 
-// CheckCreate validates what Create would check before it writes anything (the name, the schema
-// under the type policy, the primary key) and returns the schema the table would store
-// (StoredSchema), with fresh field ids 1..n (AssignFieldIDs). A create-on-put checks its stream's schema with it before reading any data.
-func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Schema, error) {
+// CreatePlan is a table create as PlanCreate decided it: the name, the schema the table stores and
+// its options, each checked once. NewWriter and CreatePlanned read it without checking again.
+type CreatePlan struct {
+	name   string
+	schema *arrow.Schema
+	co     CreateOptions
+	codec  DataCodec
+}
+
+// Name returns the table's name.
+func (p *CreatePlan) Name() string { return p.name }
+
+// Schema returns the schema the table stores (StoredSchema, field ids 1..n).
+func (p *CreatePlan) Schema() *arrow.Schema { return p.schema }
+
+// NewWriter returns a Writer of the data files of the planned table's first commit, before
+// CreatePlanned: they are written in the planned schema, codec and partition spec, from batches of
+// schema in, under the table's data/ directory, unreferenced (and removed by Writer.Abort or
+// cleanup) until a version names them.
+func (p *CreatePlan) NewWriter(store objstore.Store, opts *Options, in *arrow.Schema) (*Writer, error) {
+	return newTable(store, p.name, opts).NewWriterFor(p.schema, in, WithDataCodec(p.codec), WithPartitionSpec(p.co.PartitionBy))
+}
+
+// PlanCreate validates, once and before anything is written, everything Create checks (the name,
+// the schema under the type policy, the data codec, the primary key, the partition spec, the
+// partition ceiling) and returns the decided create: the schema the table would store
+// (StoredSchema), with fresh field ids 1..n (AssignFieldIDs). A create-on-put plans with it
+// before reading any data, then writes and creates from the plan.
+func PlanCreate(name string, schema *arrow.Schema, co CreateOptions) (*CreatePlan, error) {
 	if err := ValidateTableName(name); err != nil {
 		return nil, err
 	}
@@ -243,7 +274,8 @@ func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Sc
 	}
 	// The table numbers its own fields (arrowschema.FieldID): ids the client's schema carries are dropped.
 	stored, _, _ = arrowschema.AssignFieldIDs(arrowschema.StripFieldIDs(stored), 0)
-	if _, err := ParseDataCodec(co.Config[ConfigDataCodec]); err != nil {
+	codec, err := ParseDataCodec(co.Config[ConfigDataCodec])
+	if err != nil {
 		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}
 	for _, k := range co.PrimaryKey {
@@ -257,18 +289,7 @@ func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Sc
 	if err := checkMaxPartitionsConfig(co.Config); err != nil {
 		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}
-	return stored, nil
-}
-
-// Handle returns a handle on table name whether or not the table exists yet, for writing the data
-// files of its first commit before Create: files written with its NewWriterFor land under the
-// table's data/ directory, unreferenced (and removed by Writer.Abort or cleanup) until a version
-// names them. Its other methods need the table to exist.
-func Handle(store objstore.Store, name string, opts *Options) (*Table, error) {
-	if err := ValidateTableName(name); err != nil {
-		return nil, err
-	}
-	return newTable(store, name, opts), nil
+	return &CreatePlan{name: name, schema: stored, co: co, codec: codec}, nil
 }
 
 // Open opens an existing table. It fails with ErrTableNotFound if the table has no version.

@@ -139,7 +139,7 @@ func (s *Service) createTable(ctx context.Context, req *CreateTableRequest) (Cre
 		if c.Name == "" {
 			return CreateTableResult{}, invalidf("schema column %d has no name", i)
 		}
-		dt, err := parseArrowType(c.Type)
+		dt, err := arrowschema.ParseTypeName(c.Type)
 		if err != nil {
 			return CreateTableResult{}, invalidf("column %q: %v", c.Name, err)
 		}
@@ -253,50 +253,6 @@ func (s *Service) tableStats(ctx context.Context, req *TableStatsRequest) (Table
 	st := TableStatsOf(t.Name(), state)
 	st.Iceberg = s.icebergStats(ctx, t)
 	return st, nil
-}
-
-// parseArrowType reads the Arrow type names users write in create_table: the names arrow's
-// DataType.String gives (int64, utf8, timestamp[us, tz=UTC], ...) plus common aliases.
-func parseArrowType(name string) (arrow.DataType, error) {
-	n := strings.ToLower(strings.TrimSpace(name))
-	simple := map[string]arrow.DataType{
-		"bool": arrow.FixedWidthTypes.Boolean, "boolean": arrow.FixedWidthTypes.Boolean,
-		"int8": arrow.PrimitiveTypes.Int8, "int16": arrow.PrimitiveTypes.Int16,
-		"int32": arrow.PrimitiveTypes.Int32, "int64": arrow.PrimitiveTypes.Int64,
-		"uint8": arrow.PrimitiveTypes.Uint8, "uint16": arrow.PrimitiveTypes.Uint16,
-		"uint32": arrow.PrimitiveTypes.Uint32, "uint64": arrow.PrimitiveTypes.Uint64,
-		"float16": arrow.FixedWidthTypes.Float16, "float32": arrow.PrimitiveTypes.Float32,
-		"float": arrow.PrimitiveTypes.Float32, "float64": arrow.PrimitiveTypes.Float64,
-		"double": arrow.PrimitiveTypes.Float64, "utf8": arrow.BinaryTypes.String,
-		"string": arrow.BinaryTypes.String, "large_utf8": arrow.BinaryTypes.LargeString,
-		"large_string": arrow.BinaryTypes.LargeString, "binary": arrow.BinaryTypes.Binary,
-		"large_binary": arrow.BinaryTypes.LargeBinary, "date32": arrow.FixedWidthTypes.Date32,
-		"date64": arrow.FixedWidthTypes.Date64,
-	}
-	if dt, ok := simple[n]; ok {
-		return dt, nil
-	}
-	if strings.HasPrefix(n, "timestamp[") && strings.HasSuffix(n, "]") {
-		inner := strings.TrimSuffix(strings.TrimPrefix(n, "timestamp["), "]")
-		unit, tz, _ := strings.Cut(inner, ",")
-		tz = strings.TrimSpace(tz)
-		if tz != "" {
-			if !strings.HasPrefix(tz, "tz=") {
-				return nil, fmt.Errorf("bad timestamp type %q (want timestamp[us] or timestamp[us, tz=UTC])", name)
-			}
-			tz = strings.TrimSpace(strings.TrimPrefix(tz, "tz="))
-			if strings.EqualFold(tz, "utc") {
-				tz = "UTC"
-			}
-		}
-		units := map[string]arrow.TimeUnit{"s": arrow.Second, "ms": arrow.Millisecond, "us": arrow.Microsecond, "ns": arrow.Nanosecond}
-		u, ok := units[strings.TrimSpace(unit)]
-		if !ok {
-			return nil, fmt.Errorf("bad timestamp unit in %q (use s, ms, us or ns)", name)
-		}
-		return &arrow.TimestampType{Unit: u, TimeZone: tz}, nil
-	}
-	return nil, fmt.Errorf("unknown Arrow type %q (use names like int64, float64, bool, utf8, binary, date32, timestamp[us, tz=UTC])", name)
 }
 
 func (s *Service) cleanup(ctx context.Context, req *CleanupRequest) (CleanupResult, error) {

@@ -249,9 +249,38 @@ func panicStatus(method string) error {
 	return toStatus(fmt.Errorf("%w in %s (the server logged it and keeps serving)", errInternal, method))
 }
 
-// NewServer opens the root and binds the listener; Serve starts answering.
+// Validate reports the first setting of c the server refuses to start with: endpoints without
+// authentication beyond loopback (unless AllowUnauthenticatedRemote), a blank auth token, half a
+// TLS configuration. It reads the defaults, so it runs after EnsureDefaults; it touches neither
+// the network nor the filesystem.
+func (c *Config) Validate() error {
+	if c.HTTPListen != "" && !isLoopback(c.HTTPListen) && !c.AllowUnauthenticatedRemote {
+		return fmt.Errorf("refusing to serve the HTTP endpoints (/metrics, /status) on %s: they have no authentication, so only loopback addresses are served (pass --allow-unauthenticated-remote to override)", c.HTTPListen)
+	}
+	for i, t := range c.AuthTokens {
+		// A blank token would otherwise be dropped by newTokenAuth and leave a remote listener open.
+		if strings.TrimSpace(t) == "" {
+			return fmt.Errorf("auth token %d of %d is empty or blank: give every --auth-token a value (comma-separated tokens must not leave an empty entry)", i+1, len(c.AuthTokens))
+		}
+	}
+	if len(c.AuthTokens) == 0 && !isLoopback(c.Listen) && !c.AllowUnauthenticatedRemote {
+		return fmt.Errorf("refusing to listen on %s without --auth-token: only loopback addresses are served unauthenticated (pass --allow-unauthenticated-remote to override)", c.Listen)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("TLS needs both a certificate and a key")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return errors.New("a client CA (mTLS) needs a server certificate and key")
+	}
+	return nil
+}
+
+// NewServer validates cfg, opens the root and binds the listener; Serve starts answering.
 func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	store := cfg.Store
 	if store == nil {
 		var err error
@@ -259,40 +288,53 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if cfg.HTTPListen != "" && !isLoopback(cfg.HTTPListen) && !cfg.AllowUnauthenticatedRemote {
-		return nil, fmt.Errorf("refusing to serve the HTTP endpoints (/metrics, /status) on %s: they have no authentication, so only loopback addresses are served (pass --allow-unauthenticated-remote to override)", cfg.HTTPListen)
-	}
-	for i, t := range cfg.AuthTokens {
-		// A blank token would otherwise be dropped below and leave a remote listener open.
-		if strings.TrimSpace(t) == "" {
-			return nil, fmt.Errorf("auth token %d of %d is empty or blank: give every --auth-token a value (comma-separated tokens must not leave an empty entry)", i+1, len(cfg.AuthTokens))
-		}
-	}
-	if len(cfg.AuthTokens) == 0 && !isLoopback(cfg.Listen) && !cfg.AllowUnauthenticatedRemote {
-		return nil, fmt.Errorf("refusing to listen on %s without --auth-token: only loopback addresses are served unauthenticated (pass --allow-unauthenticated-remote to override)", cfg.Listen)
-	}
-	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return nil, errors.New("TLS needs both a certificate and a key")
-	}
-	if cfg.TLSClientCA != "" && cfg.TLSCert == "" {
-		return nil, errors.New("a client CA (mTLS) needs a server certificate and key")
-	}
 	ready := &readiness{store: store}
 	if err := ready.check(ctx); err != nil && !cfg.StartUnready {
 		return nil, &RootUnavailableError{Root: store.String(), Err: err}
 	} else if err != nil {
 		cfg.Logger.Warn("root store does not answer: serving, not ready until it does", "root", store.String(), "err", err)
 	}
-	auth := &tokenAuth{}
-	for _, t := range cfg.AuthTokens {
-		if t = strings.TrimSpace(t); t != "" {
-			auth.tokens = append(auth.tokens, []byte(t))
-		}
-	}
+	auth := newTokenAuth(cfg.AuthTokens)
 	stopTracing, err := setupTracing(ctx, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
+	opts, err := grpcServerOptions(cfg, auth)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := listen(cfg, auth)
+	if err != nil {
+		return nil, err
+	}
+	sink := streaming.NewSink(store, &cfg.Sink)
+	svc := newConfiguredService(cfg, sink)
+	gs, hs := newGRPCServer(opts, svc)
+	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, sink: sink, stopTracing: stopTracing, health: hs, ready: ready}
+	if cfg.HTTPListen != "" {
+		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc, auth, ready); err != nil {
+			lis.Close()
+			return nil, err
+		}
+	}
+	return srv, nil
+}
+
+// newTokenAuth is the authenticator of the tokens (Config.Validate refused blank ones); with none
+// it lets every call through.
+func newTokenAuth(tokens []string) *tokenAuth {
+	auth := &tokenAuth{}
+	for _, t := range tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			auth.tokens = append(auth.tokens, []byte(t))
+		}
+	}
+	return auth
+}
+
+// grpcServerOptions are the gRPC server's limits, codec, interceptors and, when cfg sets a
+// certificate, its TLS credentials (read from disk here).
+func grpcServerOptions(cfg Config, auth *tokenAuth) ([]grpc.ServerOption, error) {
 	opts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		// Stop waits for handlers to return: after a shutdown no epoch is still mid-commit.
@@ -316,6 +358,11 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
+	return opts, nil
+}
+
+// listen binds cfg.Listen and says in the log when it serves without authentication.
+func listen(cfg Config, auth *tokenAuth) (net.Listener, error) {
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -327,7 +374,11 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 			cfg.Logger.Warn("no auth token configured and listening beyond loopback: anyone who can reach the port can write", "addr", lis.Addr().String())
 		}
 	}
-	sink := streaming.NewSink(store, &cfg.Sink)
+	return lis, nil
+}
+
+// newConfiguredService is the Flight service over sink with cfg's limits.
+func newConfiguredService(cfg Config, sink *streaming.Sink) *Service {
 	svc := NewService(sink, memory.DefaultAllocator, cfg.Logger)
 	if cfg.MaxConcurrentPuts > 0 {
 		svc.puts = make(putLimiter, cfg.MaxConcurrentPuts)
@@ -342,19 +393,18 @@ func NewServer(ctx context.Context, cfg Config) (*Server, error) {
 	// The status page reads ages and rates on the clock that stamps commits.
 	svc.rates = newTableRates(cfg.Sink.Engine.Now)
 	svc.icebergVend = cfg.IcebergVendCredentials
+	return svc
+}
+
+// newGRPCServer is the gRPC server with the Flight service and the health service (serving)
+// registered.
+func newGRPCServer(opts []grpc.ServerOption, svc *Service) (*grpc.Server, *health.Server) {
 	gs := grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(gs, svc)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	srv := &Server{cfg: cfg, grpc: gs, lis: lis, svc: svc, sink: sink, stopTracing: stopTracing, health: hs, ready: ready}
-	if cfg.HTTPListen != "" {
-		if srv.http, err = newHTTPServer(cfg.HTTPListen, svc, auth, ready); err != nil {
-			lis.Close()
-			return nil, err
-		}
-	}
-	return srv, nil
+	return gs, hs
 }
 
 // HTTPAddr returns the bound address of the HTTP endpoints, or nil when they are disabled.

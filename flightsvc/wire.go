@@ -351,7 +351,7 @@ type CreateTableRequest struct {
 // ColumnSpec is one column of a create_table schema.
 type ColumnSpec struct {
 	Name string `json:"name"`
-	// Type is an Arrow type name (parseArrowType).
+	// Type is an Arrow type name (arrowschema.ParseTypeName).
 	Type string `json:"type"`
 	// Nullable defaults to true.
 	Nullable *bool `json:"nullable,omitempty"`

@@ -59,7 +59,7 @@ func (s *Sink) writeEpoch(ctx context.Context, r EpochRequest, src BatchSource) 
 type epoch struct {
 	EpochRequest // normalised
 
-	table  *engine.Table    // the table; for a create-on-put (base nil) a handle until it exists
+	table  *engine.Table    // the table; nil for a create-on-put (base nil) until it exists
 	base   *engine.Manifest // the version the epoch was decided on; nil: the epoch creates the table
 	shards *memwal.ShardSet // the table's MemWAL shards; nil when it has none
 	// input is the stream's schema in stored types (arrowschema.StoredSchemaFor its table).
@@ -68,6 +68,9 @@ type epoch struct {
 	// when the epoch changes it (merged is then set too), or the schema the create makes.
 	stored *arrow.Schema
 	merged *arrow.Schema
+	// create is the decided create of a create-on-put (base nil): the name, schema and options
+	// checked once, which the handle, the data files and the create read without checking again.
+	create *engine.CreatePlan
 	route  Route // RouteDirect or RouteMemWAL
 	upsert bool  // an update epoch on a keyed table lands as one Upsert
 	// arrived is when the epoch was decided: a MemWAL replay check reads the other servers'
@@ -116,11 +119,11 @@ func (s *Sink) planCreate(e *epoch, in *arrow.Schema) error {
 		}
 	}
 	e.input = in
-	stored, err := engine.CheckCreate(e.Table, in, createOptions(spec))
+	plan, err := engine.PlanCreate(e.Table, in, createOptions(spec))
 	if err != nil {
 		return invalidName(err)
 	}
-	e.stored = stored
+	e.create, e.stored = plan, plan.Schema()
 	viaMemWAL, err := useMemWAL(&e.EpochRequest, spec.MemWAL != nil) // the shards the table will have
 	if err != nil {
 		return err
@@ -130,10 +133,7 @@ func (s *Sink) planCreate(e *epoch, in *arrow.Schema) error {
 		e.route = RouteMemWAL
 	}
 	e.upsert = e.Mode == ModeUpdate && len(spec.PrimaryKey) > 0
-	if (e.route == RouteDirect && !e.upsert) || e.Partition != nil { // these stream into data files
-		e.table, err = engine.Handle(s.store, e.Table, &s.opts.Engine)
-	}
-	return err
+	return nil
 }
 
 // planOn decides epoch e on the existing table t: the latest version, its shards, what the
@@ -202,7 +202,7 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 			return Ack{}, err
 		}
 		defer arrowschema.ReleaseBatches(recs)
-		t, err := s.createOrOpen(ctx, e.Table, e.stored, spec)
+		t, err := s.createOrOpen(ctx, e.create)
 		if err != nil {
 			return Ack{}, err
 		}
@@ -218,11 +218,8 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 	// Crash order: files, then the Create (version 1), then the epoch's commit (version 2). A crash
 	// before the Create leaves unreferenced files that cleanup reclaims, never a table; a crash
 	// between the two leaves an empty table, and the replayed epoch lands in it.
-	codec, err := engine.ParseDataCodec(spec.DataCodec) // the table's config does not exist yet
-	if err != nil {
-		return Ack{}, invalid("%v", err)
-	}
-	w, err := e.table.NewWriterFor(e.stored, src.Schema(), engine.WithDataCodec(codec), engine.WithPartitionSpec(spec.PartitionBy))
+	// The table does not exist yet: the plan holds its schema, codec and partition spec.
+	w, err := e.create.NewWriter(s.store, &s.opts.Engine, src.Schema())
 	if err != nil {
 		return Ack{}, err
 	}
@@ -230,7 +227,7 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 	if err != nil {
 		return Ack{}, err
 	}
-	t, err := s.createOrOpen(ctx, e.Table, e.stored, spec)
+	t, err := s.createOrOpen(ctx, e.create)
 	var m *engine.Manifest
 	if err == nil {
 		m, err = t.Latest(ctx)

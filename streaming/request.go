@@ -72,7 +72,7 @@ type CreateSpec struct {
 	// DataCodec names the table's data file codec (engine.ParseDataCodec); "" is the default.
 	DataCodec string
 	// PartitionBy is the table's partition spec (none: unpartitioned); checked against the
-	// schema by the create (engine.CheckCreate).
+	// schema by the create (engine.PlanCreate).
 	PartitionBy partition.Spec
 	// MaxPartitionsPerWrite, when positive, is the table's engine.ConfigMaxPartitionsPerWrite.
 	MaxPartitionsPerWrite int

@@ -225,9 +225,18 @@ func (s *Sink) CreateTable(ctx context.Context, name string, schema *arrow.Schem
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	t, err := engine.Create(ctx, s.store, name, schema, createOptions(spec), &s.opts.Engine)
+	p, err := engine.PlanCreate(name, schema, createOptions(spec))
 	if err != nil {
 		return nil, invalidName(err)
+	}
+	return s.createPlanned(ctx, p)
+}
+
+// createPlanned creates the table p decided, checking nothing again.
+func (s *Sink) createPlanned(ctx context.Context, p *engine.CreatePlan) (*engine.Table, error) {
+	t, err := engine.CreatePlanned(ctx, s.store, p, &s.opts.Engine)
+	if err != nil {
+		return nil, err
 	}
 	// A handle cached under the name (of a table since removed from the store) is kept: its Latest
 	// finds this table's versions (engine.Table.Latest forgets a vanished one), and forgetting
@@ -264,11 +273,11 @@ func invalidName(err error) error {
 	return err
 }
 
-// createOrOpen creates the table from schema, or opens it when someone else created it first.
-func (s *Sink) createOrOpen(ctx context.Context, name string, schema *arrow.Schema, spec CreateSpec) (*engine.Table, error) {
-	t, err := s.CreateTable(ctx, name, schema, spec)
+// createOrOpen creates the table p decided, or opens it when someone else created it first.
+func (s *Sink) createOrOpen(ctx context.Context, p *engine.CreatePlan) (*engine.Table, error) {
+	t, err := s.createPlanned(ctx, p)
 	if errors.Is(err, engine.ErrTableExists) { // lost a creation race: use the winner's table
-		return s.Table(ctx, name)
+		return s.table(ctx, p.Name())
 	}
 	return t, err
 }

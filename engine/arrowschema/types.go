@@ -3,6 +3,7 @@ package arrowschema
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -110,6 +111,58 @@ var typeRules = map[arrow.Type]TypeRule{
 	arrow.DENSE_UNION:  {arrow.DENSE_UNION, TypeRefused, "Parquet has no union type; send a struct with one nullable field per member"},
 
 	arrow.EXTENSION: {arrow.EXTENSION, TypeStored, "arrow.uuid is stored as it is; arrow.bool8 as bool; another registered extension (arrow.json, ...) as its storage type, by these rules (Iceberg has no type for it); an unregistered one arrives as its storage type"},
+}
+
+// typeNames are the Arrow type names create_table accepts for a column without parameters: the
+// names DataType.String gives, plus common aliases (boolean, float, double, string, ...). Every
+// name's type has a rule in typeRules, which then decides how it is stored. Read with
+// ParseTypeName, which also reads the parameterised timestamp names.
+var typeNames = map[string]arrow.DataType{
+	"bool": arrow.FixedWidthTypes.Boolean, "boolean": arrow.FixedWidthTypes.Boolean,
+	"int8": arrow.PrimitiveTypes.Int8, "int16": arrow.PrimitiveTypes.Int16,
+	"int32": arrow.PrimitiveTypes.Int32, "int64": arrow.PrimitiveTypes.Int64,
+	"uint8": arrow.PrimitiveTypes.Uint8, "uint16": arrow.PrimitiveTypes.Uint16,
+	"uint32": arrow.PrimitiveTypes.Uint32, "uint64": arrow.PrimitiveTypes.Uint64,
+	"float16": arrow.FixedWidthTypes.Float16, "float32": arrow.PrimitiveTypes.Float32,
+	"float": arrow.PrimitiveTypes.Float32, "float64": arrow.PrimitiveTypes.Float64,
+	"double": arrow.PrimitiveTypes.Float64, "utf8": arrow.BinaryTypes.String,
+	"string": arrow.BinaryTypes.String, "large_utf8": arrow.BinaryTypes.LargeString,
+	"large_string": arrow.BinaryTypes.LargeString, "binary": arrow.BinaryTypes.Binary,
+	"large_binary": arrow.BinaryTypes.LargeBinary, "date32": arrow.FixedWidthTypes.Date32,
+	"date64": arrow.FixedWidthTypes.Date64,
+}
+
+// timestampUnits are the unit names of timestamp[unit] and timestamp[unit, tz=zone].
+var timestampUnits = map[string]arrow.TimeUnit{"s": arrow.Second, "ms": arrow.Millisecond, "us": arrow.Microsecond, "ns": arrow.Nanosecond}
+
+// ParseTypeName returns the Arrow type a create_table column names: a name of typeNames or
+// timestamp[unit] / timestamp[unit, tz=zone] (unit s, ms, us or ns; tz=utc reads as UTC), case
+// and surrounding space ignored. It parses only; StoredType decides what the type is stored as.
+func ParseTypeName(name string) (arrow.DataType, error) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	if dt, ok := typeNames[n]; ok {
+		return dt, nil
+	}
+	if strings.HasPrefix(n, "timestamp[") && strings.HasSuffix(n, "]") {
+		inner := strings.TrimSuffix(strings.TrimPrefix(n, "timestamp["), "]")
+		unit, tz, _ := strings.Cut(inner, ",")
+		tz = strings.TrimSpace(tz)
+		if tz != "" {
+			if !strings.HasPrefix(tz, "tz=") {
+				return nil, fmt.Errorf("bad timestamp type %q (want timestamp[us] or timestamp[us, tz=UTC])", name)
+			}
+			tz = strings.TrimSpace(strings.TrimPrefix(tz, "tz="))
+			if strings.EqualFold(tz, "utc") {
+				tz = "UTC"
+			}
+		}
+		u, ok := timestampUnits[strings.TrimSpace(unit)]
+		if !ok {
+			return nil, fmt.Errorf("bad timestamp unit in %q (use s, ms, us or ns)", name)
+		}
+		return &arrow.TimestampType{Unit: u, TimeZone: tz}, nil
+	}
+	return nil, fmt.Errorf("unknown Arrow type %q (use names like int64, float64, bool, utf8, binary, date32, timestamp[us, tz=UTC])", name)
 }
 
 // icebergTypes is the Iceberg type (format v2) a column of each Arrow type id is published as,
