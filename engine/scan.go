@@ -184,8 +184,11 @@ type Scanner struct {
 	done     bool
 
 	// Deletions: the open fragment's deleted offsets and the offset of its next raw batch.
-	dels      *roaring.Bitmap
-	offset    int64
+	dels   *roaring.Bitmap
+	offset int64
+	// skip, when it holds a fragment's id, is the set of that fragment's offsets to leave out in
+	// place of its deletion file (a change feed reads the rows a version deleted: changes.go).
+	skip      map[uint64]*roaring.Bitmap
 	withAddrs bool
 	addrs     []uint64 // addresses of cur's rows when withAddrs
 }
@@ -327,9 +330,12 @@ func (s *Scanner) openFragment(f Fragment) error {
 	if len(f.Files) != 1 {
 		return fmt.Errorf("table %s: fragment %d has %d data files; this build reads one per fragment", s.t.name, f.ID, len(f.Files))
 	}
-	dels, err := s.t.readDeletions(s.ctx, f)
-	if err != nil {
-		return err
+	dels, ok := s.skip[f.ID]
+	if !ok {
+		var err error
+		if dels, err = s.t.readDeletions(s.ctx, f); err != nil {
+			return err
+		}
 	}
 	s.dels, s.offset = withExclusions(dels, s.exclude, f), 0
 	key := s.t.key(f.Files[0].Path)

@@ -58,12 +58,29 @@ func lookbackArg(l *int) (int, error) {
 	return *l, nil
 }
 
+// getRequest is what a DoGet ticket asks for: a table read, or with changes set a change feed
+// read.
+type getRequest struct {
+	read    streaming.ReadRequest
+	changes *changeRequest
+}
+
 // parseTicket decodes a DoGet ticket (Ticket) strictly into the read it asks for.
-func parseTicket(body []byte) (streaming.ReadRequest, error) {
+func parseTicket(body []byte) (getRequest, error) {
 	var t Ticket
 	if err := decodeStrict("ticket", body, &t); err != nil {
-		return streaming.ReadRequest{}, err
+		return getRequest{}, err
 	}
+	if t.Changes != nil {
+		c, err := changeTicket(t)
+		return getRequest{changes: c}, err
+	}
+	r, err := readTicket(t)
+	return getRequest{read: r}, err
+}
+
+// readTicket converts a ticket of a table read into its request.
+func readTicket(t Ticket) (streaming.ReadRequest, error) {
 	v, err := versionArg(t.Version)
 	if err != nil {
 		return streaming.ReadRequest{}, err

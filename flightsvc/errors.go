@@ -69,8 +69,10 @@ var errorReasons = []errorReason{
 	{err: engine.ErrInvalidTableName, code: codes.InvalidArgument, reason: "INVALID_TABLE_NAME"},
 	{err: expr.ErrInvalidPredicate, code: codes.InvalidArgument, reason: "INVALID_PREDICATE"},
 	{err: engine.ErrFragmentNotFound, code: codes.InvalidArgument, reason: "FRAGMENT_NOT_FOUND"},
+	{err: engine.ErrInvalidChangeRange, code: codes.InvalidArgument, reason: "INVALID_REQUEST"},
 	{err: streaming.ErrInvalidRequest, code: codes.InvalidArgument, reason: "INVALID_REQUEST", codeDefault: true},
 	{err: engine.ErrTableNotFound, code: codes.NotFound, reason: "TABLE_NOT_FOUND"},
+	{err: engine.ErrChangesUnavailable, code: codes.NotFound, reason: "CHANGES_UNAVAILABLE"},
 	{err: engine.ErrVersionNotFound, code: codes.NotFound, reason: "VERSION_NOT_FOUND"},
 	{err: streaming.ErrStageNotFound, code: codes.NotFound, reason: "STAGE_NOT_FOUND"},
 	{err: streaming.ErrReadSnapshotNotFound, code: codes.NotFound, reason: "READ_SNAPSHOT_NOT_FOUND"},
@@ -204,9 +206,12 @@ func errorMetadata(err error) map[string]string {
 		epoch    *engine.EpochCommittedError
 		fenced   *memwal.FencedError
 		key      *engine.ConfigKeyError
+		changes  *engine.ChangesUnavailableError
 		spec     *partition.SpecError
 	)
 	switch {
+	case errors.As(err, &changes):
+		return map[string]string{"table": changes.Table, "oldest_version": strconv.FormatUint(changes.Oldest, 10)}
 	case errors.As(err, &conflict):
 		return map[string]string{"table": conflict.Table, "their_version": strconv.FormatUint(conflict.TheirVersion, 10)}
 	case errors.As(err, &epoch) && epoch.Shard != "":

@@ -196,6 +196,18 @@ func TestProtocolDocExamples(t *testing.T) {
 			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
 			return nil, err
 		}},
+		{"doget changes", func(body []byte) ([]byte, error) {
+			_, err := s.get(ctx, body)
+			return nil, err
+		}},
+		{"flightinfo changes", func(body []byte) ([]byte, error) {
+			_, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})
+			return nil, err
+		}},
+		{"doget changes_endpoint", func(body []byte) ([]byte, error) {
+			_, err := s.get(ctx, body)
+			return nil, err
+		}},
 		{"flightinfo direct", func(body []byte) ([]byte, error) {
 			// The app_metadata of the first endpoint with a location.
 			info, err := s.Client.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: body})

@@ -342,10 +342,11 @@ func (s *Service) DoPut(stream flight.FlightService_DoPutServer) error {
 	return stream.Send(&flight.PutResult{AppMetadata: body})
 }
 
-// DoGet streams a consistent snapshot of one version of a table.
+// DoGet streams a consistent snapshot of one version of a table, or a table's changes over a
+// range of versions.
 func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	ctx := stream.Context()
-	req, err := parseTicket(tk.GetTicket())
+	get, err := parseTicket(tk.GetTicket())
 	if err != nil {
 		return toStatus(err)
 	}
@@ -354,8 +355,15 @@ func (s *Service) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServ
 		return toStatus(err)
 	}
 	defer release()
-	req.Allocator = s.getAlloc
-	sc, err := s.sink.Read(ctx, req)
+	req := get.read
+	var sc array.RecordReader
+	if get.changes != nil {
+		req.Table = get.changes.table
+		sc, err = s.readChanges(ctx, get.changes)
+	} else {
+		req.Allocator = s.getAlloc
+		sc, err = s.sink.Read(ctx, req)
+	}
 	if err != nil {
 		return toStatus(err)
 	}
@@ -396,6 +404,13 @@ func tableFromDescriptor(desc *flight.FlightDescriptor) (tableVersion, error) {
 		v, err := versionArg(c.Version)
 		if err != nil {
 			return tableVersion{}, err
+		}
+		if c.Changes != nil {
+			if c.Version != nil || c.Direct {
+				return tableVersion{}, invalidf("descriptor command \"changes\" describes a range of versions: it takes no \"version\" or \"direct\"")
+			}
+			ch, err := parseChangeRange("descriptor command", c.Table, c.Changes, c.Columns, c.Filter, "")
+			return tableVersion{table: c.Table, changes: ch}, err
 		}
 		if _, _, err := columnsAndFilter("descriptor command", c.Columns, c.Filter); err != nil {
 			return tableVersion{}, err
@@ -489,6 +504,10 @@ func (s *Service) GetFlightInfo(ctx context.Context, desc *flight.FlightDescript
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if t.changes != nil {
+		info, err := s.changeFlightInfo(ctx, t.changes)
+		return info, toStatus(err)
+	}
 	info, err := s.flightInfo(ctx, t)
 	return info, toStatus(err)
 }
@@ -498,6 +517,13 @@ func (s *Service) GetSchema(ctx context.Context, desc *flight.FlightDescriptor) 
 	t, err := tableFromDescriptor(desc)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if t.changes != nil {
+		schema, err := s.changeSchema(ctx, t.changes)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return &flight.SchemaResult{Schema: flight.SerializeSchema(schema, s.alloc)}, nil
 	}
 	_, m, err := s.manifestFor(ctx, t)
 	if err != nil {

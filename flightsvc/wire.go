@@ -242,6 +242,29 @@ type Ticket struct {
 	// TableID is the table incarnation the ticket was made for (engine.Manifest.TableID): once
 	// the table is dropped, even if created anew, the ticket is TABLE_NOT_FOUND; absent: any.
 	TableID string `json:"table_id,omitempty"`
+	// Changes reads the table's change feed over a range of versions instead of a version's rows
+	// (docs/protocol.md, Change feed); not with version, fragments, snapshot or memwal.
+	Changes *ChangeRange `json:"changes,omitempty"`
+}
+
+// ChangeRange is the "changes" of a ticket or a descriptor command: the changes of versions
+// from_version..to_version, inclusive.
+type ChangeRange struct {
+	// FromVersion is the first version, >= 1; required.
+	FromVersion *int64 `json:"from_version"`
+	// ToVersion is the last version, >= from_version; absent: the latest (with from_version past
+	// the latest: no rows).
+	ToVersion *int64 `json:"to_version,omitempty"`
+	// SchemaVersion is the version whose schema the rows are read in; absent: to_version (the
+	// latest when that is absent). GetFlightInfo sets it in the tickets it makes, so that every
+	// endpoint of one range returns one schema.
+	SchemaVersion *int64 `json:"schema_version,omitempty"`
+}
+
+// UnmarshalJSON decodes a change range strictly.
+func (c *ChangeRange) UnmarshalJSON(b []byte) error {
+	type fields ChangeRange
+	return decodeNested("changes", b, (*fields)(c))
 }
 
 // DescriptorCommand is the JSON command of a CMD descriptor given to GetFlightInfo or GetSchema.
@@ -256,6 +279,9 @@ type DescriptorCommand struct {
 	// can read by itself gets an endpoint of its own with the file's location and a DirectRead
 	// as app_metadata (docs/protocol.md, Direct reads).
 	Direct bool `json:"direct,omitempty"`
+	// Changes describes the change feed of a range of versions (see Ticket): one endpoint per
+	// run of versions; not with version or direct.
+	Changes *ChangeRange `json:"changes,omitempty"`
 }
 
 // DirectRead is the app_metadata of a GetFlightInfo endpoint that carries its data file's
@@ -290,6 +316,7 @@ type tableVersion struct {
 	columns []string
 	filter  json.RawMessage
 	direct  bool
+	changes *changeRequest // a change feed read (version unused)
 }
 
 // versionArg converts an optional version to the domain's (0: the latest).
