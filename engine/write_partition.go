@@ -21,7 +21,8 @@ import (
 //
 // A Writer groups each batch's rows by partition (partition.Bound.Group) and buffers each
 // partition's rows until Finish, so that a write (an epoch, an append, an upsert, a fold) makes
-// one file per partition: no file is open per partition, one file is encoded at a time. A
+// one file per partition: no file is open per partition, one file is encoded at a time, and the
+// sealed files are stored side by side (closeFileAsync, at most maxUploads at a time). A
 // partition whose buffered rows reach the fragment target is written out at once, and when the
 // rows buffered over all partitions pass Options.PartitionBufferBytes the largest partition is:
 // a partition gets more than one file only then.

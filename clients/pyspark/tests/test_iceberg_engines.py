@@ -1,6 +1,7 @@
 """Every engine reads what DoGet reads: a table holding every type (nulls and edge values) after
 appends, a delete, an upsert, a compaction, a schema change and a MemWAL fold, a MemWAL table
-whose rows are folded, and a table of pandas' nanosecond timestamps, all read through the
+whose rows are folded, a table of pandas' nanosecond timestamps, and partitioned tables of every
+transform (keyed, unkeyed and MemWAL: write_partitioned_tables), all read through the
 server's Iceberg REST catalog by PyIceberg, Polars, DuckDB and Spark 4.1 (docs/iceberg.md); and
 the same tables on an S3 root (versitygw) read by PyIceberg, Polars and DuckDB given only the
 catalog URI and token, the server vending the credentials."""
