@@ -292,9 +292,10 @@ func TestPartitionedWriteStoresFilesConcurrently(t *testing.T) {
 		default:
 		}
 		if time.Now().After(deadline) {
+			inFlight := g.dataPuts.Load()
 			close(g.release)
 			<-done
-			t.Fatalf("%d data-file upload(s) in flight: a write of %d partitions stores one file at a time", g.dataPuts.Load(), parts)
+			t.Fatalf("%d data-file upload(s) in flight: a write of %d partitions stores one file at a time", inFlight, parts)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
