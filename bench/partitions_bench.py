@@ -20,7 +20,9 @@ shape the tables):
    and the whole table's bytes (GetFlightInfo without a filter).
 2. Writes: WRITE_EPOCHS epochs of 1,000 rows, each spread over 24 hours of one day, into a table
    partitioned by `hour(ts)` (24 files an epoch) and into an unpartitioned one (1 file an
-   epoch), in alternating rounds on one server; epochs/s of each and the ratio.
+   epoch), in alternating rounds on one server; epochs/s of each and the ratio. Twice: with the
+   default fragment ceiling (`compaction.max_fragments` 64: a commit that finds the table at it
+   compacts first, which the partitioned table reaches every few epochs) and with it at 100,000.
 3. Memory: one epoch of RSS_ROWS rows over 1,000 partitions (`identity` of an int32 column of
    1,000 values) into a fresh server, against the same epoch into an unpartitioned table on
    another fresh server: each server's peak RSS (VmHWM of /proc/PID/status) after the epoch.
@@ -44,7 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "clients/pyspark/src"))
@@ -218,15 +220,20 @@ def hour_rows(rng: np.random.Generator, n: int, first_id: int) -> pa.Table:
     )
 
 
-def write_benchmark(binary: str, tmp: Path, args) -> Dict[str, List[float]]:
+def write_benchmark(binary: str, tmp: Path, args, ceiling: Optional[int]) -> Dict[str, List[float]]:
+    """epochs/s of each table per round; ceiling: the tables' compaction.max_fragments (None: the
+    default, 64)."""
     rng = np.random.default_rng(11)
     batches = [hour_rows(rng, 1000, i * 1000) for i in range(args.write_epochs)]
-    srv = LocalServer.start(binary, tmp / "write", extra_args=["--http-listen", "off", "--maintenance", "off", "--no-iceberg"])
+    srv = LocalServer.start(binary, tmp / f"write-{ceiling}", extra_args=["--http-listen", "off", "--maintenance", "off", "--no-iceberg"])
     rates: Dict[str, List[float]] = {"by_hour": [], "flat": []}
     try:
         with fs.Client(srv.uri) as c:
             c.create_table("by_hour", SCHEMA, partition_by=[{"column": "ts", "transform": "hour"}])
             c.create_table("flat", SCHEMA)
+            if ceiling is not None:
+                for name in rates:
+                    c.set_table_config(name, {"compaction.max_fragments": ceiling})
             epoch = {"by_hour": 0, "flat": 0}
             for r in range(args.write_rounds):
                 for name in ("flat", "by_hour") if r % 2 == 0 else ("by_hour", "flat"):
@@ -235,8 +242,8 @@ def write_benchmark(binary: str, tmp: Path, args) -> Dict[str, List[float]]:
                         c.put_epoch(name, b, query_id="w", epoch_id=epoch[name], route="direct")
                         epoch[name] += 1
                     rates[name].append(len(batches) / (time.perf_counter() - t0))
-            files = len(c.flight_info("by_hour", direct=True).endpoints), len(c.flight_info("flat", direct=True).endpoints)
-            print(f"write: endpoints (direct) by_hour {files[0]}, flat {files[1]}", flush=True)
+            frags = c.table_stats("by_hour").fragments, c.table_stats("flat").fragments
+            print(f"write (max_fragments {ceiling or 'default'}): fragments by_hour {frags[0]}, flat {frags[1]}", flush=True)
     finally:
         srv.stop()
     return rates
@@ -294,7 +301,7 @@ def main() -> None:
             binary = str(tmp / "flight-sink")
             subprocess.run(["go", "build", "-o", binary, "./cmd/flight-sink"], cwd=REPO, check=True)
         reads = read_benchmark(binary, tmp, args)
-        writes = write_benchmark(binary, tmp, args)
+        writes = {c: write_benchmark(binary, tmp, args, c) for c in (None, 100_000)}
         rss = rss_benchmark(binary, tmp, args)
 
     print()
@@ -317,11 +324,13 @@ def main() -> None:
     print()
     print(f"## Writes: 1,000-row epochs over 24 hourly partitions, {args.write_rounds} alternating rounds of {args.write_epochs} epochs")
     print()
-    print("| table | epochs/s per round | median |")
-    print("| --- | --- | ---: |")
-    for name in ("by_hour", "flat"):
-        print(f"| {name} | {', '.join(f'{r:.1f}' for r in writes[name])} | {statistics.median(writes[name]):.1f} |")
-    print(f"\npartitioned / unpartitioned: {statistics.median(writes['by_hour']) / statistics.median(writes['flat']):.2f}x")
+    print("| compaction.max_fragments | table | epochs/s per round | median | partitioned / unpartitioned |")
+    print("| --- | --- | --- | ---: | ---: |")
+    for ceiling, w in writes.items():
+        ratio = statistics.median(w["by_hour"]) / statistics.median(w["flat"])
+        for name in ("by_hour", "flat"):
+            rounds = ", ".join(f"{r:.1f}" for r in w[name])
+            print(f"| {ceiling or '64 (default)'} | {name} | {rounds} | {statistics.median(w[name]):.1f} | {ratio:.2f}x |")
     print()
     print(f"## Memory: one epoch of {args.rss_rows:,} rows, fresh server each")
     print()
