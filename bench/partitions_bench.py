@@ -232,8 +232,10 @@ def write_benchmark(binary: str, tmp: Path, args, ceiling: Optional[int]) -> Dic
             c.create_table("by_hour", SCHEMA, partition_by=[{"column": "ts", "transform": "hour"}])
             c.create_table("flat", SCHEMA)
             if ceiling is not None:
+                # A table that stores settings takes the built-in defaults for the others
+                # (docs/operations.md): mode off keeps --maintenance off's.
                 for name in rates:
-                    c.set_table_config(name, {"compaction.max_fragments": ceiling})
+                    c.set_table_config(name, {"compaction.max_fragments": ceiling, "mode": "off"})
             epoch = {"by_hour": 0, "flat": 0}
             for r in range(args.write_rounds):
                 for name in ("flat", "by_hour") if r % 2 == 0 else ("by_hour", "flat"):
