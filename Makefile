@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 trino test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-servers rest-kit torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 trino test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-partitions bench-spark bench-change-feed bench-servers rest-kit torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -196,6 +196,15 @@ bench-reads:
 BENCH_FRESHNESS_ARGS ?=
 bench-freshness: pydeps build
 	$(VENV_PYTHON) bench/freshness_bench.py --bin bin/flight-sink $(BENCH_FRESHNESS_ARGS)
+
+# bench-partitions: a 30-day table (10 M rows, one epoch a day) partitioned by day(ts) against the
+# same rows unpartitioned: one day read with DoGet (GetFlightInfo's total_bytes), PyIceberg
+# (files planned) and DuckDB through the REST catalog, as written and compacted; 1,000-row epochs
+# over 24 hourly partitions against unpartitioned (epochs/s); a 1 M-row epoch over 1,000
+# partitions (the server's peak RSS) (bench/partitions_bench.py --help).
+BENCH_PARTITIONS_ARGS ?=
+bench-partitions: pydeps build
+	$(VENV_PYTHON) bench/partitions_bench.py --bin bin/flight-sink $(BENCH_PARTITIONS_ARGS)
 
 # bench-spark: Spark Structured Streaming sinks side by side on PySpark 4.1 (bench/spark_sinks.py):
 # the JVM connector (a plain table and a MemWAL table) against Iceberg, Delta and format("parquet")

@@ -44,8 +44,9 @@ type Writer struct {
 	bytesIn int64
 	closed  bool
 
-	landing chan error // the last file's upload, started by FinishLater
-	landErr error      // its outcome, once Durable has seen it
+	landing chan error   // the last file's upload, started by FinishLater
+	landErr error        // its outcome, once Durable has seen it
+	uploads *fileUploads // a partitioned write's sealed files being stored (write_partition.go)
 
 	background bool // encode in background slots (InBackground)
 
@@ -297,6 +298,9 @@ func (w *Writer) Finish(ctx context.Context) ([]Fragment, error) {
 			return nil, err
 		}
 	}
+	if err := w.uploads.wait(); err != nil {
+		return nil, err
+	}
 	return w.frags, nil
 }
 
@@ -342,6 +346,7 @@ func (w *Writer) FinishLater(ctx context.Context) ([]Fragment, error) {
 // Durable waits until every file the writer wrote is stored and returns the upload's error, if
 // any. It returns at once after Finish.
 func (w *Writer) Durable(ctx context.Context) error {
+	upErr := w.uploads.wait()
 	if w.landing != nil {
 		select {
 		case w.landErr = <-w.landing:
@@ -349,6 +354,9 @@ func (w *Writer) Durable(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	if upErr != nil {
+		return upErr
 	}
 	return w.landErr
 }

@@ -1,15 +1,19 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/partition"
+	"github.com/flight-sink/flight-sink/internal/background"
+	"github.com/flight-sink/flight-sink/internal/panics"
 )
 
 // Writes into a partitioned table (Manifest.PartitionSpec): every data file holds the rows of one
@@ -17,7 +21,8 @@ import (
 //
 // A Writer groups each batch's rows by partition (partition.Bound.Group) and buffers each
 // partition's rows until Finish, so that a write (an epoch, an append, an upsert, a fold) makes
-// one file per partition: no file is open per partition, one file is encoded at a time. A
+// one file per partition: no file is open per partition, one file is encoded at a time, and the
+// sealed files are stored side by side (closeFileAsync, at most maxUploads at a time). A
 // partition whose buffered rows reach the fragment target is written out at once, and when the
 // rows buffered over all partitions pass Options.PartitionBufferBytes the largest partition is:
 // a partition gets more than one file only then.
@@ -191,7 +196,7 @@ func (w *Writer) writePartition(ctx context.Context, p *pendingPartition, closin
 	pb.bytes -= p.bytes
 	defer arrowschema.ReleaseBatches(p.recs)
 	if w.fw != nil && w.rows > 0 { // the open file holds another partition's rows
-		if err := w.closeFile(ctx); err != nil {
+		if err := w.closeFileAsync(ctx); err != nil {
 			return err
 		}
 	}
@@ -202,8 +207,85 @@ func (w *Writer) writePartition(ctx context.Context, p *pendingPartition, closin
 		}
 	}
 	if closing && w.fw != nil && w.rows > 0 {
-		return w.closeFile(ctx)
+		return w.closeFileAsync(ctx)
 	}
+	return nil
+}
+
+// maxUploads bounds the sealed partition files one write stores at a time: every store of a
+// local file waits on two fsyncs (and a remote one on a round trip), so a write of many
+// partitions stores them side by side rather than one after another, holding at most this many
+// encoded files besides the open one.
+const maxUploads = 8
+
+// fileUploads is a write's sealed files being stored, and the first store's error.
+type fileUploads struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error
+}
+
+// wait returns when every upload started has ended, with the first one's error. A nil
+// fileUploads (no upload started) returns nil at once.
+func (u *fileUploads) wait() error {
+	if u == nil {
+		return nil
+	}
+	u.wg.Wait()
+	return u.failed()
+}
+
+// failed returns the first error of the uploads ended so far, without waiting for the others.
+func (u *fileUploads) failed() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err
+}
+
+// closeFileAsync seals the open file and stores it in the background, at most maxUploads at a
+// time; Finish, Durable and Abort wait for every upload it started.
+func (w *Writer) closeFileAsync(ctx context.Context) error {
+	if w.uploads == nil {
+		w.uploads = &fileUploads{slots: make(chan struct{}, maxUploads)}
+	}
+	u := w.uploads
+	if err := u.failed(); err != nil { // an upload already failed: the write fails with it
+		return err
+	}
+	key, err := w.sealFile()
+	if err != nil {
+		return err
+	}
+	w.written = append(w.written, key) // before it lands: Abort waits for the uploads, then deletes
+	buf := w.buf
+	w.buf = nil
+	select {
+	case u.slots <- struct{}{}:
+	case <-ctx.Done():
+		putFileBuffer(buf)
+		return ctx.Err()
+	}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		put := func() error { return w.t.store.Put(ctx, key, bytes.NewReader(buf.Bytes())) }
+		err := panics.Recover(w.t.opts.Logger, "store data file", func() error {
+			if w.background && w.t.localStore() { // as closeFile: a local write copies the whole file
+				return background.Run(ctx, put)
+			}
+			return put()
+		})
+		putFileBuffer(buf) // the store has the bytes (or failed); nothing reads buf any more
+		<-u.slots
+		if err != nil {
+			u.mu.Lock()
+			if u.err == nil {
+				u.err = fmt.Errorf("table %s: write data file %s: %w", w.t.name, key, err)
+			}
+			u.mu.Unlock()
+		}
+	}()
 	return nil
 }
 

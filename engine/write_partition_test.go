@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -258,4 +259,86 @@ func newLocalStore(t testing.TB) objstore.Store {
 		t.Fatal(err)
 	}
 	return store
+}
+
+// A write of many partitions stores their files side by side: the data-file uploads are held
+// until two are in flight at once, which a write storing one file after another never reaches
+// (the test fails at its deadline instead of hanging); once released, the write commits one
+// fragment per partition and reads back whole.
+func TestPartitionedWriteStoresFilesConcurrently(t *testing.T) {
+	g := newGatedStore(t)
+	co := CreateOptions{PartitionBy: mustSpec(t, `[{"column":"ts","transform":"hour"}]`)}
+	tbl, err := Create(t.Context(), g, "hours", eventsSchema, co, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := makeEvents(idRange(0, 240), 24, 1)
+	defer rec.Release()
+	parts := distinctTuples(t, co.PartitionBy, rec)
+	type result struct {
+		m   *Manifest
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := tbl.Append(t.Context(), []arrow.RecordBatch{rec}, nil)
+		done <- result{m, err}
+	}()
+	deadline := time.Now().Add(2 * time.Minute) // a liveness bound, not a timing: the new code gets there at once
+	for g.dataPuts.Load() < 2 {
+		select {
+		case r := <-done:
+			t.Fatalf("the write ended before two uploads were in flight: %v", r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			inFlight := g.dataPuts.Load()
+			close(g.release)
+			<-done
+			t.Fatalf("%d data-file upload(s) in flight: a write of %d partitions stores one file at a time", inFlight, parts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := g.dataPuts.Load(); n > maxUploads+1 { // maxUploads sealed files, and the last one's
+		t.Fatalf("%d uploads in flight, more than the bound %d", n, maxUploads+1)
+	}
+	close(g.release)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.m.Fragments) != parts {
+		t.Fatalf("%d partitions made %d fragments", parts, len(r.m.Fragments))
+	}
+	if err := tbl.CheckFragmentPartitions(t.Context(), r.m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A partition file that cannot be stored fails the write: nothing is committed, and the error
+// names the store's.
+func TestPartitionedWriteUploadFailureCommitsNothing(t *testing.T) {
+	g := newGatedStore(t)
+	co := CreateOptions{PartitionBy: mustSpec(t, `[{"column":"ts","transform":"hour"}]`)}
+	tbl, err := Create(t.Context(), g, "hours", eventsSchema, co, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := tbl.Latest(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.failData = errors.New("disk full")
+	rec := makeEvents(idRange(0, 240), 24, 1)
+	defer rec.Release()
+	if _, err := tbl.Append(t.Context(), []arrow.RecordBatch{rec}, nil); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("append with failing uploads: %v", err)
+	}
+	after, err := tbl.Latest(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || len(after.Fragments) != 0 {
+		t.Fatalf("a failed write committed: version %d -> %d, %d fragments", before.Version, after.Version, len(after.Fragments))
+	}
 }
