@@ -79,7 +79,8 @@ test-python: pydeps spark41
 # Maven dependencies into the local repository (~/.m2, or SPARK_MVN_REPO), later runs reuse it.
 # `make test-spark` runs the JUnit suite (local Spark 4.1 against a server built from here), then
 # the jar's PySpark tests (clients/spark/tests) with the virtualenv's PySpark (4.3) and its
-# driver-kill, side-by-side and jar-content tests (not the example) on the PySpark 4.1 environment.
+# driver-kill, side-by-side, jar-content and catalog tests (not the example) on the PySpark 4.1
+# environment.
 SPARK_MVN_REPO ?=
 SPARK_MVN := mvn -B -ntp $(if $(SPARK_MVN_REPO),-Dmaven.repo.local=$(SPARK_MVN_REPO))
 SPARK_TEST_BIN := clients/spark/target/test-bin/flight-sink
@@ -91,7 +92,7 @@ test-spark: pydeps spark41
 	cd clients/spark && FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(SPARK_MVN) package
 	FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(VENV_PYTHON) -m pytest clients/spark/tests -p no:cacheprovider
 	@spark41="$$(cat $(VENV)/spark41)"; echo "=== clients/spark/tests on PySpark 4.1 ($$spark41)"; \
-		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$spark41" -m pytest clients/spark/tests/test_jvm_datasource.py -p no:cacheprovider
+		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$spark41" -m pytest clients/spark/tests/test_jvm_datasource.py clients/spark/tests/test_catalog.py -p no:cacheprovider
 
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
 bench: tools build

@@ -305,10 +305,8 @@ public final class FlightSinkCatalog implements TableCatalog, SupportsNamespaces
       throw new NoSuchNamespaceException(ident.namespace());
     }
     String quoted = CatalogErrors.quoted(name, ident);
-    String provider = properties.get(TableCatalog.PROP_PROVIDER);
-    if (provider != null && !provider.equalsIgnoreCase(FlightSinkDataSource.SHORT_NAME)) {
-      throw CatalogErrors.unsupported(quoted, "USING " + provider + " (this catalog's tables are flight-sink)");
-    }
+    // The provider (USING) is not checked: every table of this catalog is a flight-sink table,
+    // and Spark names its default source (parquet) as the provider of writeStream.toTable's create.
     if (properties.containsKey(TableCatalog.PROP_LOCATION)) {
       throw CatalogErrors.unsupported(quoted, "LOCATION (the server places its tables)");
     }

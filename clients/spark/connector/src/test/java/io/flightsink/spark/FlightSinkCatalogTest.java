@@ -266,8 +266,11 @@ class FlightSinkCatalogTest {
         "UNSUPPORTED_FEATURE.TABLE_OPERATION", "TBLPROPERTIES of primary_key");
     assertFails(() -> sql("ALTER TABLE fs.default.un SET TBLPROPERTIES ('no.such.setting'='1')"),
         "INVALID_REQUEST", "no.such.setting");
-    assertFails(() -> sql("CREATE TABLE fs.default.pq (id BIGINT) USING parquet"), "USING parquet");
-    assertFalse(catalog.tableExists(ident("pq")));
+    // USING names no format here: the table is a flight-sink table whatever it says.
+    sql("CREATE TABLE fs.default.pq (id BIGINT) USING parquet");
+    assertEquals("flight-sink", sql("DESCRIBE TABLE EXTENDED fs.default.pq").stream()
+        .filter(r -> r.getString(0).equals("Provider")).findFirst().get().getString(1));
+    sql("DROP TABLE fs.default.pq");
     sql("DROP TABLE fs.default.un");
   }
 
