@@ -205,7 +205,7 @@ public final class FlightSinkCatalog implements TableCatalog, SupportsNamespaces
     FlightSinkOptions opts = options(table, version);
     try {
       Schema schema = client().schema(FlightSinkScan.tableCmd(opts));
-      return new FlightSinkCatalogTable(CatalogErrors.quoted(name, ident), opts, schema);
+      return new FlightSinkCatalogTable(CatalogErrors.quoted(name, ident), table, version, opts, schema);
     } catch (FlightSinkException e) {
       if (e.isTableNotFound() || "INVALID_TABLE_NAME".equals(e.reason())) {
         throw new NoSuchTableException(ident);

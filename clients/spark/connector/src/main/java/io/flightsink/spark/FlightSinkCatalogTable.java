@@ -43,17 +43,25 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
   static final String PROP_ROWS = "rows";
 
   private final String quotedName;
-  private final FlightSinkOptions opts;
+  private final FlightSinkClient client;
+  private final String table;
+  /** The version read (VERSION AS OF); null: the latest. */
+  private final Long version;
   private final StructType schema;
   private final Schema arrowSchema;
   private final FlightSinkTable data;
   private JsonNode stats;
   private Map<String, String> properties;
 
-  /** opts name the table (and a version for time travel); arrowSchema is the server's. */
-  FlightSinkCatalogTable(String quotedName, FlightSinkOptions opts, Schema arrowSchema) {
+  /**
+   * The server's {@code table} at {@code version} (null: the latest), read and written with
+   * {@code opts} (which name the same table and version); arrowSchema is the server's.
+   */
+  FlightSinkCatalogTable(String quotedName, String table, Long version, FlightSinkOptions opts, Schema arrowSchema) {
     this.quotedName = quotedName;
-    this.opts = opts;
+    this.client = opts.client();
+    this.table = table;
+    this.version = version;
     this.arrowSchema = arrowSchema;
     this.schema = ArrowConversions.sparkSchema(arrowSchema);
     this.data = new FlightSinkTable(opts, schema);
@@ -87,7 +95,7 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-    if (opts.version != null) {
+    if (version != null) {
       throw CatalogErrors.unsupported(quotedName, "writes to a past version (VERSION AS OF)");
     }
     return data.newWriteBuilder(info);
@@ -96,7 +104,7 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
   /** The server's table_stats of the latest version, asked once. */
   private synchronized JsonNode stats() {
     if (stats == null) {
-      stats = opts.client().action("table_stats", Map.of("table", opts.table));
+      stats = client.action("table_stats", Map.of("table", table));
     }
     return stats;
   }
@@ -127,13 +135,13 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
     if (shards > 0) {
       p.put(PROP_MEMWAL_SHARDS, Integer.toString(shards));
     }
-    if (opts.version != null) {
-      p.put(PROP_VERSION, Long.toString(opts.version));
+    if (version != null) {
+      p.put(PROP_VERSION, Long.toString(version));
     } else {
       p.put(PROP_VERSION, st.path("version").asText());
       p.put(PROP_ROWS, st.path("rows").asText());
     }
-    JsonNode config = opts.client().action("get_table_config", Map.of("table", opts.table));
+    JsonNode config = client.action("get_table_config", Map.of("table", table));
     for (JsonNode s : config.path("settings")) {
       if (s.path("stored").asBoolean()) {
         p.put(s.path("key").asText(), s.path("value").asText());
@@ -158,7 +166,7 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
    */
   @Override
   public void deleteWhere(Predicate[] predicates) {
-    if (opts.version != null) {
+    if (version != null) {
       throw CatalogErrors.unsupported(quotedName, "DELETE FROM a past version (VERSION AS OF)");
     }
     Map<String, Object> where = deleteFilter(predicates);
@@ -170,7 +178,7 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
       truncateTable();
       return;
     }
-    opts.client().action("delete", Map.of("table", opts.table, "where", where));
+    client.action("delete", Map.of("table", table, "where", where));
   }
 
   /**
@@ -198,11 +206,11 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
   /** {@code TRUNCATE TABLE} (and a DELETE without condition): one empty Overwrite. */
   @Override
   public boolean truncateTable() {
-    if (opts.version != null) {
+    if (version != null) {
       throw CatalogErrors.unsupported(quotedName, "TRUNCATE TABLE of a past version (VERSION AS OF)");
     }
-    Map<String, Object> cmd = catalogEpoch(opts.table, "complete");
-    putEmpty(opts.client(), cmd, arrowSchema);
+    Map<String, Object> cmd = catalogEpoch(table, "complete");
+    putEmpty(client, cmd, arrowSchema);
     return true;
   }
 
