@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-spark-catalog bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -194,6 +194,16 @@ bench-freshness: pydeps build
 BENCH_SPARK_ARGS ?=
 bench-spark: build spark-jar spark41
 	"$$(cat $(VENV)/spark41)" bench/spark_sinks.py --server-bin bin/flight-sink $(BENCH_SPARK_ARGS)
+
+# bench-spark-catalog: Spark SQL through catalogs on PySpark 4.1 (bench/spark_catalog.py): INSERT
+# INTO ... SELECT of 10 M rows into a table partitioned by days(ts), then SELECT count(*) of one
+# day, through flight-sink's catalog and Iceberg's Hadoop catalog in one local[2] session,
+# interleaved repetitions. Builds the server and the jar, fetches the Iceberg jar
+# (bench/spark_jars.sh), starts and stops the server itself. BENCH_SPARK_CATALOG_ARGS="--rows
+# 1000000 --reps 1" for a shorter run.
+BENCH_SPARK_CATALOG_ARGS ?=
+bench-spark-catalog: build spark-jar spark41
+	"$$(cat $(VENV)/spark41)" bench/spark_catalog.py --server-bin bin/flight-sink $(BENCH_SPARK_CATALOG_ARGS)
 
 # bench-servers: `flight-sink bench --only memwal-servers` (docs/benchmarks.md) on a versitygw it
 # starts on 127.0.0.1:$(BENCH_S3_PORT) over a fresh temporary directory and stops (and removes)
