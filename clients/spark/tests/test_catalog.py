@@ -56,3 +56,29 @@ def test_to_table_survives_driver_sigkill(jar, server, tmp_path):
     SIGKILLed twice mid-stream and restarted from its checkpoint: every row exactly once, every
     epoch whole or absent, one query id."""
     check_driver_sigkill(server.uri, "catalog_driver_kill", tmp_path / "ckpt", jar=jar, catalog=True)
+
+
+@pytest.mark.skipif(tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2),
+                    reason="TableCatalog.loadChangelog is Spark 4.2's")
+def test_changes_of_a_keyed_table(jar, server):
+    """Spark >= 4.2's change API through the catalog (loadChangelog): a batch read of the insert's
+    version has the feed's columns and inserts; readStream.changes (trigger 100 ms) from the next
+    version streams an upsert's pre- and post-image and new key, then a DELETE's deleted row."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [sys.executable, str(TESTS_DIR / "changelog_sql.py"), jar, server.uri], capture_output=True, timeout=600, env=env, check=False
+    )
+    text = out.stdout.decode(errors="replace")
+    assert out.returncode == 0, text + out.stderr.decode(errors="replace")[-4000:]
+    got = json.loads(text.strip().splitlines()[-1])
+    print(json.dumps(got, indent=1))
+
+    vi, vu, vd = got["v_insert"], got["v_upsert"], got["v_delete"]
+    assert got["columns"] == ["id", "s", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert got["batch"] == [[vi, "insert", 1, "a"], [vi, "insert", 2, "b"]]
+    assert got["stream"] == sorted([
+        [vu, "insert", 3, "c"],
+        [vu, "update_postimage", 2, "b2"],
+        [vu, "update_preimage", 2, "b"],
+        [vd, "delete", 1, "a"],
+    ])

@@ -16,6 +16,8 @@ import org.apache.spark.sql.catalyst.analysis.NamespaceAlreadyExistsException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
+import org.apache.spark.sql.connector.catalog.Changelog;
+import org.apache.spark.sql.connector.catalog.ChangelogContext;
 import org.apache.spark.sql.connector.catalog.Column;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
@@ -267,6 +269,29 @@ public final class FlightSinkCatalog implements TableCatalog, SupportsNamespaces
     }
     throw new IllegalArgumentException("flight-sink: table " + table + " has no readable version committed at or before "
         + at + " (TIMESTAMP AS OF)");
+  }
+
+  /**
+   * The table's change feed for Spark ≥ 4.2 ({@code spark.readStream.changes("fs.default.t")},
+   * the {@code CHANGES} clause): {@link FlightSinkChangelog} over the context's version range.
+   * Not marked {@code @Override}: the connector compiles against Spark 4.1's {@code
+   * TableCatalog}, which lacks the method, so 4.1 never calls it and never loads the 4.2 classes
+   * its signature names; 4.2's {@code TableCatalog} dispatches to it by that signature.
+   */
+  public Changelog loadChangelog(Identifier ident, ChangelogContext ctx, CaseInsensitiveStringMap options)
+      throws NoSuchTableException {
+    String table = table(ident);
+    if (table == null) {
+      throw new NoSuchTableException(ident);
+    }
+    try {
+      return FlightSinkChangelog.open(CatalogErrors.quoted(name, ident), options(table, null), ctx, options);
+    } catch (FlightSinkException e) {
+      if (e.isTableNotFound() || "INVALID_TABLE_NAME".equals(e.reason())) {
+        throw new NoSuchTableException(ident);
+      }
+      throw e;
+    }
   }
 
   @Override
