@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-spark-catalog bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-spark-catalog bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -100,9 +100,15 @@ bench: tools build
 	bin/flight-sink bench
 
 # golangci-lint (errcheck, govet, ineffassign, staticcheck, unused, gofmt; .golangci.yml), installed
-# into GOBIN at the pinned version when missing.
-lint: lint-tools
+# into GOBIN at the pinned version when missing; then the Python client package: ruff and
+# mypy --strict (their settings in clients/pyspark/pyproject.toml, their versions pinned in
+# clients/pyspark/requirements-test.txt, installed into the virtualenv by pydeps).
+lint: lint-tools lint-python
 	golangci-lint run ./...
+
+lint-python: pydeps
+	cd clients/pyspark && $(VENV_PYTHON) -m ruff check src/flight_sink
+	cd clients/pyspark && $(VENV_PYTHON) -m mypy
 
 lint-tools:
 	@command -v golangci-lint >/dev/null 2>&1 && golangci-lint version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION:v%=%)" || \

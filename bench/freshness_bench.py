@@ -196,7 +196,7 @@ def commit_lag(srv: LocalServer, binary: str, root: Path, commits: int, rows: in
     def settle() -> None:
         # The epochs' own publish first, so each lag is its commit's alone; then a random pause,
         # so the commit falls at a random phase of the server's tickers.
-        v = c.table_stats(table)["version"]
+        v = c.table_stats(table).version
         wait_visible(cat, table, v, True, time.monotonic(), poll_interval, timeout)
         time.sleep(rng.uniform(0, jitter))
 
@@ -204,15 +204,15 @@ def commit_lag(srv: LocalServer, binary: str, root: Path, commits: int, rows: in
         for i in range(commits):
             put_two()
             settle()
-            res = c.delete(table, {"op": "=", "column": "id", "value": (epoch[0] - 1) * rows})
+            deleted = c.delete(table, {"op": "=", "column": "id", "value": (epoch[0] - 1) * rows})
             ack = time.monotonic()
-            lags["delete action"].append(wait_visible(cat, table, int(res["version"]), True, ack, poll_interval, timeout))
+            lags["delete action"].append(wait_visible(cat, table, deleted.version, True, ack, poll_interval, timeout))
 
             put_two()
             settle()
-            res = c.compact(table)
+            compacted = c.compact(table)
             ack = time.monotonic()
-            lags["compact action"].append(wait_visible(cat, table, int(res["version"]), True, ack, poll_interval, timeout))
+            lags["compact action"].append(wait_visible(cat, table, int(compacted.version or 0), True, ack, poll_interval, timeout))
 
             put_two()
             settle()

@@ -162,8 +162,8 @@ def main() -> int:
             lance.write_dataset(pa.RecordBatchReader.from_batches(batches[0].schema, batches), lance_uri,
                                 mode="append" if e else "create")
         rows = args.epochs * args.batches * args.batch_rows
-        version = client.table_stats("large")["version"]
-        client.action("publish_iceberg", {"table": "large"})
+        version = client.table_stats("large").version
+        client.publish_iceberg("large")
         catalog = load_catalog("flight-sink", type="rest", uri=f"http://{http_addr}/iceberg")
         snapshot = catalog.load_table("default.large").metadata.current_snapshot()
         assert snapshot is not None and snapshot.summary.additional_properties["flight-sink.version"] == str(version)

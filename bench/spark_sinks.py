@@ -178,13 +178,13 @@ class Bench:
         got: dict[int, int] = {}
         if sink in ("jvm", "jvm-memwal", "fb", "fb-memwal"):
             # Where the last epoch landed says the route of all (epoch_status only looks 100 versions back).
-            last = self.client.action("epoch_status", {"table": name, "query_id": qid, "epoch_id": n_batches - 1}, retry=True)
-            if last.get("route") == "memwal":
+            last = self.client.epoch_status(name, query_id=qid, epoch_id=n_batches - 1)
+            if last.route == "memwal":
                 return got
             for h in self.client.history(name, limit=10000):
-                props = h.get("properties") or {}
+                props = h.properties
                 if props.get("flight_sink.streaming.query_id") == qid and "flight_sink.streaming.epoch_id" in props:
-                    got[int(props["flight_sink.streaming.epoch_id"])] = iso_ns_rfc3339(h["timestamp"])
+                    got[int(props["flight_sink.streaming.epoch_id"])] = iso_ns_rfc3339(h.raw["timestamp"])  # nanoseconds: the datetime keeps microseconds
         elif sink == "iceberg":
             for r in self.spark.sql(f"SELECT committed_at, summary FROM bench.db.{name}.snapshots").collect():
                 e = (r.summary or {}).get("spark.sql.streaming.epochId")

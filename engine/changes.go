@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -215,7 +218,7 @@ var changeFields = []arrow.Field{
 	{Name: CommitTimestampColumn, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
 }
 
-// VersionChanges counts what one version changed (VersionChangeCounts): rows a change read of it
+// VersionChanges counts what one version changed (Table.ChangeCounts): rows a change read of it
 // returns without a filter, and the data bytes it reads for them.
 type VersionChanges struct {
 	Version uint64
@@ -527,6 +530,9 @@ func (r changeRows) split(sel *rowset.Set) (in, out changeRows) {
 	for _, f := range r.frags {
 		skip := r.skip[f.ID] // versionDiff gives every fragment its skip set
 		picked := sel.Offsets(f.ID)
+		if picked == nil {
+			picked = roaring.New() // none of the fragment's rows
+		}
 		all := roaring.New()
 		all.AddRange(0, uint64(f.PhysicalRows))
 		live := roaring.AndNot(all, skip)
@@ -595,48 +601,79 @@ func (t *Table) versionDiff(ctx context.Context, prev, cur *Manifest) (removed, 
 // pairByKey returns the removed rows whose primary key is also a key of an added row, and the
 // added rows whose key is a key of a removed row: an update's pre-images and post-images. A row
 // with a null key column pairs with none.
+//
+// Both sides' keys are sorted and merged rather than hashed: a version of a million changed keys
+// is two sorts of a million entries, where a hash table of them misses the cache on nearly
+// every probe. An 8-byte key (the encoding of one integer, float or timestamp column) sorts as
+// an integer; two keys pair exactly when their encodings are equal.
 func (t *Table) pairByKey(ctx context.Context, m *Manifest, key []string, removed, added changeRows) (preimages, postimages *rowset.Set, err error) {
-	type keyed struct {
-		addr uint64
-		key  string
-	}
-	var removedRows []keyed
-	removedKeys := make(map[string]struct{}, removed.rows)
-	err = t.scanChangeKeys(ctx, m, key, removed, func(addr uint64, k string) {
-		removedRows = append(removedRows, keyed{addr, k})
-		removedKeys[k] = struct{}{}
-	})
-	if err != nil {
+	var r, a keyedRows
+	if err := t.scanChangeKeys(ctx, m, key, removed, r.add); err != nil {
 		return nil, nil, err
 	}
-	postimages, preimages = &rowset.Set{}, &rowset.Set{}
-	bothKeys := make(map[string]struct{}, min(removed.rows, added.rows))
-	err = t.scanChangeKeys(ctx, m, key, added, func(addr uint64, k string) {
-		if _, ok := removedKeys[k]; ok {
-			postimages.Add(addr)
-			bothKeys[k] = struct{}{}
-		}
-	})
-	if err != nil {
+	if err := t.scanChangeKeys(ctx, m, key, added, a.add); err != nil {
 		return nil, nil, err
 	}
-	for _, r := range removedRows {
-		if _, ok := bothKeys[r.key]; ok {
-			preimages.Add(r.addr)
-		}
-	}
+	preimages, postimages = &rowset.Set{}, &rowset.Set{}
+	mergeKeys(r.fixed, a.fixed, func(x, y keyedRow[uint64]) int { return cmp.Compare(x.key, y.key) }, preimages, postimages)
+	mergeKeys(r.other, a.other, func(x, y keyedRow[string]) int { return strings.Compare(x.key, y.key) }, preimages, postimages)
 	return preimages, postimages, nil
 }
 
+// keyedRow is a row's address and its encoded primary key.
+type keyedRow[K any] struct {
+	key  K
+	addr uint64
+}
+
+// keyedRows holds rows by encoded key: 8-byte keys as integers (no allocation), others as
+// strings.
+type keyedRows struct {
+	fixed []keyedRow[uint64]
+	other []keyedRow[string]
+}
+
+func (k *keyedRows) add(addr uint64, key []byte) {
+	if len(key) == 8 {
+		k.fixed = append(k.fixed, keyedRow[uint64]{binary.BigEndian.Uint64(key), addr})
+		return
+	}
+	k.other = append(k.other, keyedRow[string]{string(key), addr})
+}
+
+// mergeKeys sorts r and a by key and adds to pre the rows of r, and to post the rows of a, whose
+// key is on both sides.
+func mergeKeys[K any](r, a []keyedRow[K], compare func(x, y keyedRow[K]) int, pre, post *rowset.Set) {
+	slices.SortFunc(r, compare)
+	slices.SortFunc(a, compare)
+	for i, j := 0, 0; i < len(r) && j < len(a); {
+		switch c := compare(r[i], a[j]); {
+		case c < 0:
+			i++
+		case c > 0:
+			j++
+		default:
+			k := r[i]
+			for ; i < len(r) && compare(r[i], k) == 0; i++ {
+				pre.Add(r[i].addr)
+			}
+			for ; j < len(a) && compare(a[j], k) == 0; j++ {
+				post.Add(a[j].addr)
+			}
+		}
+	}
+}
+
 // scanChangeKeys calls fn with the address and encoded primary key of every row of rows whose key
-// has no null column.
-func (t *Table) scanChangeKeys(ctx context.Context, m *Manifest, key []string, rows changeRows, fn func(addr uint64, key string)) error {
+// has no null column; the key's bytes are valid until fn returns.
+func (t *Table) scanChangeKeys(ctx context.Context, m *Manifest, key []string, rows changeRows, fn func(addr uint64, key []byte)) error {
 	s, err := t.scanFragments(ctx, m, rows.frags, ScanOptions{Columns: key, WithRowAddresses: true})
 	if err != nil {
 		return err
 	}
 	defer s.Release()
 	s.skip = rows.skip
+	var buf []byte
 	for s.Next() {
 		rec := s.RecordBatch()
 		enc, err := expr.NewKeyEncoder(rec, key)
@@ -645,8 +682,9 @@ func (t *Table) scanChangeKeys(ctx context.Context, m *Manifest, key []string, r
 		}
 		addrs := s.RowAddresses()
 		for i := range int(rec.NumRows()) {
-			if k, ok := enc.Key(i); ok {
-				fn(addrs[i], k)
+			var ok bool
+			if buf, ok = enc.AppendKey(buf[:0], i); ok {
+				fn(addrs[i], buf)
 			}
 		}
 	}

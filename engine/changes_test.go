@@ -417,3 +417,68 @@ func TestChangesRange(t *testing.T) {
 		t.Fatalf("changes with filter id >= 3: %+v", rows)
 	}
 }
+
+// TestChangesPairVariableKeys: an upsert of a table whose key does not encode in 8 bytes (a
+// string, or an integer and a string) pairs its rows by the whole key.
+func TestChangesPairVariableKeys(t *testing.T) {
+	for _, key := range [][]string{{"name"}, {"id", "name"}} {
+		t.Run(strings.Join(key, "+"), func(t *testing.T) {
+			sc := arrow.NewSchema([]arrow.Field{
+				{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+				{Name: "name", Type: arrow.BinaryTypes.String},
+				{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+			}, nil)
+			tbl, err := Create(t.Context(), localStore(t), "feed", sc, CreateOptions{PrimaryKey: key}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := genRows(sc, idRange(0, 10), 0)
+			defer first.Release()
+			if _, err := tbl.Append(t.Context(), []arrow.RecordBatch{first}, nil); err != nil {
+				t.Fatal(err)
+			}
+			// genRows names row id "row-<id>-g<gen>": keep the names of 5..9 so that their keys
+			// exist, and give 10..11 new ones.
+			b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+			for _, id := range idRange(5, 7) {
+				b.Field(0).(*array.Int64Builder).Append(id)
+				b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("row-%d-g0", id))
+				b.Field(2).(*array.Float64Builder).Append(float64(id) * 100)
+			}
+			up := b.NewRecordBatch()
+			b.Release()
+			defer up.Release()
+			if _, err := tbl.Upsert(t.Context(), []arrow.RecordBatch{up}, nil); err != nil {
+				t.Fatal(err)
+			}
+			kinds := replayChanges(t, tbl, 1)
+			if got := fmt.Sprint(kinds[3]); got != fmt.Sprint(map[string]int{ChangeInsert: 2, ChangePostimage: 5, ChangePreimage: 5}) {
+				t.Fatalf("the upsert's changes: %s", got)
+			}
+		})
+	}
+}
+
+// TestChangesPairAcrossFragments: an upsert written as several fragments, one holding only new
+// keys, and replacing rows of several fragments, one of which loses none: each row gets its own
+// change type.
+func TestChangesPairAcrossFragments(t *testing.T) {
+	tbl, err := Create(t.Context(), localStore(t), "feed", rowsSchema, CreateOptions{PrimaryKey: []string{"id"}}, &Options{TargetRowsPerFragment: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := genRows(rowsSchema, idRange(0, 12), 0) // fragments of ids 0..3, 4..7, 8..11
+	defer first.Release()
+	if _, err := tbl.Append(t.Context(), []arrow.RecordBatch{first}, nil); err != nil {
+		t.Fatal(err)
+	}
+	up := genRows(rowsSchema, []int64{1, 2, 9, 10, 20, 21, 22, 23}, 1) // 4..7 untouched; 20..23 new
+	defer up.Release()
+	if _, err := tbl.Upsert(t.Context(), []arrow.RecordBatch{up}, nil); err != nil {
+		t.Fatal(err)
+	}
+	kinds := replayChanges(t, tbl, 1)
+	if got := fmt.Sprint(kinds[3]); got != fmt.Sprint(map[string]int{ChangeInsert: 4, ChangePostimage: 4, ChangePreimage: 4}) {
+		t.Fatalf("the upsert's changes: %s", got)
+	}
+}

@@ -14,4 +14,7 @@
 //     version, a bounded number of times with jittered backoff (package backoff, shared with memwal).
 //
 // A crash anywhere before step 3 leaves only files no manifest references; cleanup reclaims them.
+//
+// Every version's changes (Table.Changes: inserts, deletes, update pre- and post-images) are
+// derived from its manifest and the one before it (changes.go); nothing is written for them.
 package engine

@@ -99,8 +99,8 @@ def run() -> int:
              .trigger(processingTime="1 second").start())
         wait_for_batch(q, 3)
         q.stop()
-        print("1. streaming write:", client.table_stats(t("events"))["rows"], "rows,",
-              [h["operation"] for h in client.history(t("events"), 3)])
+        print("1. streaming write:", client.table_stats(t("events")).rows, "rows,",
+              [h.operation for h in client.history(t("events"), 3)])
 
         # 2. Streaming write, complete mode (an aggregate of the table of step 1, read as a stream).
         agg = (spark.readStream.format("flight-sink").options(**opts("events")).load()
@@ -114,7 +114,7 @@ def run() -> int:
         df = spark.range(0, 10_000, numPartitions=4).selectExpr("id", "id % 7 AS k")
         df.write.format("flight-sink").options(**opts("batch")).mode("append").save()
         df.write.format("flight-sink").options(**opts("batch")).mode("overwrite").save()
-        print("3. batch writes:", [h["operation"] for h in client.history(t("batch"), 3)])
+        print("3. batch writes:", [h.operation for h in client.history(t("batch"), 3)])
 
         # 4. Batch reads: a pushed filter, time travel.
         r = spark.read.format("flight-sink").options(**opts("batch"))
@@ -126,7 +126,7 @@ def run() -> int:
              .writeStream.format("flight-sink").options(**opts("events_copy"))
              .option("checkpointLocation", str(ckpt / "copy")).trigger(availableNow=True).start())
         q.awaitTermination()
-        print("5. streaming read:", client.table_stats(t("events_copy"))["rows"], "rows copied")
+        print("5. streaming read:", client.table_stats(t("events_copy")).rows, "rows copied")
 
         # 6. The foreach writer into a MemWAL table.
         q = (events.writeStream.foreach(FlightSinkForeachWriter(args.uri, t("rtm")))

@@ -151,10 +151,11 @@ def run() -> int:
         client = Client(args.uri, token=args.token)
         stats = client.table_stats(args.table)
         ids = client.read(args.table, columns=["id"]).column("id").to_pylist()
-        print(f"table {args.table}: version {stats['version']}, {stats['rows']} rows, "
-              f"{stats['fragments']} fragments; query watermarks {stats['streams']}")
+        print(f"table {args.table}: version {stats.version}, {stats.rows} rows, "
+              f"{stats.fragments} fragments; query watermarks "
+              f"{ {q: w.epoch for q, w in stats.streams.items()} }")
         for h in client.history(args.table, limit=3):
-            print(f"  v{h['version']} {h['operation']:<9} {h.get('properties', {})}")
+            print(f"  v{h.version} {h.operation:<9} {h.properties}")
         if len(ids) != len(set(ids)) or sorted(ids) != list(range(len(ids))):
             print("pyspark_stream: the table does not hold every event id exactly once", file=sys.stderr)
             return 1

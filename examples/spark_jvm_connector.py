@@ -78,7 +78,7 @@ def main() -> int:
             hist = client.history(table, limit=10000)
         except TableNotFoundError:
             return 0
-        return sum(1 for h in hist if "flight_sink.streaming.epoch_id" in (h.get("properties") or {}))
+        return sum(1 for h in hist if "flight_sink.streaming.epoch_id" in h.properties)
 
     def run_epochs(q, table, n):
         """Let the query commit n epochs into table, then stop it."""
@@ -93,7 +93,7 @@ def main() -> int:
             .selectExpr("value AS id", "value % 5 AS k", "timestamp AS ts"))
     q = sink(rate, events, "events").trigger(processingTime="200 milliseconds").start()
     run_epochs(q, events, 3)
-    print(f"1. streaming append: {client.table_stats(events)['rows']} rows in {events}, "
+    print(f"1. streaming append: {client.table_stats(events).rows} rows in {events}, "
           f"query id {q.id}")
 
     # 2. complete mode and 3. update mode (keyed) over the events table's rows
@@ -102,19 +102,19 @@ def main() -> int:
     q = sink(agg, counts, "counts").outputMode("complete").trigger(processingTime="200 milliseconds").start()
     run_epochs(q, counts, 2)
     print("2. complete mode:", sorted((r["k"], r["n"]) for r in client.read(counts).to_pylist()),
-          [h["operation"] for h in client.history(counts)][:2])
+          [h.operation for h in client.history(counts)][:2])
     q = (sink(agg, latest, "latest").outputMode("update").option("primaryKey", "k")
          .trigger(processingTime="200 milliseconds").start())
     run_epochs(q, latest, 2)
     print("3. update mode (primary key k):", sorted((r["k"], r["n"]) for r in client.read(latest).to_pylist()),
-          [h["operation"] for h in client.history(latest)][:2])
+          [h.operation for h in client.history(latest)][:2])
 
     # 4. batch writes
     df = spark.range(0, 1000, 1, 4).selectExpr("id", "concat('k', CAST(id % 3 AS STRING)) AS k")
     df.write.format("flight-sink").option("uri", args.uri).option("table", batch).mode("append").save()
-    first = client.table_stats(batch)["version"]
+    first = client.table_stats(batch).version
     df.write.format("flight-sink").option("uri", args.uri).option("table", batch).mode("append").save()
-    print(f"4. two batch appends: {client.table_stats(batch)['rows']} rows")
+    print(f"4. two batch appends: {client.table_stats(batch).rows} rows")
 
     # 5. reads: the filter goes to the server in the DoGet tickets, only `id` is read
     read = spark.read.format("flight-sink").option("uri", args.uri).option("table", batch).load()
@@ -126,7 +126,7 @@ def main() -> int:
     print(f"   version {first}: {old.count()} rows; now: {read.count()} rows")
     df.where("id < 10").write.format("flight-sink").option("uri", args.uri).option("table", batch) \
         .mode("overwrite").save()
-    print(f"   after overwrite: {client.table_stats(batch)['rows']} rows")
+    print(f"   after overwrite: {client.table_stats(batch).rows} rows")
 
     spark.stop()
     if server is not None:

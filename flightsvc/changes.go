@@ -70,7 +70,8 @@ func changeTicket(t Ticket) (*changeRequest, error) {
 	return parseChangeRange("ticket", t.Table, t.Changes, t.Columns, t.Filter, t.TableID)
 }
 
-// resolve checks the range against the table and resolves it (engine.Table.ResolveChanges).
+// resolveChanges checks the range of c against its table and resolves it
+// (engine.Table.ResolveChanges), refusing a table other than the incarnation c was planned on.
 func (s *Service) resolveChanges(ctx context.Context, c *changeRequest) (*engine.Table, engine.ChangeRange, error) {
 	tbl, err := s.sink.Table(ctx, c.table)
 	if err != nil {

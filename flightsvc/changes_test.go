@@ -39,8 +39,9 @@ type feedRow struct {
 }
 
 // readRows reads a ticket to the end: its rows over the table columns (every column but the
-// change columns) and, for a change read, their change columns.
-func readRows(t *testing.T, c *flightConn, tk any) ([]feedRow, error) {
+// change columns; with over, those columns in that order, a column the stream lacks as null)
+// and, for a change read, their change columns.
+func readRows(t *testing.T, c *flightConn, tk any, over ...string) ([]feedRow, error) {
 	t.Helper()
 	b, ok := tk.([]byte)
 	if !ok {
@@ -61,23 +62,29 @@ func readRows(t *testing.T, c *flightConn, tk any) ([]feedRow, error) {
 		kindCol, versionCol = js[0], sc.FieldIndices("_commit_version")[0]
 	}
 	var out []feedRow
+	if over == nil {
+		for _, f := range sc.Fields() {
+			if f.Name != "_change_type" && !strings.HasPrefix(f.Name, "_commit_") {
+				over = append(over, f.Name)
+			}
+		}
+	}
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
 		for i := range int(rec.NumRows()) {
-			var parts []string
 			r := feedRow{}
-			for j, f := range sc.Fields() {
-				switch {
-				case j == kindCol:
-					r.kind = rec.Column(j).(*array.String).Value(i)
-				case j == versionCol:
-					r.version = rec.Column(j).(*array.Int64).Value(i)
-				case strings.HasPrefix(f.Name, "_commit_"):
-				case rec.Column(j).IsNull(i):
-					parts = append(parts, f.Name+"=null")
-				default:
-					parts = append(parts, f.Name+"="+rec.Column(j).ValueStr(i))
+			if kindCol >= 0 {
+				r.kind = rec.Column(kindCol).(*array.String).Value(i)
+				r.version = rec.Column(versionCol).(*array.Int64).Value(i)
+			}
+			parts := make([]string, len(over))
+			for k, name := range over {
+				js := sc.FieldIndices(name)
+				if len(js) == 0 || rec.Column(js[0]).IsNull(i) {
+					parts[k] = name + "=null"
+					continue
 				}
+				parts[k] = name + "=" + rec.Column(js[0]).ValueStr(i)
 			}
 			r.row = strings.Join(parts, ",")
 			out = append(out, r)
@@ -94,9 +101,18 @@ func readRows(t *testing.T, c *flightConn, tk any) ([]feedRow, error) {
 // returns the change types of each version.
 func replayFeed(t *testing.T, s *testServer, table string, from, to int64, feed []feedRow) map[int64]map[string]int {
 	t.Helper()
+	// The feed's table columns, in its order: DoGet of an older version reads a column added
+	// since as null, as the feed does.
+	var cols []string
+	if len(feed) > 0 {
+		for _, part := range strings.Split(feed[0].row, ",") {
+			name, _, _ := strings.Cut(part, "=")
+			cols = append(cols, name)
+		}
+	}
 	model := map[string]int{}
 	if from > 1 {
-		rows, err := readRows(t, &s.flightConn, cmd{"table": table, "version": from - 1})
+		rows, err := readRows(t, &s.flightConn, cmd{"table": table, "version": from - 1}, cols...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +143,7 @@ func replayFeed(t *testing.T, s *testServer, table string, from, to int64, feed 
 				t.Fatalf("version %d: change type %q", v, r.kind)
 			}
 		}
-		rows, err := readRows(t, &s.flightConn, cmd{"table": table, "version": v})
+		rows, err := readRows(t, &s.flightConn, cmd{"table": table, "version": v}, cols...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +281,9 @@ func TestChangeFeedOverFlight(t *testing.T) {
 		var wantSome int
 		for _, r := range feed {
 			var id int64
-			fmt.Sscanf(r.row, "id=%d", &id)
+			if _, err := fmt.Sscanf(r.row, "id=%d", &id); err != nil {
+				t.Fatalf("feed row %q: %v", r.row, err)
+			}
 			if id >= 100 {
 				wantSome++
 			}
@@ -352,5 +370,45 @@ func TestChangeFeedRequests(t *testing.T) {
 	}
 	if strings.Join(got, " ") != want {
 		t.Fatalf("change schema %v, want %s", got, want)
+	}
+}
+
+// TestChangeFeedSchemaChange: a change range across a schema change reads every version in the
+// schema of its last one (rows before the new column read it as null), and every endpoint of
+// its GetFlightInfo returns that one schema, the FlightInfo's.
+func TestChangeFeedSchemaChange(t *testing.T) {
+	s := startServer(t, flightsvc.Config{EndpointBytes: 1})
+	s.putEpoch(t, "ev", "q", 0, []int64{1, 2})
+	if a, err := s.putExt(t, cmd{"table": "ev", "query_id": "q", "epoch_id": 1, "merge_schema": true}, 3, 4); err != nil || a.Status != "committed" {
+		t.Fatalf("merge_schema epoch: %+v, %v", a, err)
+	}
+	latest := int64(s.version(t, "ev"))
+	feed, err := readRows(t, &s.flightConn, cmd{"table": "ev", "changes": cmd{"from_version": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayFeed(t, s, "ev", 1, latest, feed)
+	if len(feed) != 4 || !strings.Contains(feed[0].row, "extra=null") || strings.Contains(feed[3].row, "extra=null") {
+		t.Fatalf("feed across the schema change: %+v", feed)
+	}
+	info, err := s.Client.GetFlightInfo(testCtx(t), cmdDesc(t, cmd{"table": "ev", "changes": cmd{"from_version": 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := flight.DeserializeSchema(info.Schema, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Endpoint) < 2 {
+		t.Fatalf("%d endpoints, want one per changed version", len(info.Endpoint))
+	}
+	for _, ep := range info.Endpoint {
+		res, err := s.get(testCtx(t), ep.Ticket.Ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Schema.Equal(want) {
+			t.Fatalf("endpoint %s returns schema %s, the FlightInfo's is %s", ep.Ticket.Ticket, res.Schema, want)
+		}
 	}
 }

@@ -61,6 +61,7 @@ func TestHelp(t *testing.T) {
 		{"help_serve.golden", [][]string{{"help", "serve"}, {"serve", "--help"}}},
 		{"help_action.golden", [][]string{{"help", "action"}, {"action", "--help"}}},
 		{"help_history.golden", [][]string{{"help", "history"}, {"history", "--help"}}},
+		{"help_changes.golden", [][]string{{"help", "changes"}, {"changes", "--help"}}},
 	} {
 		for _, args := range tc.args {
 			out, errOut, code := runInProcess(t, args...)

@@ -52,6 +52,7 @@ type CLI struct {
 	Compact    CompactCmd    `cmd:"" help:"Rewrite a table's small fragments, and fragments with many deleted rows, into fewer and denser ones (one Rewrite commit)."`
 	Cleanup    CleanupCmd    `cmd:"" help:"Remove a table's expired versions and the files no retained version references."`
 	Read       ReadCmd       `cmd:"" help:"Print a table's rows (--filter, --limit, --version, --columns) as a table, CSV or JSON, read from storage as a server reads them."`
+	Changes    ChangesCmd    `cmd:"" help:"Print a table's change feed (--from, --to): every row the versions inserted, deleted or updated, with _change_type, _commit_version and _commit_timestamp."`
 	Drop       DropCmd       `cmd:"" help:"Delete a table and every file under it (with --yes), as the drop_table action does."`
 	Config     ConfigCmd     `cmd:"" help:"Show or change a table's maintenance settings (config get|set TABLE_URI [KEY=VALUE ...]), as the get_table_config and set_table_config actions do."`
 	Iceberg    IcebergCmd    `cmd:"" help:"Publish a table as an Apache Iceberg table, or show how far its Iceberg metadata lags (publish|status TABLE_URI)."`

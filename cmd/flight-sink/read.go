@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/flightsvc"
@@ -70,23 +71,37 @@ func (c *ReadCmd) Run(ctx context.Context, g *Globals, kctx *kong.Context) error
 		return err
 	}
 	defer rd.Release()
+	head := struct {
+		FormatVersion int    `json:"format_version"`
+		Table         string `json:"table"`
+		Version       uint64 `json:"version"`
+	}{formatVersion, t.Name(), c.Version}
+	return printRows(kctx, c.Format, head, c.Limit, rd)
+}
+
+// formatVersion is the format_version of the JSON documents the commands print.
+const formatVersion = flightsvc.FormatVersion
+
+// printRows prints at most limit rows of rd (0: every row) in format; head holds the JSON
+// document's fields before its columns and rows.
+func printRows(kctx *kong.Context, format string, head any, limit int64, rd array.RecordReader) error {
 	var out rowWriter
-	switch c.Format {
+	switch format {
 	case "csv":
 		out = &csvRows{w: csv.NewWriter(kctx.Stdout)}
 	case "json":
-		out = &jsonRows{w: kctx.Stdout, table: t.Name(), version: c.Version}
+		out = &jsonRows{w: kctx.Stdout, head: head}
 	default:
 		out = &textRows{w: tabwriter.NewWriter(kctx.Stdout, 0, 8, 2, ' ', 0)}
 	}
 	if err := out.begin(rd.Schema()); err != nil {
 		return err
 	}
-	left := c.Limit
-	for (c.Limit == 0 || left > 0) && rd.Next() {
+	left := limit
+	for (limit == 0 || left > 0) && rd.Next() {
 		rec := rd.RecordBatch()
 		n := rec.NumRows()
-		if c.Limit > 0 {
+		if limit > 0 {
 			n = min(n, left)
 			left -= n
 		}
@@ -174,18 +189,16 @@ func (o *csvRows) end() error {
 	return o.w.Error()
 }
 
-// jsonRows writes one JSON document, its rows streamed as they are read:
+// jsonRows writes one JSON document, its rows streamed as they are read: head's fields, then
+// the columns and the rows:
 //
 //	{"format_version": 1, "table": "events", "version": 0, "columns": [{"name", "type"}],
 //	 "rows": [{"id": 1, ...}, ...]}
-//
-// version is the version asked for (0: the latest with its MemWAL rows).
 type jsonRows struct {
-	w       io.Writer
-	table   string
-	version uint64
-	names   [][]byte // each column's name as a JSON string
-	n       int
+	w     io.Writer
+	head  any      // a struct: the document's fields before "columns"
+	names [][]byte // each column's name as a JSON string
+	n     int
 }
 
 func (o *jsonRows) begin(schema *arrow.Schema) error {
@@ -199,16 +212,15 @@ func (o *jsonRows) begin(schema *arrow.Schema) error {
 		cols[i] = column{Name: f.Name, Type: f.Type.String()}
 		o.names[i], _ = json.Marshal(f.Name)
 	}
-	head, err := json.Marshal(struct {
-		FormatVersion int      `json:"format_version"`
-		Table         string   `json:"table"`
-		Version       uint64   `json:"version"`
-		Columns       []column `json:"columns"`
-	}{flightsvc.FormatVersion, o.table, o.version, cols})
+	head, err := json.Marshal(o.head)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(o.w, "%s,\"rows\":[", head[:len(head)-1])
+	colsJSON, err := json.Marshal(cols)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(o.w, "%s,\"columns\":%s,\"rows\":[", head[:len(head)-1], colsJSON)
 	return err
 }
 

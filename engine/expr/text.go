@@ -17,7 +17,8 @@ import (
 //	ts between '2024-01-01T00:00:00Z' and '2024-02-01T00:00:00Z'
 //
 // Comparisons = == != <> < <= > >= between a column and a literal (either side), col [not] in
-// (v, ...), col [not] between a and b, col is [not] null, and, or, not and parentheses.
+// (v, ...), col [not] between a and b, col is [not] null, the call forms pyarrow prints
+// expressions with (is_null(col), is_valid(col), invert(filter)), and, or, not and parentheses.
 // Literals: integers and decimals (kept exact: the predicate's JSON carries their digits),
 // 'single' or "double" quoted strings, true and false. Inside a string its quote is written
 // twice or escaped, and a backslash starts one of the escapes \\ \' \" \n \r \t \uXXXX or
@@ -27,13 +28,15 @@ import (
 // JSON (ParsePredicate). The text has the JSON's bounds: at most MaxPredicateJSONBytes bytes,
 // parentheses and "not"s nested at most MaxPredicateDepth deep, at most MaxPredicateNodes
 // nodes; the parser stops at the first token past one. Errors wrap ErrInvalidPredicate and name
-// the 0-based byte offset of the mistake.
+// the 0-based character (code point) offset of the mistake. Whitespace is ASCII's (space, \t,
+// \n, \f, \r) and digits are 0-9. engine/expr/testdata/filters.json holds the grammar's cases,
+// which the Python client's tests read too.
 func ParseText(text string) (*Predicate, error) {
 	if strings.HasPrefix(strings.TrimSpace(text), "{") {
 		return ParsePredicate([]byte(text))
 	}
 	if len(text) > MaxPredicateJSONBytes {
-		return nil, fmt.Errorf("%w: the filter is %d bytes, over the limit of %d", ErrInvalidPredicate, len(text), MaxPredicateJSONBytes)
+		return nil, textError(text, 0, fmt.Sprintf("the filter is %d bytes, over the limit of %d", len(text), MaxPredicateJSONBytes))
 	}
 	p := &textParser{text: text}
 	if err := p.scan(); err != nil {
@@ -59,7 +62,13 @@ func ParseText(text string) (*Predicate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidPredicate, err)
 	}
-	return ParsePredicate(b)
+	pred, err := ParsePredicate(b)
+	if err != nil {
+		// A bound of the predicate the text's own do not see: a "not" or a "between" makes more
+		// than one node, escapes lengthen the JSON. The whole filter is the mistake.
+		return nil, textError(text, 0, strings.TrimPrefix(err.Error(), ErrInvalidPredicate.Error()+": "))
+	}
+	return pred, nil
 }
 
 var (
@@ -104,7 +113,8 @@ func (p *textParser) scan() error {
 	for p.pos < len(p.text) {
 		m := textToken.FindStringSubmatchIndex(p.text[p.pos:])
 		if m == nil {
-			return textError(p.text, p.pos, fmt.Sprintf("unexpected character %q", p.text[p.pos]))
+			r, _ := utf8.DecodeRuneInString(p.text[p.pos:])
+			return textError(p.text, p.pos, fmt.Sprintf("unexpected character %q", r))
 		}
 		start := p.pos
 		p.pos += m[1]
@@ -122,8 +132,12 @@ func (p *textParser) scan() error {
 	return nil
 }
 
+// textError is the error for a mistake at byte offset pos of text. It names the position in
+// characters (Unicode code points), as the Python client does and as the caret under the text
+// needs.
 func textError(text string, pos int, msg string) error {
-	return fmt.Errorf("%w: filter: %s at position %d:\n  %s\n  %s^", ErrInvalidPredicate, msg, pos, text, strings.Repeat(" ", pos))
+	at := utf8.RuneCountInString(text[:pos])
+	return fmt.Errorf("%w: filter: %s at position %d:\n  %s\n  %s^", ErrInvalidPredicate, msg, at, text, strings.Repeat(" ", at))
 }
 
 type textParser struct {
@@ -255,6 +269,9 @@ func (p *textParser) primary() (node, error) {
 		p.depth--
 		return n, p.expectPunct(")")
 	}
+	if t.isWord("is_null", "is_valid", "invert") {
+		return p.function()
+	}
 	if err := p.node(1); err != nil { // the comparison, "in", "is null" or "between" this reads
 		return nil, err
 	}
@@ -356,6 +373,43 @@ func (p *textParser) primary() (node, error) {
 		return node{"op": "not", "args": []any{n}}, nil
 	}
 	return n, nil
+}
+
+// function reads the call forms pyarrow prints expressions with: is_null(c), is_valid(c) and
+// invert(p).
+func (p *textParser) function() (node, error) {
+	name := strings.ToLower(p.next().value)
+	if err := p.expectPunct("("); err != nil {
+		return nil, err
+	}
+	if err := p.node(1); err != nil {
+		return nil, err
+	}
+	if name == "invert" {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		n, err := p.orExpr()
+		if err != nil {
+			return nil, err
+		}
+		p.depth--
+		if err := p.expectPunct(")"); err != nil {
+			return nil, err
+		}
+		return node{"op": "not", "args": []any{n}}, nil
+	}
+	col, err := p.column("expected a column name")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expectPunct(")"); err != nil {
+		return nil, err
+	}
+	if name == "is_null" {
+		return node{"op": "is_null", "column": col}, nil
+	}
+	return node{"op": "is_not_null", "column": col}, nil
 }
 
 func (p *textParser) column(msg string) (string, error) {

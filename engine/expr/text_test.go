@@ -1,8 +1,13 @@
 package expr
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -11,97 +16,117 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// TestParseText: the text grammar gives the predicate JSON the Python client's text filters give
-// (the same cases as clients/pyspark/tests), and a mistake names its position.
-func TestParseText(t *testing.T) {
-	for _, tc := range []struct{ text, want string }{
-		{"id = 3", `{"op":"=","column":"id","value":3}`},
-		{"id == 3", `{"op":"=","column":"id","value":3}`},
-		{"3 < id", `{"op":">","column":"id","value":3}`},
-		{"amount >= 1.5 and country <> 'N''L'", `{"op":"and","args":[{"op":">=","column":"amount","value":1.5},{"op":"!=","column":"country","value":"N'L"}]}`},
-		{"a = 1 or b = 2 and c = 3", `{"op":"or","args":[{"op":"=","column":"a","value":1},{"op":"and","args":[{"op":"=","column":"b","value":2},{"op":"=","column":"c","value":3}]}]}`},
-		{"not (x is null)", `{"op":"not","args":[{"op":"is_null","column":"x"}]}`},
-		{"x IS NOT NULL", `{"op":"is_not_null","column":"x"}`},
-		{"id not in (1, -2, +3)", `{"op":"not","args":[{"op":"in","column":"id","values":[1,-2,3]}]}`},
-		{"`my col` between 1 and 9", `{"op":"and","args":[{"op":">=","column":"my col","value":1},{"op":"<=","column":"my col","value":9}]}`},
-		{`flag = true and name = "a\"b"`, `{"op":"and","args":[{"op":"=","column":"flag","value":true},{"op":"=","column":"name","value":"a\"b"}]}`},
-		{`{"op": "=", "column": "id", "value": 3}`, `{"op":"=","column":"id","value":3}`},
-	} {
-		p, err := ParseText(tc.text)
-		if err != nil {
-			t.Errorf("%s: %v", tc.text, err)
+// filterCase is one case of testdata/filters.json, the text grammar's cases that the Python
+// client's tests (clients/pyspark/tests/test_filters.py) read too.
+type filterCase struct {
+	Note      string          `json:"note"`
+	Text      *string         `json:"text"`
+	TextParts [][2]any        `json:"text_parts"`
+	Predicate json.RawMessage `json:"predicate"`
+	ErrorAt   *int            `json:"error_at"`
+	Error     string          `json:"error"`
+}
+
+// text is the case's filter text: Text, or TextParts' pieces repeated and joined.
+func (c filterCase) text(t *testing.T) string {
+	if c.Text != nil {
+		return *c.Text
+	}
+	var b strings.Builder
+	for _, part := range c.TextParts {
+		piece, ok1 := part[0].(string)
+		count, ok2 := part[1].(float64)
+		if !ok1 || !ok2 {
+			t.Fatalf("text_parts %v: want [piece, count] pairs", c.TextParts)
+		}
+		b.WriteString(strings.Repeat(piece, int(count)))
+	}
+	return b.String()
+}
+
+// TestTextFilterCorpus: ParseText gives each case's predicate (numbers by exact value), or refuses
+// it at the case's position with its message.
+func TestTextFilterCorpus(t *testing.T) {
+	b, err := os.ReadFile("testdata/filters.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corpus struct {
+		Cases []filterCase `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &corpus); err != nil {
+		t.Fatal(err)
+	}
+	if len(corpus.Cases) < 50 {
+		t.Fatalf("testdata/filters.json has %d cases", len(corpus.Cases))
+	}
+	atPosition := regexp.MustCompile(`at position (\d+):`)
+	for i, c := range corpus.Cases {
+		text := c.text(t)
+		name := fmt.Sprintf("case %d %q", i, text)
+		if len(name) > 80 {
+			name = name[:80] + "..."
+		}
+		if (c.Predicate == nil) == (c.ErrorAt == nil) {
+			t.Fatalf("%s: give either predicate or error_at", name)
+		}
+		p, err := ParseText(text)
+		if c.ErrorAt != nil {
+			m := atPosition.FindStringSubmatch(fmt.Sprint(err))
+			if !errors.Is(err, ErrInvalidPredicate) || m == nil || m[1] != strconv.Itoa(*c.ErrorAt) || !strings.Contains(err.Error(), c.Error) {
+				t.Errorf("%s: %v, want an error at position %d saying %q", name, trimErr(err), *c.ErrorAt, c.Error)
+			}
 			continue
 		}
-		var b strings.Builder
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(p)
-		if got := strings.TrimSpace(b.String()); got != tc.want {
-			t.Errorf("%s:\n got %s\nwant %s", tc.text, got, tc.want)
+		if err != nil {
+			t.Errorf("%s: %v", name, trimErr(err))
+			continue
 		}
-	}
-	for _, tc := range []struct {
-		text string
-		pos  int
-	}{
-		{"", 0},
-		{"id =", 4},
-		{"id = null", 5},
-		{"id in (1, 2", 11},
-		{"id ~ 3", 3},
-		{"and = 1", 0},
-		{"id = 1 id", 7},
-	} {
-		_, err := ParseText(tc.text)
-		if !errors.Is(err, ErrInvalidPredicate) || !strings.Contains(err.Error(), "at position "+strconv.Itoa(tc.pos)+":") {
-			t.Errorf("%q: %v, want ErrInvalidPredicate at position %d", tc.text, err, tc.pos)
+		got, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := canonicalPredicate(t, got), canonicalPredicate(t, c.Predicate); g != w {
+			t.Errorf("%s:\n got %s\nwant %s", name, g, w)
 		}
 	}
 }
 
-// TestParseTextEscapes: a string's escapes are the documented set, and any other backslash is an
-// error at its position, never dropped.
-func TestParseTextEscapes(t *testing.T) {
-	for _, tc := range []struct{ text, want string }{
-		{`s = 'a\nb'`, "a\nb"},
-		{`s = 'a\tb\rc'`, "a\tb\rc"},
-		{`s = '\\'`, `\`},
-		{`s = '\\n'`, `\n`},
-		{`s = '\''`, `'`},
-		{`s = 'O''Brien'`, `O'Brien`},
-		{`s = "say \"hi\""`, `say "hi"`},
-		{`s = "a""b"`, `a"b`},
-		{`s = '\u00e9t\u00C9'`, "étÉ"},
-		{`s = '\U0001F600'`, "\U0001F600"},
-		{`s = 'é\''`, "é'"},
-	} {
-		p, err := ParseText(tc.text)
-		if err != nil {
-			t.Errorf("%s: %v", tc.text, err)
-			continue
-		}
-		if p.Value != tc.want {
-			t.Errorf("%s: value %q, want %q", tc.text, p.Value, tc.want)
-		}
+// canonicalPredicate re-encodes a predicate's JSON with every number as its exact value (a
+// fraction in lowest terms), so that two spellings of one number (1.0, 1, 1e0) compare equal.
+func canonicalPredicate(t *testing.T, b []byte) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%s: %v", b, err)
 	}
-	for _, tc := range []struct {
-		text string
-		pos  int
-	}{
-		{`s = 'a\qb'`, 6},
-		{`s = '\x41'`, 5},
-		{`s = 'ab\0'`, 7},
-		{`s = '\u12'`, 5},
-		{`s = '\u12G4'`, 5},
-		{`s = '\uD800'`, 5},
-		{`s = '\U00110000'`, 5},
-		{`s = 'x' or s = "\a"`, 16},
-	} {
-		_, err := ParseText(tc.text)
-		if !errors.Is(err, ErrInvalidPredicate) || !strings.Contains(err.Error(), "at position "+strconv.Itoa(tc.pos)+":") {
-			t.Errorf("%s: %v, want ErrInvalidPredicate at position %d", tc.text, err, tc.pos)
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			r, ok := new(big.Rat).SetString(string(x))
+			if !ok {
+				t.Fatalf("number %s", x)
+			}
+			return "number " + r.RatString()
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
 		}
+		return v
 	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 // TestParseTextNumbers: a number keeps its exact value on its way to the predicate's JSON, so an

@@ -200,13 +200,14 @@ func runSeed(t *testing.T, seed uint64, steps int) {
 	if rn.python != "" && steps%every != 0 {
 		rn.checkPython()
 	}
-	t.Logf("FIGURES model: seed %d, %d steps in %v: %d epochs, %d deletes, %d servers started, %d Python checks (%d data files read directly, %d PyIceberg scans)",
+	t.Logf("FIGURES model: seed %d, %d steps in %v: %d epochs, %d deletes, %d servers started, %d Python checks (%d data files read directly, %d PyIceberg scans), %d change feed rows replayed (%d restarts after cleanup)",
 		seed, steps, time.Since(started).Round(time.Millisecond), rn.epochs, rn.deletes, rn.restart, rn.pyChecks,
-		rn.directFiles, rn.icebergReads)
+		rn.directFiles, rn.icebergReads, rn.feedRows, rn.feedRestarts)
 }
 
 // check reads every table through a random server, by DoGet and by GetFlightInfo and the DoGet
-// of each endpoint, and compares each read with the model.
+// of each endpoint, and compares each read with the model; and replays each table's change feed
+// since the last check (checkChanges).
 func (rn *runner) check() {
 	rn.checkAlive()
 	for _, m := range rn.tables {
@@ -216,6 +217,7 @@ func (rn *runner) check() {
 		got, err := doGet(ctx, s.client, tk)
 		cancel()
 		if !m.exists {
+			m.feed = nil // a table created again under the name is another feed
 			if !isNotFound(err) {
 				rn.failf("DoGet of dropped table %s on %s: %v, want NotFound (%d rows)", m.name, s.name, err, len(got.rows))
 			}
@@ -227,6 +229,7 @@ func (rn *runner) check() {
 		}
 		rn.compare(m, fmt.Sprintf("DoGet %s on %s", m.name, s.name), got)
 		rn.checkFlightInfo(m, s)
+		rn.checkChanges(m, s)
 	}
 	rn.checkAlive()
 }

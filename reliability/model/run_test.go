@@ -36,6 +36,7 @@ type runner struct {
 	// figures
 	epochs, deletes, pyChecks int
 	directFiles, icebergReads int
+	feedRows, feedRestarts    int // change feed rows replayed; cursors started again after cleanup
 }
 
 // logf appends one line to the operation log.
@@ -601,6 +602,7 @@ func (rn *runner) opDrop(m *tableModel) {
 	m.exists = false
 	m.rows = nil
 	m.queries = map[string]*query{}
+	m.feed = nil
 }
 
 // checkAlive fails the run when a server exited or panicked.

@@ -41,6 +41,8 @@ type tableModel struct {
 	queries map[string]*query
 	nextCol int  // the number of the next column a schema merge adds
 	indexed bool // create_index ran on this incarnation
+	// feed is how far this incarnation's change feed has been replayed (nil: not yet).
+	feed *feedCursor
 }
 
 func (m *tableModel) keyed() bool { return len(m.keys) > 0 }

@@ -95,7 +95,7 @@ def main() -> int:
         t_pq = stream(spark, src, work / "ck-pq", fpt, parquet(work / "pq-out"))
         client = Client(uri)
         for t in ("bench_ds", "bench_fb"):
-            assert client.table_stats(t)["rows"] == args.rows, t
+            assert client.table_stats(t).rows == args.rows, t
         assert spark.read.parquet(str(work / "pq-out")).count() == args.rows
 
         reader = spark.read.format("flight-sink").option("uri", uri).option("table", "bench_ds")

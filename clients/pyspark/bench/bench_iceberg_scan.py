@@ -48,7 +48,7 @@ def main() -> None:
         n = args.batch_rows
         tbl = pa.Table.from_batches([batch(i * n, n) for i in range(args.batches)])
         c.put_epoch("big", tbl, query_id="b", epoch_id=0, create=True)
-        res = c.action("publish_iceberg", {"table": "big"})
+        res = c.publish_iceberg("big")
         rows = tbl.num_rows
         times = {"pyiceberg": [], "doget": []}
         for _ in range(args.repeat):
@@ -60,7 +60,7 @@ def main() -> None:
             got = c.read("big")
             times["doget"].append(time.perf_counter() - t0)
             assert got.num_rows == rows, got.num_rows
-        print(f"{rows} rows, {c.table_stats('big')['fragments']} fragments, metadata {res['metadata_file']}")
+        print(f"{rows} rows, {c.table_stats('big').fragments} fragments, metadata {res.metadata_file}")
         for k, v in times.items():
             best = min(v)
             print(f"{k:10s} best of {args.repeat}: {best * 1000:8.1f} ms  {rows / best / 1e6:6.2f} M rows/s")

@@ -126,7 +126,7 @@ def main() -> int:
         fs_secs = run_query(spark, src, work / "ck-fs", sink, args.files_per_trigger)
         pq_secs = run_query(spark, src, work / "ck-pq", parquet_sink(work / "pq-out"), args.files_per_trigger)
 
-        landed = Client(uri).table_stats("bench_events")["rows"]
+        landed = Client(uri).table_stats("bench_events").rows
         written = spark.read.parquet(str(work / "pq-out")).count()
         if landed != args.rows or written != args.rows:
             print(f"row count mismatch: flight-sink {landed}, parquet {written}, input {args.rows}")

@@ -23,6 +23,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 import flight_sink as fs
+import flight_sink.results
 from flight_sink.foreach import FlightSinkForeachWriter
 from flight_sink.local_server import LocalServer
 
@@ -91,7 +92,7 @@ try:
                 print("TIMEOUT waiting for rows", flush=True); break
             time.sleep(0.05)
     print("latency (produce -> readable in flight-sink), s:", [round(x, 2) for x in lat], flush=True)
-    t = c.read("rtm_events"); print("rows", t.num_rows, "distinct", len(set(t.column("v").to_pylist())), c.table_stats("rtm_events").get("memwal", {}).get("shards", [{}])[0].get("memtable_rows"))
+    t = c.read("rtm_events"); print("rows", t.num_rows, "distinct", len(set(t.column("v").to_pylist())), [sh.memtable_rows for sh in (c.table_stats("rtm_events").memwal or fs.results.MemWALStats()).shards])
     q.stop()
 except Exception as e:
     print("RTM_ERROR", type(e).__name__, str(e)[:3000], flush=True)

@@ -43,7 +43,7 @@ def epoch_commits(client: fs.Client, table: str, query_id: Optional[str] = None)
     """(query_id, epoch_id) of every epoch commit in the table's history, oldest first."""
     out = []
     for h in reversed(client.history(table, limit=10000)):
-        p = h.get("properties") or {}
+        p = h.properties
         q = p.get("flight_sink.streaming.query_id")
         if q is not None and (query_id is None or q == query_id):
             out.append((q, int(p["flight_sink.streaming.epoch_id"])))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 import subprocess
 import threading
@@ -65,8 +66,8 @@ def test_round_trip(client: fs.Client, table_name: str) -> None:
     assert table_name in client.list_tables()
 
     hist = client.history(table_name, limit=10)
-    assert [h["operation"] for h in hist][-1] == "Create"
-    props = [h.get("properties") or {} for h in hist]
+    assert [h.operation for h in hist][-1] == "Create"
+    props = [h.properties for h in hist]
     epochs = [
         p.get("flight_sink.streaming.epoch_id")
         for p in props
@@ -74,8 +75,9 @@ def test_round_trip(client: fs.Client, table_name: str) -> None:
     ]
     assert sorted(epochs) == ["0", "1"]
     stats = client.table_stats(table_name)
-    assert stats["rows"] == 13 and stats["streams"]["q-1"]["epoch"] == 1
-    assert stats["format_version"] == 1 and stats["streams"]["q-1"]["timestamp"].endswith("Z")
+    assert stats.rows == 13 and stats.streams["q-1"].epoch == 1
+    ts = stats.streams["q-1"].timestamp
+    assert stats.format_version == 1 and ts is not None and ts.utcoffset() == datetime.timedelta(0)
     assert client.get_table_config(table_name)["compaction.max_fragments"] == "64"
     cfg = client.set_table_config(table_name, {"compaction.max_fragments": 128, "compaction.enabled": True})
     assert cfg["compaction.max_fragments"] == "128" and cfg["compaction.enabled"] == "true"
@@ -83,11 +85,11 @@ def test_round_trip(client: fs.Client, table_name: str) -> None:
     with pytest.raises(fs.InvalidRequestError, match="compaction.nope"):
         client.set_table_config(table_name, {"compaction.nope": 1})
     deleted = client.delete(table_name, {"op": "in", "column": "id", "values": [100, 101]})
-    assert deleted["rows_deleted"] == 2
+    assert deleted.rows_deleted == 2 and deleted.committed
     assert client.read(table_name).num_rows == 11
     assert client.epoch_status(table_name, query_id="q-1", epoch_id=1).committed
     assert not client.epoch_status(table_name, query_id="q-1", epoch_id=2).committed
-    assert client.cleanup(table_name, dry_run=True)["dry_run"] is True
+    assert client.cleanup(table_name, dry_run=True).dry_run is True
 
 
 def test_create_table_and_modes(client: fs.Client, table_name: str) -> None:
@@ -98,7 +100,9 @@ def test_create_table_and_modes(client: fs.Client, table_name: str) -> None:
             pa.field("ts", pa.timestamp("us", tz="Europe/Paris")),
         ]
     )
-    assert client.create_table(table_name, schema)["version"] >= 1
+    created = client.create_table(table_name, schema)
+    assert created.version >= 1 and [f.name for f in created.schema] == ["id", "day", "ts"]
+    assert created.schema[0].nullable is False and created.schema[0].id >= 1
     # Zoned timestamps are labelled UTC (the same instants).
     assert client.schema(table_name) == normalize_schema(schema)
     data = pa.table(
@@ -174,26 +178,30 @@ def test_memwal_flush_and_compact_by_shard_id(client: fs.Client, table_name: str
     for epoch in range(4):
         ack = client.put_epoch(table_name, events(epoch * 10, 10), query_id="m", epoch_id=epoch)
         assert (ack.status, ack.route) == ("committed", "memwal")
-    shards = client.table_stats(table_name)["memwal"]["shards"]
-    assert len(shards) == 2 and all(isinstance(sh["shard"], str) for sh in shards)
-    full = [sh["shard"] for sh in shards if sh["memtable_rows"] > 0]
+    memwal = client.table_stats(table_name).memwal
+    assert memwal is not None
+    shards = memwal.shards
+    assert len(shards) == 2 and all(isinstance(sh.shard, str) for sh in shards)
+    full = [sh.shard for sh in shards if sh.memtable_rows > 0]
     assert full, shards
     one = full[0]
 
-    assert client.flush_memwal(table_name, shard=one) == {"shards_flushed": 1}
-    after = {sh["shard"]: sh for sh in client.table_stats(table_name)["memwal"]["shards"]}
-    assert after[one]["memtable_rows"] == 0 and after[one]["generations"] >= 1
-    assert client.compact_memwal_shard(table_name, shard=one)["generations_reclaimed"] >= 1
-    assert client.table_stats(table_name)["rows"] > 0  # folded into the base table
+    assert client.flush_memwal(table_name, shard=one) .shards_flushed == 1
+    memwal = client.table_stats(table_name).memwal
+    assert memwal is not None
+    after = {sh.shard: sh for sh in memwal.shards}
+    assert after[one].memtable_rows == 0 and after[one].generations >= 1
+    assert client.fold_memwal_shard(table_name, shard=one).generations_reclaimed >= 1
+    assert client.table_stats(table_name).rows > 0  # folded into the base table
     # Every shard by default.
-    assert client.flush_memwal(table_name)["shards_flushed"] == 2
-    client.compact_memwal_shard(table_name, min_generations=1)
+    assert client.flush_memwal(table_name).shards_flushed == 2
+    client.fold_memwal_shard(table_name, min_generations=1)
     assert sorted(client.read(table_name).column("id").to_pylist()) == list(range(40))
 
     with pytest.raises(TypeError, match="shard id string"):
         client.flush_memwal(table_name, shard=0)  # type: ignore[arg-type]
     with pytest.raises(fs.InvalidRequestError, match="no MemWAL shard") as unknown:
-        client.compact_memwal_shard(table_name, shard="00000000-0000-4000-8000-000000000000")
+        client.fold_memwal_shard(table_name, shard="00000000-0000-4000-8000-000000000000")
     assert unknown.value.reason == "INVALID_REQUEST"
     plain = f"{table_name}_plain"
     client.create_table(plain, events(0, 1).schema)
@@ -205,29 +213,57 @@ def test_memwal_flush_and_compact_by_shard_id(client: fs.Client, table_name: str
 def test_cleanup_removes_old_versions(client: fs.Client, table_name: str) -> None:
     for epoch in range(3):
         client.put_epoch(table_name, events(epoch, 1), query_id="c", epoch_id=epoch, create=True)
-    latest = client.table_stats(table_name)["version"]
+    latest = client.table_stats(table_name).version
     time.sleep(1.5)  # every version but the latest is now superseded for more than 1 s
     dry = client.cleanup(table_name, older_than_seconds=1, keep_last=1, dry_run=True)
-    assert dry["dry_run"] is True and len(dry["versions_removed"]) == latest - 1
+    assert dry.dry_run is True and len(dry.versions_removed) == latest - 1
     assert client.read(table_name, version=1).num_rows == 0  # a dry run removes nothing
     done = client.cleanup(table_name, older_than_seconds=1, keep_last=1)
-    assert done["versions_removed"] == dry["versions_removed"]
+    assert done.versions_removed == dry.versions_removed
     with pytest.raises(fs.NotFoundError) as gone:
         client.read(table_name, version=1)
     assert gone.value.reason == "VERSION_NOT_FOUND"
     assert sorted(client.read(table_name).column("id").to_pylist()) == [0, 1, 2]
 
 
-def test_every_wrapped_action_is_served_and_tested(client: fs.Client) -> None:
-    """Each DoAction the client wraps is one the server runs, and a test here calls its method
-    (the methods are named after the actions)."""
+def test_every_action_has_its_method_and_a_test(client: fs.Client) -> None:
+    """Each DoAction the server lists (but an alias of another) has a Client method of its name
+    that sends it, and a test here calls that method."""
     client_src = (REPO_ROOT / "clients" / "pyspark" / "src" / "flight_sink" / "client.py").read_text()
-    wrapped = set(re.findall(r'self\._action\(\s*"([a-z_]+)"', client_src))
-    assert {"commit_epoch", "flush_memwal", "compact_memwal_shard", "cleanup"} <= wrapped
-    assert wrapped <= set(client.list_actions())
+    sent = set(re.findall(r'self\._(?:action|result)\(\s*(?:[A-Za-z]+,\s*)?"([a-z_]+)"', client_src))
+    served = {name for name, desc in client.list_actions().items() if not desc.startswith("Alias of")}
+    assert {"commit_epoch", "drop_table", "publish_iceberg", "fold_memwal_shard"} <= served
+    assert served == sent, served ^ sent
     tests_src = open(__file__).read()
-    for name in sorted(wrapped):
+    for name in sorted(served):
+        assert callable(getattr(client, name, None)), f"no method Client.{name}"
         assert re.search(rf"client\.{name}\(", tests_src), f"no test calls Client.{name}"
+
+
+def test_index_publish_and_drop(client: fs.Client, table_name: str) -> None:
+    """create_index, optimize_indices, publish_iceberg and drop_table, each by its method, with
+    typed results."""
+    client.create_table(table_name, events(0, 1).schema, primary_key=["id"])
+    client.put_epoch(table_name, events(0, 5), query_id="q", epoch_id=0)
+    created = client.create_index(table_name)
+    assert isinstance(created, fs.TableVersion) and created.table == table_name and created.version >= 3
+    client.put_epoch(table_name, events(5, 5), query_id="q", epoch_id=1)
+    opt = client.optimize_indices(table_name, ["pk"])
+    assert isinstance(opt, fs.OptimizeIndicesResult) and [ix.name for ix in opt.indices] == ["pk"]
+    assert opt.indices[0].unindexed_fragments_after == 0
+    stats = client.table_stats(table_name)
+    assert [ix.name for ix in stats.indices] == ["pk"] and stats.indices[0].columns == ["id"]
+    published = client.publish_iceberg(table_name)
+    assert published.iceberg_version == client.table_stats(table_name).version
+    assert published.metadata_file.endswith(".metadata.json")
+    dropped = client.drop_table(table_name)
+    assert isinstance(dropped, fs.DropTableResult) and dropped.table == table_name
+    assert dropped.version >= published.iceberg_version
+    with pytest.raises(fs.TableNotFoundError):
+        client.table_stats(table_name)
+    # The name is free again: a put that creates makes a fresh table (version 1), its epoch 2.
+    assert client.put_epoch(table_name, events(0, 1), query_id="q", epoch_id=0, create=True).version == 2
+    assert [h.operation for h in client.history(table_name)] == ["Append", "Create"]
 
 
 def test_failing_stream_commits_nothing(client: fs.Client, table_name: str) -> None:
@@ -288,7 +324,7 @@ def test_errors_are_clear(client: fs.Client, table_name: str) -> None:
         client.put_epoch(table_name, events(0, 1), query_id="q", epoch_id=3, mode="overwrite")
     # An action the server does not run is a clear UnsupportedError.
     assert reason(fs.UnsupportedError, client.action, "optimize_everything", {"table": table_name}) == "UNKNOWN_ACTION"
-    assert "read_version" in client.compact(table_name, target_rows_per_fragment=1000)
+    assert client.compact(table_name, target_rows_per_fragment=1000).read_version >= 1
     # An epoch below the watermark that is not a replay: a reused query id.
     client.put_epoch(table_name, events(2, 1), query_id="q", epoch_id=5)
     with pytest.raises(fs.QueryReusedError, match="new checkpoint") as reused:

@@ -102,7 +102,7 @@ def test_complete_mode_aggregate_and_empty_overwrite(dspark, server, tmp_path, t
     )
     got = sorted((r["k"], r["n"]) for r in client.read(table_name).to_pylist())
     assert got == sorted(Counter(f"k{i % 5}" for i in ids).items())
-    assert [h["operation"] for h in client.history(table_name)].count("Overwrite") == 2
+    assert [h.operation for h in client.history(table_name)].count("Overwrite") == 2
 
     # Spark refuses update mode for Python data sources (keyed upserts keep foreachBatch).
     with pytest.raises(Exception) as refused:
@@ -126,7 +126,7 @@ def test_batch_write_append_and_overwrite(dspark, server, table_name):
     assert sorted(table_ids(client, table_name)) == sorted(list(range(300)) * 2)
     _opts(df.where("id < 10").write, server, table_name).mode("overwrite").save()
     assert sorted(table_ids(client, table_name)) == list(range(10))
-    ops = [h["operation"] for h in client.history(table_name)]
+    ops = [h.operation for h in client.history(table_name)]
     assert ops[:3] == ["Overwrite", "Append", "Append"], "one transaction per write"
     _opts(df.where("id < 0").write, server, table_name).mode("overwrite").save()
     assert client.read(table_name).num_rows == 0, "an empty overwrite truncates"
@@ -141,7 +141,7 @@ def test_batch_write_merge_schema_adds_nullable_column(dspark, server, table_nam
     base = dspark.range(0, 20, numPartitions=2).selectExpr("id", "CAST(id AS STRING) AS v")
     _opts(base.write, server, table_name).mode("append").save()
     before = client.table_stats(table_name)
-    assert [c["name"] for c in before["schema"]] == ["id", "v"]
+    assert [c.name for c in before.schema] == ["id", "v"]
 
     # IF(..., NULL) makes `extra` nullable; every new row has a value.
     wider = dspark.range(100, 110, numPartitions=2).selectExpr(
@@ -154,19 +154,19 @@ def test_batch_write_merge_schema_adds_nullable_column(dspark, server, table_nam
     assert '"extra"' in msg and "merge_schema" in msg, msg[-3000:]
     print("refused:", next(line for line in msg.splitlines() if "SchemaMismatchError" in line))
     assert client.read(table_name).num_rows == 20, "a refused write committed rows"
-    assert client.table_stats(table_name)["version"] == before["version"]
+    assert client.table_stats(table_name).version == before.version
 
     _opts(wider.write, server, table_name).option("mergeSchema", "true").mode("append").save()
     got = {r["id"]: (r["v"], r["extra"]) for r in client.read(table_name).to_pylist()}
     assert got == {**{i: (str(i), None) for i in range(20)},
                    **{i: (str(i), f"x{i}") for i in range(100, 110)}}
     after = client.table_stats(table_name)
-    ids = {c["name"]: c["id"] for c in after["schema"]}
+    ids = {c.name: c.id for c in after.schema}
     assert list(ids) == ["id", "v", "extra"]
-    assert {c["name"]: c["id"] for c in before["schema"]} == {"id": ids["id"], "v": ids["v"]}
-    assert ids["extra"] > before["last_field_id"] and after["last_field_id"] == ids["extra"]
-    assert after["schema_id"] == before["schema_id"] + 1
-    assert after["version"] == before["version"] + 1, "the change and the rows in one version"
+    assert {c.name: c.id for c in before.schema} == {"id": ids["id"], "v": ids["v"]}
+    assert ids["extra"] > before.last_field_id and after.last_field_id == ids["extra"]
+    assert after.schema_id == before.schema_id + 1
+    assert after.version == before.version + 1, "the change and the rows in one version"
 
 
 @pytest.mark.matrix
@@ -271,7 +271,7 @@ def test_foreach_writer_replayed_epoch_lands_once(spark, server, tmp_path, table
     ids = table_ids(client, table_name)
     assert sorted(ids) == list(range(80))
     stats = client.table_stats(table_name)
-    assert stats.get("memwal"), "a MemWAL table"
+    assert stats.memwal is not None, "a MemWAL table"
     st = client.epoch_status(table_name, query_id=partition_query_id(str(q.id), 1), epoch_id=0)
     assert st.committed
 

@@ -109,7 +109,7 @@ def test_memwal_rows_not_folded(client: fs.Client, table_name: str) -> None:
     client.create_table(table_name, rows(0, 1).schema, memwal_shards=1)
     client.put_epoch(table_name, rows(0, 10), query_id="m", epoch_id=0)
     client.flush_memwal(table_name)
-    client.compact_memwal_shard(table_name, min_generations=1)  # folded: a base fragment
+    client.fold_memwal_shard(table_name, min_generations=1)  # folded: a base fragment
     client.put_epoch(table_name, rows(10, 5), query_id="m", epoch_id=1)  # still in the shard
     info = client.flight_info(table_name, direct=True)
     assert [bool(ep.locations) for ep in info.endpoints] == [True, False]

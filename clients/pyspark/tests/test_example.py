@@ -29,7 +29,7 @@ def test_example_stream_runs_and_resumes(server, tmp_path, table_name):
         # The query stops quietly: no stream thread dying with a JVM stack trace.
         assert "Exception in thread" not in out.stderr and "\tat " not in out.stderr, out.stderr[-3000:]
     stats = fs.Client(server.uri).table_stats(table_name)
-    assert stats["rows"] >= 4 * 500 and len(stats["streams"]) == 1
+    assert stats.rows >= 4 * 500 and len(stats.streams) == 1
 
 
 def test_examples_run_in_any_order_against_one_server(server_factory, tmp_path):
@@ -49,8 +49,8 @@ def test_examples_run_in_any_order_against_one_server(server_factory, tmp_path):
         capture_output=True, text=True, timeout=300)
     assert spark.returncode == 0, spark.stderr[-3000:]
     client = fs.Client(srv.uri)
-    assert client.table_stats("go_events")["rows"] > 0
-    assert client.table_stats("spark_events")["rows"] >= 100
+    assert client.table_stats("go_events").rows > 0
+    assert client.table_stats("spark_events").rows >= 100
 
 
 def test_example_failure_is_one_line(server, tmp_path, table_name):

@@ -40,13 +40,13 @@ def canon(tbl: pa.Table) -> List[Dict[str, Any]]:
     return sorted(tbl.select(["id", "name", "score"]).to_pylist(), key=lambda r: r["id"])
 
 
-def publish(client: fs.Client, table: str) -> Dict[str, Any]:
+def publish(client: fs.Client, table: str) -> fs.PublishIcebergResult:
     """Publishes the table; the snapshot covers at least every version committed before the call
     (background maintenance may commit a compaction meanwhile, which the answer may or may not
     include)."""
-    before = client.table_stats(table)["version"]
-    res = client.action("publish_iceberg", {"table": table})
-    assert before <= res["iceberg_version"] <= client.table_stats(table)["version"], res
+    before = client.table_stats(table).version
+    res = client.publish_iceberg(table)
+    assert before <= res.iceberg_version <= client.table_stats(table).version, res
     return res
 
 
@@ -91,28 +91,28 @@ def test_iceberg_reads_every_operation(client: fs.Client, table_name: str) -> No
     )
     put(rows(0, 5), 0)
     put(rows(5, 5), 1)
-    check_snapshots(client, table_name, publish(client, table_name)["metadata_file"])
+    check_snapshots(client, table_name, publish(client, table_name).metadata_file)
 
     put(rows(3, 4, tag="u"), 2, mode="update")  # keyed upsert: 3 updated, 4 inserted
     client.delete(table_name, {"op": "<", "column": "id", "value": 2})
     client.compact(table_name)
-    check_snapshots(client, table_name, publish(client, table_name)["metadata_file"])
+    check_snapshots(client, table_name, publish(client, table_name).metadata_file)
 
     put(rows(100, 3, tag="o"), 3, mode="complete")
     publish(client, table_name)
     put(rows(0, 0), 4, mode="complete")  # the empty truncate
-    meta = publish(client, table_name)["metadata_file"]
+    meta = publish(client, table_name).metadata_file
     assert static_table(meta).scan().to_arrow().num_rows == 0
     put(rows(200, 2), 5)
-    meta = publish(client, table_name)["metadata_file"]
+    meta = publish(client, table_name).metadata_file
     before = check_snapshots(client, table_name, meta)
 
     time.sleep(1.2)  # every version but the newest is then superseded for over a second
     res = client.cleanup(table_name, older_than_seconds=1, keep_last=2)
-    assert res["versions_removed"], res
+    assert res.versions_removed, res
     stats = client.table_stats(table_name)
-    assert stats["iceberg"]["lag_versions"] == 0, stats["iceberg"]
-    after = check_snapshots(client, table_name, stats["iceberg"]["metadata_file"])
+    assert stats.iceberg is not None and stats.iceberg.lag_versions == 0, stats.iceberg
+    after = check_snapshots(client, table_name, stats.iceberg.metadata_file)
     assert after < before, "snapshots of removed versions are expired with them"
 
 
@@ -120,8 +120,8 @@ def test_iceberg_memwal_rows_appear_once_folded(client: fs.Client, table_name: s
     client.create_table(table_name, rows(0, 1).schema, primary_key=["id"], memwal_shards=1)
     client.put_epoch(table_name, rows(0, 4), query_id="m", epoch_id=0, route="memwal")
     client.flush_memwal(table_name)
-    client.compact_memwal_shard(table_name)
-    meta = publish(client, table_name)["metadata_file"]
+    client.fold_memwal_shard(table_name)
+    meta = publish(client, table_name).metadata_file
     assert canon(static_table(meta).scan().to_arrow()) == canon(client.read(table_name)) != []
     check_snapshots(client, table_name, meta)
 
@@ -136,12 +136,13 @@ def test_iceberg_memwal_trickle_reaches_readers(client: fs.Client, table_name: s
         time.sleep(1)
     deadline = time.monotonic() + 60
     while True:
-        ice = client.table_stats(table_name)["iceberg"]
-        if ice["missing_rows"] == 0 and ice["iceberg_version"] > 0:
+        ice = client.table_stats(table_name).iceberg
+        assert ice is not None
+        if ice.missing_rows == 0 and ice.iceberg_version > 0:
             break
         assert time.monotonic() < deadline, ice
         time.sleep(0.1)
-    got = canon(static_table(ice["metadata_file"]).scan().to_arrow())
+    got = canon(static_table(ice.metadata_file).scan().to_arrow())
     assert [r["id"] for r in got] == [0, 1, 10, 11, 20, 21, 30, 31]
 
 
@@ -170,7 +171,7 @@ def test_iceberg_types_from_pandas_read_back(client: fs.Client, table_name: str)
     by_id = {r["id"]: r for r in served.to_pylist()}
     assert by_id[2]["u32"] == 4294967295
     assert by_id[2]["ts"].microsecond == 123456  # truncated, not rounded
-    meta = publish(client, table_name)["metadata_file"]
+    meta = publish(client, table_name).metadata_file
     tbl = static_table(meta)
     key = lambda r: r["id"]  # noqa: E731
     want = sorted(served.to_pylist(), key=key)
@@ -186,17 +187,18 @@ def test_iceberg_catches_up_after_kill9(server_factory, tmp_path: Path, table_na
     with fs.Client(srv.uri) as c:
         for e in range(3):
             c.put_epoch(table_name, rows(e * 10, 3), query_id="k", epoch_id=e, create=True)
-        c.action("publish_iceberg", {"table": table_name})
+        c.publish_iceberg(table_name)
         for e in range(3, 6):
             c.put_epoch(table_name, rows(e * 10, 3), query_id="k", epoch_id=e)
     srv.proc.kill()
     srv.proc.wait()
     srv2 = server_factory(root=root)
     with fs.Client(srv2.uri) as c:
-        assert c.table_stats(table_name)["iceberg"]["lag_versions"] == 3
+        ice = c.table_stats(table_name).iceberg
+        assert ice is not None and ice.lag_versions == 3
         res = publish(c, table_name)
-        assert res["snapshots_added"] == 1, res  # the three versions coalesce
-        check_snapshots(c, table_name, res["metadata_file"])
+        assert res.snapshots_added == 1, res  # the three versions coalesce
+        check_snapshots(c, table_name, res.metadata_file)
 
 
 def test_two_servers_publish_one_table(server_factory, tmp_path: Path, table_name: str) -> None:
@@ -211,7 +213,7 @@ def test_two_servers_publish_one_table(server_factory, tmp_path: Path, table_nam
             try:
                 for e in range(1, 9):
                     clients[i].put_epoch(table_name, rows(1000 * i + e, 2), query_id=f"w{i}", epoch_id=e)
-                    clients[i].action("publish_iceberg", {"table": table_name})
+                    clients[i].publish_iceberg(table_name)
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
@@ -222,7 +224,7 @@ def test_two_servers_publish_one_table(server_factory, tmp_path: Path, table_nam
             t.join()
         assert not errors, errors
         res = publish(clients[1], table_name)
-        check_snapshots(clients[0], table_name, res["metadata_file"])
+        check_snapshots(clients[0], table_name, res.metadata_file)
     finally:
         for c in clients:
             c.close()
@@ -271,7 +273,7 @@ def test_iceberg_added_column_keeps_field_ids(client: fs.Client, table_name: str
     publish(client, table_name)
     wider = rows(3, 2).append_column("extra", pa.array(["x3", "x4"], pa.string()))
     client.put_epoch(table_name, wider, query_id="a", epoch_id=1, merge_schema=True)
-    meta = publish(client, table_name)["metadata_file"]
+    meta = publish(client, table_name).metadata_file
     tbl = static_table(meta)
     schemas = tbl.metadata.schemas
     assert len(schemas) == 2 and tbl.schema().find_field("extra").field_id > tbl.schema().find_field("score").field_id

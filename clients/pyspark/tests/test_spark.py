@@ -179,7 +179,7 @@ def test_complete_mode_table_equals_aggregate(spark, server, tmp_path, table_nam
         final[f"k{i % 5}"][1] += i
     assert checks[-1][2] == sorted((k, n, t) for k, (n, t) in final.items())
     assert sink.metrics.replays_skipped == 1 and sink.metrics.committed == 3
-    ops = [h["operation"] for h in client.history(table_name)]
+    ops = [h.operation for h in client.history(table_name)]
     assert ops.count("Overwrite") == 3
 
 
@@ -217,7 +217,7 @@ def test_update_mode_upserts_into_a_keyed_table(spark, server, tmp_path, table_n
                 expected[f"k{i % 5}"][0] += 1
                 expected[f"k{i % 5}"][1] += i
         assert got == sorted((k, n, t) for k, (n, t) in expected.items()), f"after batch {batch_id}"
-    assert client.table_stats(table_name)["primary_key"] == ["k"]
+    assert client.table_stats(table_name).primary_key == ["k"]
     assert sink.metrics.committed == 3
 
 
@@ -264,7 +264,7 @@ def test_empty_complete_batch_commits_an_overwrite(spark, server, tmp_path, tabl
 
     def for_each_batch(df, batch_id):
         sink(df, batch_id)
-        after.append((client.read(table_name).num_rows, client.history(table_name, 1)[0]["operation"]))
+        after.append((client.read(table_name).num_rows, client.history(table_name, 1)[0].operation))
 
     write_json_file(src, 0, range(10))        # no row passes the filter: an empty aggregate
     write_json_file(src, 1, range(10, 20))    # rows 15..19 pass: five groups
@@ -445,4 +445,4 @@ def test_source_gains_a_column_mid_stream(spark, server, tmp_path, table_name):
     assert t.schema.names == ["id", "k", "v", "extra"]
     rows = {r["id"]: r["extra"] for r in t.to_pylist()}
     assert rows == {**{i: None for i in range(10)}, **{i: i * 3 for i in range(10, 20)}}
-    assert client.table_stats(table_name)["schema_id"] == 1
+    assert client.table_stats(table_name).schema_id == 1

@@ -17,10 +17,48 @@
 ``flight_sink.spark`` imports PySpark only when used, so the plain client needs only pyarrow.
 """
 
-from .client import MODES, Ack, Client, EpochStatus
-from . import errors as _errors
-from .errors import *  # noqa: F401,F403 (the exception types, listed in errors.__all__)
-from .filters import FilterSyntaxError
+from .client import MODES, Client, CreateSpec, PartitionSpec
+from .errors import (
+    ERROR_DOMAIN,
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    ClientError,
+    DeadlineExceededError,
+    EpochNotCommittedError,
+    FailedPreconditionError,
+    FilterSyntaxError,
+    FlightSinkError,
+    InvalidArgumentError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    ProtocolError,
+    QueryReusedError,
+    ResourceExhaustedError,
+    SchemaMismatchError,
+    ServerInternalError,
+    ServerUnavailableError,
+    TableNotFoundError,
+    UnauthenticatedError,
+    UnsupportedError,
+)
+from .results import (
+    Ack,
+    CleanupResult,
+    CompactResult,
+    CreateTableResult,
+    DeleteResult,
+    DropTableResult,
+    EpochStatus,
+    FlushMemWALResult,
+    FoldMemWALResult,
+    HistoryEntry,
+    OptimizeIndicesResult,
+    PublishIcebergResult,
+    TableStats,
+    TableVersion,
+)
 from .retry import RetryPolicy
 
 __version__ = "0.1.0"
@@ -29,11 +67,47 @@ __version__ = "0.1.0"
 PROTOCOL_VERSION = 1
 
 __all__ = [
-    "Client",
-    "Ack",
-    "EpochStatus",
+    "ERROR_DOMAIN",
     "MODES",
-    "RetryPolicy",
-    "FilterSyntaxError",
     "PROTOCOL_VERSION",
-] + [name for name in _errors.__all__ if name != "from_arrow_error"]
+    "AbortedError",
+    "Ack",
+    "AlreadyExistsError",
+    "CancelledError",
+    "CleanupResult",
+    "Client",
+    "ClientError",
+    "CompactResult",
+    "CreateSpec",
+    "CreateTableResult",
+    "DeadlineExceededError",
+    "DeleteResult",
+    "DropTableResult",
+    "EpochNotCommittedError",
+    "EpochStatus",
+    "FailedPreconditionError",
+    "FilterSyntaxError",
+    "FlightSinkError",
+    "FlushMemWALResult",
+    "FoldMemWALResult",
+    "HistoryEntry",
+    "InvalidArgumentError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "OptimizeIndicesResult",
+    "PartitionSpec",
+    "PermissionDeniedError",
+    "ProtocolError",
+    "PublishIcebergResult",
+    "QueryReusedError",
+    "ResourceExhaustedError",
+    "RetryPolicy",
+    "SchemaMismatchError",
+    "ServerInternalError",
+    "ServerUnavailableError",
+    "TableNotFoundError",
+    "TableStats",
+    "TableVersion",
+    "UnauthenticatedError",
+    "UnsupportedError",
+]

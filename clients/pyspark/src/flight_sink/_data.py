@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional, Union
 
 import pyarrow as pa
+
+from .errors import ClientError, InvalidArgumentError
+
+__all__ = ["ArrowData", "BatchSource", "arrow_type_name", "is_materialized", "normalize_batch", "normalize_schema", "to_arrow"]
 
 #: What the write methods accept as data: Arrow data, or a pandas or Polars DataFrame (or any
 #: object exporting an Arrow stream, ``__arrow_c_stream__``), converted by :func:`to_arrow`.
@@ -59,7 +64,7 @@ def to_arrow(data: Any) -> Any:
     name = type(data).__name__
     if module == "pandas" and name == "DataFrame":
         index_named = any(n is not None for n in data.index.names)
-        return pa.Table.from_pandas(data, preserve_index=True if index_named else False)
+        return pa.Table.from_pandas(data, preserve_index=index_named)
     if module == "polars" and name == "DataFrame":
         return _from_polars(data.to_arrow())
     if module == "polars" and name == "LazyFrame":
@@ -137,9 +142,9 @@ class BatchSource:
         schema: Optional[pa.Schema] = None,
         max_buffer_bytes: int = 256 << 20,
     ) -> None:
-        self._materialized: Optional[List[pa.RecordBatch]] = None
+        self._materialized: Optional[list[pa.RecordBatch]] = None
         self._stream: Optional[Iterator[pa.RecordBatch]] = None
-        self._recorded: List[pa.RecordBatch] = []
+        self._recorded: list[pa.RecordBatch] = []
         self._recorded_bytes = 0
         self._max = max_buffer_bytes
         self._exhausted = False
@@ -164,7 +169,7 @@ class BatchSource:
                         f"got a {type(b).__name__} item"
                     )
             if schema is None and not batches:
-                raise ValueError("an empty list of batches needs schema=")
+                raise InvalidArgumentError("an empty list of batches needs schema=")
             src_schema = schema if schema is not None else batches[0].schema
             self._materialized = batches
         elif isinstance(data, Iterable):
@@ -172,7 +177,7 @@ class BatchSource:
             if schema is None:
                 first = next(it, None)
                 if first is None:
-                    raise ValueError("an empty iterator of batches needs schema=")
+                    raise InvalidArgumentError("an empty iterator of batches needs schema=")
                 if not isinstance(first, pa.RecordBatch):
                     raise TypeError(
                         f"data must be {_ACCEPTED}; an iterable must yield RecordBatch items, "
@@ -187,7 +192,7 @@ class BatchSource:
         else:
             raise TypeError(f"data must be {_ACCEPTED}, got {type(data).__name__}")
         if schema is not None and not schema.equals(src_schema):
-            raise ValueError(f"schema= does not match the data's schema:\n{schema}\nvs\n{src_schema}")
+            raise InvalidArgumentError(f"schema= does not match the data's schema:\n{schema}\nvs\n{src_schema}")
         self.schema = normalize_schema(src_schema)
         if self._materialized is not None:
             # Cast everything before any DoPut starts: nothing but the network can then fail
@@ -213,7 +218,7 @@ class BatchSource:
                 yield b
             return
         if not self.replayable:
-            raise RuntimeError("stream was larger than the retry buffer and cannot be replayed")
+            raise ClientError("stream was larger than the retry buffer and cannot be replayed")
         for b in list(self._recorded):
             self.rows_sent += b.num_rows
             yield normalize_batch(b, self.schema)

@@ -14,17 +14,21 @@ import datetime as _dt
 import json
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 
+from .errors import ClientError
+
+__all__ = ["HTTP_TIMEOUT", "DirectReadError", "elsewhere", "location_of", "read_endpoint"]
+
 #: Seconds a presigned location's download may take before the endpoint falls back to DoGet.
 HTTP_TIMEOUT = 60.0
 
 
-class DirectReadError(Exception):
+class DirectReadError(ClientError):
     """An endpoint's file cannot be read as its DoGet would return it; read the ticket instead."""
 
 
@@ -56,7 +60,7 @@ def read_endpoint(endpoint: Any, schema: pa.Schema) -> pa.Table:
     if uri is None:
         raise DirectReadError("the endpoint has no location")
     try:
-        meta: Dict[str, Any] = json.loads(endpoint.app_metadata)
+        meta: dict[str, Any] = json.loads(endpoint.app_metadata)
     except ValueError as e:
         raise DirectReadError(f"app_metadata is not JSON: {e}") from e
     if meta.get("format") != "parquet":
@@ -85,8 +89,8 @@ def _open(uri: str) -> Any:
     raise DirectReadError(f"location scheme {u.scheme!r} is not file, http or https")
 
 
-def _conform(pf: pq.ParquetFile, meta: Dict[str, Any], schema: pa.Schema) -> pa.Table:
-    positions: List[int] = meta["columns"]
+def _conform(pf: pq.ParquetFile, meta: dict[str, Any], schema: pa.Schema) -> pa.Table:
+    positions: list[int] = meta["columns"]
     if len(positions) != len(schema):
         raise DirectReadError(f"{len(positions)} column positions for a schema of {len(schema)} fields")
     # A file holds the columns its write carried, found by name (a write may omit nullable
@@ -120,7 +124,7 @@ def _conform(pf: pq.ParquetFile, meta: Dict[str, Any], schema: pa.Schema) -> pa.
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _live_mask(rows: int, deleted: List[List[int]]) -> pa.Array:
+def _live_mask(rows: int, deleted: list[list[int]]) -> pa.Array:
     """A boolean array of ``rows`` that is false at the deleted runs ``[start, end)``."""
     import numpy as np
 
@@ -135,11 +139,11 @@ def _widens(have: pa.DataType, want: pa.DataType) -> bool:
     Schema evolution): a wider integer of the same signedness, float32 to float64, a decimal128
     of higher precision at the same scale."""
     if pat.is_signed_integer(have) and pat.is_signed_integer(want):
-        return want.bit_width > have.bit_width
+        return bool(want.bit_width > have.bit_width)
     if pat.is_unsigned_integer(have) and pat.is_unsigned_integer(want):
-        return want.bit_width > have.bit_width
+        return bool(want.bit_width > have.bit_width)
     if pat.is_float32(have) and pat.is_float64(want):
         return True
     if pat.is_decimal128(have) and pat.is_decimal128(want):
-        return want.scale == have.scale and want.precision > have.precision
+        return bool(want.scale == have.scale and want.precision > have.precision)
     return False

@@ -28,90 +28,83 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Optional, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.flight as fl
 
+from . import _direct, _json
 from ._data import ArrowData, BatchSource, arrow_type_name, normalize_schema
+from .errors import FlightSinkError, InvalidArgumentError, ProtocolError, from_arrow_error
 from .filters import FilterSpec, to_predicate
-from .errors import FlightSinkError, ProtocolError, from_arrow_error
+from .results import (
+    Ack,
+    CleanupResult,
+    CompactResult,
+    CreateTableResult,
+    DeleteResult,
+    DropTableResult,
+    EpochStatus,
+    FlushMemWALResult,
+    FoldMemWALResult,
+    History,
+    HistoryEntry,
+    OptimizeIndicesResult,
+    PublishIcebergResult,
+    Result,
+    TableConfig,
+    TableStats,
+    TableVersion,
+)
 from .retry import RetryPolicy
-from . import _direct
 
-__all__ = ["Client", "Ack", "EpochStatus", "MODES"]
+__all__ = ["MODES", "URI_SCHEMES", "Client", "CreateSpec", "PartitionSpec"]
+
+R = TypeVar("R", bound=Result)
 
 log = logging.getLogger("flight_sink")
 
 #: The output modes an epoch can be written in (``docs/protocol.md``, *Modes*).
 MODES = ("append", "complete", "update")
 
+#: A table's partition spec (``docs/partitions.md``): a list of
+#: ``{"column": "ts", "transform": "day"}`` (``transform`` absent: ``identity``), or of column
+#: names for identity partitions.
+PartitionSpec = Sequence[Union[str, Mapping[str, str]]]
+
+#: DoPut's ``create`` option: ``True``, or the new table's options ``{"primary_key": [...],
+#: "memwal": {"shards": n}, "data_codec": ..., "partition_by": [...],
+#: "max_partitions_per_write": n}``.
 CreateSpec = Union[bool, Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class Ack:
-    """The server's acknowledgement of a write; it is sent only once the write is durable.
-
-    Attributes:
-        status: ``"committed"`` (the write is version :attr:`version`), ``"duplicate"`` (the
-            epoch was already committed, at :attr:`version`; nothing was written), ``"empty"``
-            (an append/update epoch without rows: nothing committed) or ``"staged"`` (one
-            partition of a multi-writer epoch; commit :attr:`stage` with
-            :meth:`Client.commit_epoch`).
-        table: the table.
-        query_id: the epoch's query id (None for plain appends).
-        epoch_id: the epoch id (None for plain appends).
-        version: the table version that holds the write (None when nothing was committed).
-        rows: rows written (0 for a duplicate).
-        stage: the stage token of a ``staged`` ack.
-        route: where the epoch landed: ``"direct"`` (a table version) or ``"memwal"`` (durable
-            in the table's MemWAL shards, readable at once; no table version, so
-            :attr:`version` is None). None when the server does not say.
-        raw: the acknowledgement JSON as received.
-    """
-
-    status: str
-    table: str
-    query_id: Optional[str] = None
-    epoch_id: Optional[int] = None
-    version: Optional[int] = None
-    rows: int = 0
-    stage: Optional[str] = None
-    route: Optional[str] = None
-    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Ack":
-        """Build an Ack from the server's JSON."""
-        if "status" not in d:
-            raise ProtocolError(f"acknowledgement without a status: {dict(d)!r}")
-        version = d.get("version")
-        return cls(
-            status=str(d["status"]),
-            table=str(d.get("table", "")),
-            query_id=d.get("query_id"),
-            epoch_id=d.get("epoch_id"),
-            version=int(version) if version else None,
-            rows=int(d.get("rows") or 0),
-            stage=d.get("stage"),
-            route=d.get("route"),
-            raw=dict(d),
+def _partition_by(spec: PartitionSpec) -> list[dict[str, str]]:
+    """The wire form of a partition spec: a column name is its identity partition."""
+    if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence):
+        raise TypeError(
+            'partition_by must be a list such as [{"column": "ts", "transform": "day"}] or '
+            f"[\"country\"], got {type(spec).__name__}"
         )
+    out = []
+    for f in spec:
+        if isinstance(f, str):
+            out.append({"column": f})
+        elif isinstance(f, Mapping):
+            out.append(dict(f))
+        else:
+            raise TypeError(f"a partition field is a column name or a {{\"column\", \"transform\"}} dict, got {f!r}")
+    return out
 
-    @property
-    def landed(self) -> bool:
-        """True when the epoch's data is (now or already) in the table, or there was none."""
-        return self.status in ("committed", "duplicate", "empty")
 
-
-@dataclass(frozen=True)
-class EpochStatus:
-    """Whether an epoch of a query is committed, and in which version."""
-
-    committed: bool
-    version: Optional[int] = None
+def _create_json(create: CreateSpec) -> Union[bool, dict[str, Any]]:
+    """DoPut's ``create`` object: ``partition_by`` given as :data:`PartitionSpec` in its wire form."""
+    if not isinstance(create, Mapping):
+        return True
+    body = dict(create)
+    if body.get("partition_by") is not None:
+        body["partition_by"] = _partition_by(body["partition_by"])
+    return body
 
 
 def _shard_id(shard: Any) -> str:
@@ -134,22 +127,22 @@ def _check_uri(uri: object) -> None:
         raise TypeError(f"uri must be a string such as {example}, got {type(uri).__name__}")
     scheme, sep, rest = uri.partition("://")
     if not sep:
-        raise ValueError(f"uri {uri!r} has no scheme: write it as {example}")
+        raise InvalidArgumentError(f"uri {uri!r} has no scheme: write it as {example}")
     if scheme.lower() not in URI_SCHEMES:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"uri {uri!r}: scheme {scheme!r} is not one of {', '.join(URI_SCHEMES)}; flight-sink "
             f"speaks Arrow Flight over gRPC on its --listen address, e.g. {example}"
         )
     if scheme.lower() == "grpc+unix":
         if not rest:
-            raise ValueError(f"uri {uri!r} names no socket path: grpc+unix:///path/to.sock")
+            raise InvalidArgumentError(f"uri {uri!r} names no socket path: grpc+unix:///path/to.sock")
         return
     host, colon, port = rest.rstrip("/").rpartition(":")
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in rest.rstrip("/"):
-        raise ValueError(f"uri {uri!r} must name a host and a port (1..65535): {example}")
+        raise InvalidArgumentError(f"uri {uri!r} must name a host and a port (1..65535): {example}")
 
 
-def _partition_json(partition: Union[Tuple[int, int], Mapping[str, int]]) -> Dict[str, int]:
+def _partition_json(partition: Union[tuple[int, int], Mapping[str, int]]) -> dict[str, int]:
     if isinstance(partition, Mapping):
         return {"id": int(partition["id"]), "attempt": int(partition.get("attempt", 0))}
     pid, attempt = partition
@@ -215,14 +208,14 @@ class Client:
     def _client(self) -> fl.FlightClient:
         with self._lock:
             if self._conn is None:
-                kwargs: Dict[str, Any] = {}
+                kwargs: dict[str, Any] = {}
                 if self._tls_root_certs is not None:
                     kwargs["tls_root_certs"] = self._tls_root_certs
                 self._conn = fl.FlightClient(self._uri, **kwargs)
             return self._conn
 
     def _options(self) -> fl.FlightCallOptions:
-        headers: List[Tuple[bytes, bytes]] = []
+        headers: list[tuple[bytes, bytes]] = []
         if self._token:
             headers.append((b"authorization", b"Bearer " + self._token.encode()))
         return fl.FlightCallOptions(timeout=self._timeout, headers=headers)
@@ -234,10 +227,10 @@ class Client:
         if conn is not None:
             try:
                 conn.close()
-            except Exception:  # pragma: no cover - closing a broken channel
+            except Exception:  # noqa: BLE001  # pragma: no cover - closing a broken channel fails in any way
                 pass
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -245,7 +238,7 @@ class Client:
 
     def _action(self, name: str, body: Mapping[str, Any], *, retry: bool = True) -> Any:
         """Run DoAction ``name`` with a JSON body and return the decoded JSON result."""
-        payload = json.dumps(body).encode()
+        payload = _json.dumps(body).encode()
         what = f"{name} {body.get('table', '')}".strip()
 
         def attempt() -> Any:
@@ -343,7 +336,7 @@ class Client:
             The acknowledgement (``committed``, or ``empty`` for an append without rows).
         """
         if mode not in self.WRITE_MODES:
-            raise ValueError(f"mode must be one of {self.WRITE_MODES}, got {mode!r}")
+            raise InvalidArgumentError(f"mode must be one of {self.WRITE_MODES}, got {mode!r}")
         with self._lock:
             # Increasing within this Client; the wall clock keeps them increasing across
             # Clients that a program creates one after another for the same query id.
@@ -369,7 +362,7 @@ class Client:
         epoch_id: int,
         mode: str = "append",
         create: CreateSpec = False,
-        partition: Optional[Union[Tuple[int, int], Mapping[str, int]]] = None,
+        partition: Optional[Union[tuple[int, int], Mapping[str, int]]] = None,
         schema: Optional[pa.Schema] = None,
         staged: Optional[bool] = None,
         dedupe_lookback_versions: Optional[int] = None,
@@ -417,16 +410,16 @@ class Client:
             rows) or, with ``partition``, ``staged``.
         """
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+            raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
         source = BatchSource(data, schema, self._max_buffer)
-        cmd: Dict[str, Any] = {
+        cmd: dict[str, Any] = {
             "table": table,
             "query_id": query_id,
             "epoch_id": int(epoch_id),
             "mode": mode,
         }
         if create:
-            cmd["create"] = True if create is True else dict(create)
+            cmd["create"] = _create_json(create)
         if dedupe_lookback_versions is not None:
             cmd["dedupe_lookback_versions"] = int(dedupe_lookback_versions)
         if route is not None:
@@ -447,7 +440,7 @@ class Client:
             # instead of committing the part that arrived as the whole epoch.
             cmd["rows"] = source.total_rows()
         what = f"DoPut {table} epoch {epoch_id}"
-        descriptor = fl.FlightDescriptor.for_command(json.dumps(cmd))
+        descriptor = fl.FlightDescriptor.for_command(_json.dumps(cmd))
         ack = self.retry.call(
             what, lambda: self._do_put(what, descriptor, source), lambda: source.replayable
         )
@@ -483,8 +476,8 @@ class Client:
         with ``merge_schema=True``) may change the table schema, merged in this commit.
         """
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        body: Dict[str, Any] = {
+            raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
+        body: dict[str, Any] = {
             "table": table,
             "query_id": query_id,
             "epoch_id": int(epoch_id),
@@ -569,7 +562,7 @@ class Client:
         if parallel > 1:
             return self._read_parallel(table, version, columns, filter, parallel)
         ticket = self._read_command(table, version, columns, filter)
-        return self.read_ticket(json.dumps(ticket).encode(), what=f"DoGet {table}")
+        return self.read_ticket(_json.dumps(ticket).encode(), what=f"DoGet {table}")
 
     @staticmethod
     def _read_command(
@@ -577,8 +570,8 @@ class Client:
         version: Optional[int],
         columns: Optional[Sequence[str]],
         filter: Optional[FilterSpec],
-    ) -> Dict[str, Any]:
-        cmd: Dict[str, Any] = {"table": table}
+    ) -> dict[str, Any]:
+        cmd: dict[str, Any] = {"table": table}
         if version is not None:
             cmd["version"] = int(version)
         if columns is not None:
@@ -605,7 +598,7 @@ class Client:
         cmd = self._read_command(table, version, columns, filter)
         if direct:
             cmd["direct"] = True
-        desc = fl.FlightDescriptor.for_command(json.dumps(cmd).encode())
+        desc = fl.FlightDescriptor.for_command(_json.dumps(cmd).encode())
         what = f"GetFlightInfo {table}"
 
         def attempt() -> fl.FlightInfo:
@@ -719,10 +712,10 @@ class Client:
 
         return self.retry.call(what, attempt)
 
-    def list_tables(self) -> List[str]:
+    def list_tables(self) -> list[str]:
         """The names of the tables under the server's root."""
 
-        def attempt() -> List[str]:
+        def attempt() -> list[str]:
             try:
                 infos = list(self._client().list_flights(options=self._options()))
             except pa.ArrowException as e:
@@ -737,10 +730,10 @@ class Client:
 
         return self.retry.call("ListFlights", attempt)
 
-    def list_actions(self) -> Dict[str, str]:
+    def list_actions(self) -> dict[str, str]:
         """The actions the server runs, with their descriptions."""
 
-        def attempt() -> Dict[str, str]:
+        def attempt() -> dict[str, str]:
             try:
                 return {a.type: a.description for a in self._client().list_actions(self._options())}
             except pa.ArrowException as e:
@@ -758,41 +751,37 @@ class Client:
         res = self._action(
             "epoch_status", {"table": table, "query_id": query_id, "epoch_id": int(epoch_id)}
         )
-        if not isinstance(res, Mapping):
-            raise ProtocolError(f"epoch_status {table}: unexpected result {res!r}")
-        return EpochStatus(bool(res.get("committed")), int(res["version"]) if res.get("version") else None)
+        return EpochStatus.from_json(res)
 
-    def history(self, table: str, limit: int = 20) -> List[Dict[str, Any]]:
+    def history(self, table: str, limit: int = 20) -> list[HistoryEntry]:
         """The table's transactions, newest first (``limit`` 1..10000).
 
-        Each entry has ``version``, ``timestamp``, ``operation`` (``Create``, ``Append``,
-        ``Overwrite``, ...), ``read_version``, ``properties`` (epoch commits carry
-        ``flight_sink.streaming.query_id`` and ``flight_sink.streaming.epoch_id``) and
-        ``transaction_file``.
+        Each :class:`~flight_sink.results.HistoryEntry` has ``version``, ``timestamp``,
+        ``operation`` (``Create``, ``Append``, ``Overwrite``, ...), ``read_version``,
+        ``properties`` (epoch commits carry ``flight_sink.streaming.query_id`` and
+        ``flight_sink.streaming.epoch_id``) and ``transaction_file``; a version cleanup removed
+        has ``missing`` set.
         """
         res = self._action("history", {"table": table, "limit": int(limit)})
-        # The action answers {"format_version", "table", "latest_version", "versions": [...]}.
-        if isinstance(res, dict):
-            return list(res.get("versions") or [])
-        return list(res or [])
+        return History.from_json(res, what="history").versions
 
-    def table_stats(self, table: str) -> Dict[str, Any]:
-        """Table statistics: ``version``, ``rows``, ``fragments``, ``data_bytes``,
-        ``primary_key``, ``streams`` (each query's last committed epoch) and, for a MemWAL
-        table, ``memwal``: ``{"shards": [{"shard": "<id>", "generations", ...}],
-        "merged_generations"}``."""
-        return dict(self._action("table_stats", {"table": table}) or {})
+    def table_stats(self, table: str) -> TableStats:
+        """Table statistics (:class:`~flight_sink.results.TableStats`): ``version``, ``rows``,
+        ``fragments``, ``data_bytes``, ``primary_key``, ``partition_by``, ``streams`` (each
+        query's last committed epoch), ``schema`` and, for a MemWAL table, ``memwal``
+        (``memwal.shards[i].shard`` is a shard id)."""
+        return self._result(TableStats, "table_stats", {"table": table})
 
     # -- administration ---------------------------------------------------------------------
 
-    def get_table_config(self, table: str) -> Dict[str, str]:
+    def get_table_config(self, table: str) -> dict[str, str]:
         """The table's maintenance settings as ``{key: value}``: each key's stored value or its
         default (``compaction.max_fragments``, ``mode``, ``cleanup.keep_last``, ...; the keys are
         listed in docs/operations.md)."""
-        res = self._action("get_table_config", {"table": table}) or {}
-        return {s["key"]: s["value"] for s in res.get("settings") or []}
+        res = self._action("get_table_config", {"table": table})
+        return TableConfig.from_json(res, what="get_table_config").values()
 
-    def set_table_config(self, table: str, settings: Mapping[str, Any]) -> Dict[str, str]:
+    def set_table_config(self, table: str, settings: Mapping[str, Any]) -> dict[str, str]:
         """Change maintenance settings in one commit; the next maintenance run follows them.
 
         Values are sent as text (``True`` as ``"true"``); ``""`` or ``None`` restores a key's
@@ -808,8 +797,8 @@ class Client:
             return str(v)
 
         body = {"table": table, "set": {k: text(v) for k, v in settings.items()}}
-        res = self._action("set_table_config", body) or {}
-        return {s["key"]: s["value"] for s in res.get("settings") or []}
+        res = self._action("set_table_config", body)
+        return TableConfig.from_json(res, what="set_table_config").values()
 
     def create_table(
         self,
@@ -817,9 +806,11 @@ class Client:
         schema: Union[pa.Schema, Sequence[Mapping[str, Any]]],
         *,
         primary_key: Optional[Sequence[str]] = None,
+        partition_by: Optional[PartitionSpec] = None,
+        max_partitions_per_write: Optional[int] = None,
         memwal_shards: Optional[int] = None,
         data_codec: Optional[str] = None,
-    ) -> Dict[str, Any]:
+    ) -> CreateTableResult:
         """Create an empty table.
 
         Args:
@@ -829,14 +820,26 @@ class Client:
                 type names of ``docs/protocol.md`` (``int64``, ``utf8``,
                 ``timestamp[us, tz=UTC]``, ...).
             primary_key: key columns.
+            partition_by: the partition spec: a list of ``{"column": "ts", "transform":
+                "day"}`` with Iceberg's transforms ``identity`` (the default), ``year``,
+                ``month``, ``day``, ``hour``, ``bucket[N]`` and ``truncate[W]``, or plain column
+                names for identity partitions (``["country"]``). Every data file then holds the
+                rows of one partition, and a read filtered on a source column skips the others.
+            max_partitions_per_write: the most partitions one write may hold (default: the
+                server's ``--max-partitions-per-write``, 1,000); a write past it raises
+                :class:`~flight_sink.InvalidRequestError` (``TOO_MANY_PARTITIONS``) and commits
+                nothing.
             memwal_shards: MemWAL shards (servers with MemWAL).
             data_codec: the compression of the table's data files: ``"zstd"`` (the
                 server's default: the smallest files), ``"lz4_raw"`` (cheaper to decode, larger),
                 ``"snappy"`` or ``"none"`` (docs/storage.md has the trade-off).
 
         Returns:
-            ``{"table", "version"}``. Raises :class:`~flight_sink.AlreadyExistsError` if the
-            table exists. Not retried.
+            The table, its first version and its schema as stored, with field ids. Raises
+            :class:`~flight_sink.AlreadyExistsError` if the table exists and
+            :class:`~flight_sink.InvalidRequestError` (``INVALID_PARTITION_SPEC``, its
+            ``metadata["column"]`` naming the column) for a partition spec that does not fit the
+            schema: nothing is created. Not retried.
         """
         if isinstance(schema, pa.Schema):
             cols = [
@@ -845,14 +848,28 @@ class Client:
             ]
         else:
             cols = [dict(c) for c in schema]
-        body: Dict[str, Any] = {"table": table, "schema": cols}
+        body: dict[str, Any] = {"table": table, "schema": cols}
         if primary_key:
             body["primary_key"] = list(primary_key)
+        if partition_by is not None:
+            body["partition_by"] = _partition_by(partition_by)
+        if max_partitions_per_write is not None:
+            body["max_partitions_per_write"] = int(max_partitions_per_write)
         if memwal_shards is not None:
             body["memwal"] = {"shards": int(memwal_shards)}
         if data_codec is not None:
             body["data_codec"] = data_codec
-        return dict(self._action("create_table", body, retry=False) or {})
+        return self._result(CreateTableResult, "create_table", body, retry=False)
+
+    def drop_table(self, table: str) -> DropTableResult:
+        """Delete a table and every object under it (the ``drop_table`` action; not retried).
+
+        Its versions, data, MemWAL shards (rows not folded yet included) and Iceberg metadata
+        go; a later :meth:`write` or ``put_epoch(create=...)`` makes a fresh table at version 1,
+        and anything else answers :class:`~flight_sink.TableNotFoundError`. Returns the table's
+        newest version when it was dropped.
+        """
+        return self._result(DropTableResult, "drop_table", {"table": table}, retry=False)
 
     def compact(
         self,
@@ -860,30 +877,27 @@ class Client:
         *,
         target_rows_per_fragment: Optional[int] = None,
         max_deleted_share: Optional[float] = None,
-        **options: Any,
-    ) -> Dict[str, Any]:
+    ) -> CompactResult:
         """Compact small fragments and fragments with many deleted rows (the ``compact`` action).
 
-        Streaming writers keep committing meanwhile. Needs a server with compaction; an older
-        server raises :class:`~flight_sink.UnsupportedError` (reason ``UNKNOWN_ACTION``).
+        Streaming writers keep committing meanwhile.
 
         Args:
             table: the table.
             target_rows_per_fragment: rows per rewritten fragment (server default 1,048,576).
             max_deleted_share: rewrite fragments with more than this share of deleted rows
                 (0..1, server default 0.1).
-            options: further fields of the action's JSON body, passed through.
 
         Returns:
-            ``{"read_version", "version", "groups", "fragments_removed", "fragments_added",
-            "rows_rewritten", ...}``.
+            The rewrite: ``version`` (None when there was nothing to compact), ``groups``,
+            ``fragments_removed``, ``fragments_added``, ``rows_rewritten``, ...
         """
-        body: Dict[str, Any] = {"table": table, **options}
+        body: dict[str, Any] = {"table": table}
         if target_rows_per_fragment is not None:
             body["target_rows_per_fragment"] = int(target_rows_per_fragment)
         if max_deleted_share is not None:
             body["max_deleted_share"] = float(max_deleted_share)
-        return dict(self._action("compact", body) or {})
+        return self._result(CompactResult, "compact", body)
 
     def cleanup(
         self,
@@ -892,7 +906,7 @@ class Client:
         older_than_seconds: Optional[float] = None,
         keep_last: Optional[int] = None,
         dry_run: bool = False,
-    ) -> Dict[str, Any]:
+    ) -> CleanupResult:
         """Remove old versions, expired multi-writer stages and unreferenced files.
 
         Args:
@@ -903,66 +917,178 @@ class Client:
             dry_run: only report what would be removed.
 
         Returns:
-            ``{"versions_removed", "files_removed", "stages_expired", "data_files_removed",
-            "transaction_files_removed", "bytes_removed", ...}``.
+            ``versions_removed``, ``files_removed``, ``stages_expired``, the files removed by
+            kind and ``bytes_removed``.
         """
-        body: Dict[str, Any] = {"table": table, "dry_run": bool(dry_run)}
+        body: dict[str, Any] = {"table": table, "dry_run": bool(dry_run)}
         if older_than_seconds is not None:
-            body["older_than_seconds"] = older_than_seconds
+            body["older_than_seconds"] = int(older_than_seconds)
         if keep_last is not None:
             body["keep_last"] = int(keep_last)
-        return dict(self._action("cleanup", body) or {})
+        return self._result(CleanupResult, "cleanup", body)
 
-    def delete(self, table: str, where: FilterSpec) -> Dict[str, Any]:
+    def delete(self, table: str, where: FilterSpec) -> DeleteResult:
         """Delete the rows matching a predicate (the ``delete`` action; not retried).
 
         ``where`` is what :meth:`read`'s ``filter`` takes: a text (``"id in (1, 2)"``), a
         pyarrow expression or the protocol's JSON predicate, e.g. ``{"op": "=", "column":
-        "id", "value": 3}``. Returns ``{"version", "committed", "rows_deleted"}``.
+        "id", "value": 3}``. Returns ``version``, ``committed`` (false when no row matched) and
+        ``rows_deleted``.
         """
         body = {"table": table, "where": to_predicate(where)}
-        return dict(self._action("delete", body, retry=False) or {})
+        return self._result(DeleteResult, "delete", body, retry=False)
 
-    def flush_memwal(self, table: str, shard: Optional[str] = None) -> Dict[str, Any]:
+    def create_index(self, table: str, name: Optional[str] = None) -> TableVersion:
+        """Build the primary-key index of a keyed table (``create_index``); upserts then find
+        keys through it (docs/indices.md). ``name`` defaults to ``"pk"`` on the server. Returns
+        the version that committed the index."""
+        body: dict[str, Any] = {"table": table}
+        if name is not None:
+            body["name"] = name
+        return self._result(TableVersion, "create_index", body)
+
+    def optimize_indices(
+        self, table: str, names: Optional[Sequence[str]] = None, *, merge_all: bool = False
+    ) -> OptimizeIndicesResult:
+        """Index the fragments no index segment covers yet and merge segments
+        (``optimize_indices``); ``names`` limits it to those indices (default: every index),
+        ``merge_all`` merges every segment into one."""
+        body: dict[str, Any] = {"table": table}
+        if names is not None:
+            body["names"] = list(names)
+        if merge_all:
+            body["merge_all"] = True
+        return self._result(OptimizeIndicesResult, "optimize_indices", body)
+
+    def flush_memwal(self, table: str, shard: Optional[str] = None) -> FlushMemWALResult:
         """Flush a MemWAL table's memtables into generations.
 
         Args:
             table: a table created with MemWAL shards.
             shard: one shard's id, a string as :meth:`table_stats` lists it
-                (``stats["memwal"]["shards"][i]["shard"]``; default: every shard).
+                (``stats.memwal.shards[i].shard``; default: every shard).
 
         Returns:
-            ``{"shards_flushed": n}``.
+            ``shards_flushed``: the shards selected (one another live server writes is skipped).
         """
-        body: Dict[str, Any] = {"table": table}
+        body: dict[str, Any] = {"table": table}
         if shard is not None:
             body["shard"] = _shard_id(shard)
-        return dict(self._action("flush_memwal", body) or {})
+        return self._result(FlushMemWALResult, "flush_memwal", body)
 
-    def compact_memwal_shard(
+    def fold_memwal_shard(
         self, table: str, shard: Optional[str] = None, min_generations: Optional[int] = None
-    ) -> Dict[str, Any]:
-        """Fold a MemWAL table's flushed generations into the table.
+    ) -> FoldMemWALResult:
+        """Fold a MemWAL table's flushed generations into the table (``fold_memwal_shard``).
 
         Args:
             table: a table created with MemWAL shards.
             shard: one shard's id, a string as :meth:`table_stats` lists it
-                (``stats["memwal"]["shards"][i]["shard"]``; default: every shard).
+                (``stats.memwal.shards[i].shard``; default: every shard).
             min_generations: fold a shard only when it has at least this many generations.
 
         Returns:
-            ``{"generations_reclaimed": n}``.
+            ``generations_reclaimed``: the generations folded.
         """
-        body: Dict[str, Any] = {"table": table}
+        body: dict[str, Any] = {"table": table}
         if shard is not None:
             body["shard"] = _shard_id(shard)
         if min_generations is not None:
             body["min_generations"] = int(min_generations)
-        return dict(self._action("compact_memwal_shard", body) or {})
+        return self._result(FoldMemWALResult, "fold_memwal_shard", body)
+
+    def publish_iceberg(self, table: str) -> PublishIcebergResult:
+        """Bring the table's Iceberg metadata (docs/iceberg.md) up to its newest version now
+        (``publish_iceberg``; maintenance does it after every commit). Raises
+        :class:`~flight_sink.FailedPreconditionError` (reason ``ICEBERG_DISABLED``) when the
+        table or the server turns publishing off."""
+        return self._result(PublishIcebergResult, "publish_iceberg", {"table": table})
+
+    # -- change feed ------------------------------------------------------------------------
+
+    def changes(
+        self,
+        table: str,
+        from_version: int,
+        to_version: Optional[int] = None,
+        *,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[FilterSpec] = None,
+    ) -> pa.Table:
+        """Every row change of versions ``from_version`` .. ``to_version`` (inclusive; None:
+        up to the latest), as one table (``docs/protocol.md``, *Change feed*).
+
+        The result has the table's columns (or ``columns``) and ``_change_type`` (``insert``,
+        ``delete``, ``update_preimage``, ``update_postimage``), ``_commit_version`` and
+        ``_commit_timestamp``, ordered by version, then deletes and pre-images before inserts
+        and post-images. An append is inserts, a delete deletes of the old rows, an upsert on a
+        keyed table a pre-image and a post-image per changed key; compaction, index and
+        configuration versions change nothing. ``filter`` (as :meth:`read` takes it) keeps the
+        changes whose row matches. A range that reaches a version cleanup removed raises
+        :class:`~flight_sink.NotFoundError` naming the oldest version still readable.
+        """
+        ticket: dict[str, Any] = {"table": table, "changes": {"from_version": int(from_version)}}
+        if to_version is not None:
+            ticket["changes"]["to_version"] = int(to_version)
+        if columns is not None:
+            ticket["columns"] = list(columns)
+        if filter is not None:
+            ticket["filter"] = to_predicate(filter)
+        return self.read_ticket(_json.dumps(ticket).encode(), what=f"DoGet {table} changes")
+
+    def follow_changes(
+        self,
+        table: str,
+        from_version: int,
+        *,
+        poll: float = 1.0,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[FilterSpec] = None,
+    ) -> Iterator[pa.Table]:
+        """Follow the table's changes from ``from_version`` on: yields one table per new
+        version that changed rows, in version order, as :meth:`changes` returns it, and waits
+        ``poll`` seconds between looks for new versions. Versions that change no row
+        (compaction, indices, configuration) yield nothing. The iterator does not end by itself:
+        stop iterating to stop. To resume after a restart, start from the last
+        ``_commit_version`` seen + 1.
+        """
+        if poll <= 0:
+            raise InvalidArgumentError(f"poll must be > 0 seconds, got {poll!r}")
+        next_version = int(from_version)
+        while True:
+            latest = self._latest_version(table)
+            if latest >= next_version:
+                changed = self.changes(table, next_version, latest, columns=columns, filter=filter)
+                yield from _split_by_version(changed)
+                next_version = latest + 1
+            else:
+                time.sleep(poll)
+
+    def _latest_version(self, table: str) -> int:
+        res = self._action("history", {"table": table, "limit": 1})
+        return History.from_json(res, what="history").latest_version
+
+    # -- any action -------------------------------------------------------------------------
 
     def action(self, name: str, body: Mapping[str, Any], *, retry: bool = False) -> Any:
         """Run any DoAction with a JSON body and return its decoded JSON result.
 
-        For actions this client has no method for yet. ``retry=True`` only for idempotent ones.
+        For actions this client has no method for yet (every action of ``docs/protocol.md``
+        has one). ``retry=True`` only for idempotent ones.
         """
         return self._action(name, body, retry=retry)
+
+    def _result(self, cls: type[R], name: str, body: Mapping[str, Any], *, retry: bool = True) -> R:
+        """Run action ``name`` and decode its result as ``cls``."""
+        return cls.from_json(self._action(name, body, retry=retry), what=name)
+
+
+def _split_by_version(changed: pa.Table) -> Iterator[pa.Table]:
+    """The rows of a change feed table, one table per ``_commit_version``, in version order."""
+    if changed.num_rows == 0:
+        return
+    import pyarrow.compute as pc
+
+    versions = changed.column("_commit_version")
+    for v in sorted(pc.unique(versions).to_pylist()):
+        yield changed.filter(pc.equal(versions, v))

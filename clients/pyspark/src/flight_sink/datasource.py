@@ -41,8 +41,9 @@ import datetime as _dt
 import json
 import logging
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.flight as fl
@@ -58,17 +59,26 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from . import _json
 from ._data import normalize_schema
-from .client import Ack, Client
-from .errors import EpochNotCommittedError, FlightSinkError, TableNotFoundError, from_arrow_error
+from .client import Client
+from .errors import (
+    ClientError,
+    EpochNotCommittedError,
+    FlightSinkError,
+    InvalidArgumentError,
+    TableNotFoundError,
+    from_arrow_error,
+)
+from .results import Ack
 from .retry import RetryPolicy
 
 __all__ = [
-    "FlightSinkDataSource",
-    "FlightSinkCommitMessage",
-    "FlightSinkStreamReader",
-    "SOURCE_NAME",
     "ARROW_WRITERS",
+    "SOURCE_NAME",
+    "FlightSinkCommitMessage",
+    "FlightSinkDataSource",
+    "FlightSinkStreamReader",
 ]
 
 log = logging.getLogger("flight_sink")
@@ -104,7 +114,7 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if v in ("false", "0", "no"):
         return False
-    raise ValueError(f"flight-sink option {name} must be true or false, got {raw!r}")
+    raise InvalidArgumentError(f"flight-sink option {name} must be true or false, got {raw!r}")
 
 
 @dataclass(frozen=True)
@@ -121,19 +131,19 @@ class _Options:
     version: Optional[int] = None
     skip_change_commits: bool = False
     push_filters: bool = True
-    fail_after_stage: Optional[Tuple[int, int]] = None
+    fail_after_stage: Optional[tuple[int, int]] = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "_Options":
+    def parse(cls, options: Mapping[str, str]) -> _Options:
         uri, table = options.get("uri"), options.get("table")
         if not uri or not table:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "the flight-sink data source needs the options uri and table, e.g. "
                 '.option("uri", "grpc://127.0.0.1:8815").option("table", "events")'
             )
         qid = options.get("query_id")
         if qid is not None and not str(qid).strip():
-            raise ValueError("flight-sink option query_id must not be blank")
+            raise InvalidArgumentError("flight-sink option query_id must not be blank")
         create: Any = _bool_option(options, "create", True)
         pk = options.get("primaryKey")
         if pk:
@@ -160,13 +170,13 @@ class _Options:
         """This process's Client for the server (one per process, reused by its tasks)."""
         return _process_client(self.uri, self.token)
 
-    def merge_kwargs(self) -> Dict[str, Any]:
+    def merge_kwargs(self) -> dict[str, Any]:
         # merge_schema goes on the wire only when true, so servers without schema
         # evolution see exactly the requests they always did.
         return {"merge_schema": True} if self.merge_schema else {}
 
 
-_clients: Dict[Tuple[str, Optional[str], Optional[RetryPolicy]], Client] = {}
+_clients: dict[tuple[str, Optional[str], Optional[RetryPolicy]], Client] = {}
 
 
 def _process_client(uri: str, token: Optional[str], retry: Optional[RetryPolicy] = None) -> Client:
@@ -191,7 +201,7 @@ def _rows_to_batches(schema: StructType, rows: Iterator[Any], chunk: int = 8192)
     """PySpark 4.0's row writers: Rows to Arrow batches of the Spark schema."""
     arrow = _arrow_schema(schema)
     names = schema.fieldNames()
-    buf: List[Any] = []
+    buf: list[Any] = []
     for r in rows:
         buf.append(r)
         if len(buf) >= chunk:
@@ -226,7 +236,18 @@ class FlightSinkCommitMessage(WriterCommitMessage):
     status: str
 
 
-def _task_identity() -> Tuple[int, int, Optional[str], Optional[int]]:
+def _our_messages(messages: Sequence[Optional[WriterCommitMessage]]) -> list[Optional[FlightSinkCommitMessage]]:
+    """The commit messages Spark hands back to the writer: the write tasks' (None for a task
+    that failed)."""
+    out: list[Optional[FlightSinkCommitMessage]] = []
+    for m in messages:
+        if m is not None and not isinstance(m, FlightSinkCommitMessage):
+            raise TypeError(f"flight-sink: a commit message its write tasks did not make: {m!r}")
+        out.append(m)
+    return out
+
+
+def _task_identity() -> tuple[int, int, Optional[str], Optional[int]]:
     """(partition id, attempt, Spark's streaming query id, batch id) of the running task."""
     from pyspark import TaskContext
 
@@ -270,7 +291,7 @@ def _stage_partition(
             f"acknowledgement {ack.raw!r}"
         )
     if opts.fail_after_stage == (partition, attempt):
-        raise RuntimeError(
+        raise ClientError(
             f"{TEST_FAIL_AFTER_STAGE_OPTION}: injected failure after staging partition "
             f"{partition} attempt {attempt} (stage {ack.stage})"
         )
@@ -282,7 +303,7 @@ def _commit(
     epoch_id: int, mode: str, schema: StructType,
 ) -> Ack:
     """Commit the stages of ``messages`` as one transaction; ``duplicate`` is success."""
-    stages: Dict[int, str] = {}
+    stages: dict[int, str] = {}
     for m in messages:
         if m is None:
             raise EpochNotCommittedError(
@@ -345,7 +366,7 @@ class _StreamWriter:
         pid, attempt, spark_qid, batch_id = _task_identity()
         qid = self.opts.query_id or spark_qid
         if qid is None or batch_id is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "flight-sink streaming write: the task has no sql.streaming.queryId / "
                 "streaming.sql.batchId local property (not a micro-batch query?)"
             )
@@ -365,12 +386,13 @@ class _StreamWriter:
             )
         return ids.pop()
 
-    def commit(self, messages: List[Optional[FlightSinkCommitMessage]], batchId: int) -> None:
-        _commit(self.opts, messages, self._query_id(messages), int(batchId), self.mode, self.schema)
+    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+        ours = _our_messages(messages)
+        _commit(self.opts, ours, self._query_id(ours), int(batchId), self.mode, self.schema)
 
-    def abort(self, messages: List[Optional[FlightSinkCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         # Nothing to undo: stages are invisible until committed and cleanup removes them.
-        staged = [m.stage for m in messages if m is not None and m.stage]
+        staged = [m.stage for m in _our_messages(messages) if m is not None and m.stage]
         log.warning("flight-sink: micro-batch %s aborted; %d stage(s) left uncommitted", batchId, len(staged))
 
 
@@ -405,10 +427,10 @@ class _BatchWriter:
         pid, attempt, _, _ = _task_identity()
         return _stage_partition(self.opts, batches, self.query_id, 0, self.mode, pid, attempt, None)
 
-    def commit(self, messages: List[Optional[FlightSinkCommitMessage]]) -> None:
-        _commit(self.opts, messages, self.query_id, 0, self.mode, self.schema)
+    def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
+        _commit(self.opts, _our_messages(messages), self.query_id, 0, self.mode, self.schema)
 
-    def abort(self, messages: List[Optional[FlightSinkCommitMessage]]) -> None:
+    def abort(self, messages: list[Optional[WriterCommitMessage]]) -> None:
         log.warning("flight-sink: write %s aborted; nothing was committed", self.query_id)
 
 
@@ -446,7 +468,7 @@ def _read_ticket(client: Client, ticket: bytes) -> Iterator[pa.RecordBatch]:
 
 def _predicate_value(v: Any) -> Any:
     """A filter literal as predicate JSON, or raises TypeError for one not pushed."""
-    if isinstance(v, bool) or isinstance(v, (int, float, str)):
+    if isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, _dt.datetime):
         if v.tzinfo is None:
@@ -457,7 +479,7 @@ def _predicate_value(v: Any) -> Any:
     raise TypeError(type(v).__name__)
 
 
-def filter_to_predicate(f: Any) -> Optional[Dict[str, Any]]:
+def filter_to_predicate(f: Any) -> Optional[dict[str, Any]]:
     """A Spark data source ``Filter`` as the protocol's predicate JSON, or None if not pushed.
 
     Translated: ``EqualTo``, ``EqualNullSafe`` with a non-null value, ``GreaterThan(OrEqual)``,
@@ -502,11 +524,18 @@ class FlightSinkPartition(InputPartition):
         self.ticket = ticket
 
 
+def _our_partition(partition: InputPartition) -> FlightSinkPartition:
+    """A partition Spark hands back to the reader: one :meth:`partitions` made."""
+    if not isinstance(partition, FlightSinkPartition):
+        raise TypeError(f"flight-sink: a read of a partition it did not make: {partition!r}")
+    return partition
+
+
 def _read_partition(opts: _Options, part: FlightSinkPartition) -> Iterator[pa.RecordBatch]:
     return _read_ticket(opts.client(), part.ticket)
 
 
-def _endpoint_partitions(info: fl.FlightInfo) -> List[FlightSinkPartition]:
+def _endpoint_partitions(info: fl.FlightInfo) -> list[FlightSinkPartition]:
     return [FlightSinkPartition(ep.ticket.ticket) for ep in info.endpoints]
 
 
@@ -514,10 +543,10 @@ class _BatchReader:
     def __init__(self, opts: _Options, schema: StructType) -> None:
         self.opts = opts
         self.columns = schema.fieldNames()
-        self.predicates: List[Dict[str, Any]] = []
+        self.predicates: list[dict[str, Any]] = []
 
     def partitions(self) -> Sequence[InputPartition]:
-        pred: Optional[Dict[str, Any]] = None
+        pred: Optional[dict[str, Any]] = None
         if len(self.predicates) == 1:
             pred = self.predicates[0]
         elif self.predicates:
@@ -525,8 +554,8 @@ class _BatchReader:
         info = self.opts.client().flight_info(self.opts.table, version=self.opts.version, columns=self.columns, filter=pred)
         return _endpoint_partitions(info)
 
-    def read(self, partition: FlightSinkPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(self.opts, partition)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_partition(self.opts, _our_partition(partition))
 
 
 class FlightSinkReader(_BatchReader, DataSourceReader):
@@ -541,7 +570,7 @@ class FlightSinkFilteringReader(FlightSinkReader):
     whose translation could differ in a corner (time zones of naive timestamps, say).
     """
 
-    def pushFilters(self, filters: List[Any]) -> Iterator[Any]:
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         for f in filters:
             p = filter_to_predicate(f)
             if p is not None:
@@ -557,10 +586,10 @@ class _VersionRun:
     last: int
 
 
-def _base_fragments(info: fl.FlightInfo) -> Optional[List[List[int]]]:
+def _base_fragments(info: fl.FlightInfo) -> Optional[list[list[int]]]:
     """The fragment ids of each base endpoint of ``info`` (the tickets' ``fragments``), or None
     when a ticket does not list them (a server without parallel endpoints)."""
-    groups: List[List[int]] = []
+    groups: list[list[int]] = []
     for ep in info.endpoints:
         t = json.loads(ep.ticket.ticket)
         if t.get("memwal"):
@@ -599,17 +628,19 @@ class FlightSinkStreamReader(DataSourceStreamReader):
         self.opts = opts
         self.columns = schema.fieldNames()
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         return {"version": 0}
 
-    def latestOffset(self) -> dict:
+    # PySpark before 4.3 calls latestOffset() without arguments; the reader admits every
+    # version at once, so it takes none.
+    def latestOffset(self) -> dict[str, int]:  # type: ignore[override]
         try:
             stats = self.opts.client().table_stats(self.opts.table)
         except TableNotFoundError:
             return {"version": 0}
-        return {"version": int(stats.get("version") or 0)}
+        return {"version": stats.version}
 
-    def _runs(self, start: int, end: int) -> List[_VersionRun]:
+    def _runs(self, start: int, end: int) -> list[_VersionRun]:
         client = self.opts.client()
         limit = self.latestOffset()["version"] - start
         if limit > 10000:
@@ -617,10 +648,10 @@ class FlightSinkStreamReader(DataSourceStreamReader):
                 f"flight-sink stream of {self.opts.table}: {limit} versions behind (more than "
                 "the history action lists); restart the query from a new checkpoint"
             )
-        ops: Dict[int, Tuple[str, bool]] = {}
+        ops: dict[int, tuple[str, bool]] = {}
         for h in client.history(self.opts.table, limit=max(limit, 1)):
-            ops[int(h.get("version") or 0)] = (str(h.get("operation") or ""), bool(h.get("missing")))
-        runs: List[_VersionRun] = []
+            ops[h.version] = (h.operation, h.missing)
+        runs: list[_VersionRun] = []
         for v in range(start + 1, end + 1):
             op, missing = ops.get(v, ("", True))
             if missing:
@@ -651,7 +682,7 @@ class FlightSinkStreamReader(DataSourceStreamReader):
                 )
         return runs
 
-    def _run_partitions(self, run: _VersionRun) -> List[FlightSinkPartition]:
+    def _run_partitions(self, run: _VersionRun) -> list[FlightSinkPartition]:
         client = self.opts.client()
         before = _base_fragments(client.flight_info(self.opts.table, version=run.first - 1))
         after = _base_fragments(client.flight_info(self.opts.table, version=run.last))
@@ -667,24 +698,24 @@ class FlightSinkStreamReader(DataSourceStreamReader):
             if new:
                 ticket = {"table": self.opts.table, "version": run.last, "fragments": new,
                           "columns": self.columns}
-                out.append(FlightSinkPartition(json.dumps(ticket).encode()))
+                out.append(FlightSinkPartition(_json.dumps(ticket).encode()))
         return out
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = int(start["version"]), int(end["version"])
         if e <= s:
             return []
         if s == 0:
             return _endpoint_partitions(self.opts.client().flight_info(self.opts.table, version=e, columns=self.columns))
-        out: List[InputPartition] = []
+        out: list[InputPartition] = []
         for run in self._runs(s, e):
             out.extend(self._run_partitions(run))
         return out
 
-    def read(self, partition: FlightSinkPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(self.opts, partition)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_partition(self.opts, _our_partition(partition))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         pass
 
 
@@ -698,7 +729,7 @@ class FlightSinkDataSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def __init__(self, options: Dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.opts = _Options.parse(options)
 

@@ -23,29 +23,31 @@ The classes also derive from the closest built-in exception (``ValueError``, ``L
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Type
+from collections.abc import Mapping
+from typing import Optional
 
 __all__ = [
+    "ERROR_DOMAIN",
+    "AbortedError",
+    "AlreadyExistsError",
+    "CancelledError",
+    "DeadlineExceededError",
+    "EpochNotCommittedError",
+    "FailedPreconditionError",
+    "FilterSyntaxError",
     "FlightSinkError",
     "InvalidRequestError",
-    "SchemaMismatchError",
     "NotFoundError",
-    "TableNotFoundError",
-    "AlreadyExistsError",
-    "FailedPreconditionError",
-    "QueryReusedError",
-    "UnsupportedError",
-    "AbortedError",
-    "ResourceExhaustedError",
-    "UnauthenticatedError",
     "PermissionDeniedError",
-    "ServerUnavailableError",
-    "DeadlineExceededError",
-    "CancelledError",
-    "ServerInternalError",
     "ProtocolError",
-    "EpochNotCommittedError",
-    "ERROR_DOMAIN",
+    "QueryReusedError",
+    "ResourceExhaustedError",
+    "SchemaMismatchError",
+    "ServerInternalError",
+    "ServerUnavailableError",
+    "TableNotFoundError",
+    "UnauthenticatedError",
+    "UnsupportedError",
     "from_arrow_error",
 ]
 
@@ -85,7 +87,7 @@ class FlightSinkError(Exception):
         self.server_message = server_message
         self.operation = operation
         self.reason = reason
-        self.metadata: Dict[str, str] = dict(metadata or {})
+        self.metadata: dict[str, str] = dict(metadata or {})
 
     @property
     def retryable(self) -> bool:
@@ -216,6 +218,42 @@ class EpochNotCommittedError(FlightSinkError):
     code = "client"
 
 
+class InvalidArgumentError(InvalidRequestError):
+    """An argument the client refuses before sending anything (a mode, a URI, an option, a
+    setting): a ``ValueError`` too. Its :attr:`~FlightSinkError.code` is ``"client"`` and it has
+    no reason. (An argument of the wrong type raises ``TypeError``: a mistake in the calling
+    code, not a condition to handle.)"""
+
+    code = "client"
+
+
+class ClientError(FlightSinkError):
+    """A failure the client detected itself, outside any server's answer: a streamed epoch
+    that cannot be sent again, a server that would not start (:mod:`flight_sink.local_server`),
+    an injected test failure. Its :attr:`~FlightSinkError.code` is ``"client"``."""
+
+    code = "client"
+
+
+class FilterSyntaxError(InvalidArgumentError):
+    """A filter text that does not parse, or an expression with no predicate form.
+
+    Raised by the client before anything is sent (:mod:`flight_sink.filters`).
+
+    Attributes:
+        text: the filter text.
+        position: the 0-based character offset of the mistake.
+    """
+
+    def __init__(self, message: str, text: str, position: int) -> None:
+        self.text = text
+        self.position = position
+        caret = " " * position + "^"
+        super().__init__(
+            f"filter: {message} at position {position}:\n  {text}\n  {caret}", operation="filter"
+        )
+
+
 _RETRYABLE_CODES = frozenset({"unavailable", "aborted"})
 
 #: The ``google.rpc.ErrorInfo`` domain of the flight-sink server's errors.
@@ -229,7 +267,7 @@ _CODE_NAMES = (
     "unauthenticated",
 )
 
-_CLASS_BY_CODE: Dict[str, Type[FlightSinkError]] = {
+_CLASS_BY_CODE: dict[str, type[FlightSinkError]] = {
     "invalid_argument": InvalidRequestError,
     "out_of_range": InvalidRequestError,
     "not_found": NotFoundError,
@@ -250,10 +288,12 @@ _CLASS_BY_CODE: Dict[str, Type[FlightSinkError]] = {
 
 #: The exception class of every reason in ``docs/protocol.md`` (a test checks the two agree).
 #: Reasons whose class is the one of their code are listed too, so the table is complete.
-CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
+CLASS_BY_REASON: dict[str, type[FlightSinkError]] = {
     "INVALID_REQUEST": InvalidRequestError,
     "INVALID_TABLE_NAME": InvalidRequestError,
     "INVALID_PREDICATE": InvalidRequestError,
+    "INVALID_PARTITION_SPEC": InvalidRequestError,
+    "TOO_MANY_PARTITIONS": InvalidRequestError,
     "FRAGMENT_NOT_FOUND": InvalidRequestError,
     "MALFORMED_IPC": InvalidRequestError,
     "SCHEMA_MISMATCH": SchemaMismatchError,
@@ -263,6 +303,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
     "UNKNOWN_ACTION": UnsupportedError,
     "TABLE_NOT_FOUND": TableNotFoundError,
     "VERSION_NOT_FOUND": NotFoundError,
+    "CHANGES_UNAVAILABLE": NotFoundError,
     "STAGE_NOT_FOUND": NotFoundError,
     "READ_SNAPSHOT_NOT_FOUND": NotFoundError,
     "TABLE_EXISTS": AlreadyExistsError,
@@ -291,7 +332,7 @@ CLASS_BY_REASON: Dict[str, Type[FlightSinkError]] = {
 class _Status:
     """A call's status as this client reads it: code, message, ErrorInfo reason and metadata."""
 
-    __slots__ = ("code", "message", "reason", "metadata")
+    __slots__ = ("code", "message", "metadata", "reason")
 
     def __init__(
         self, code: str, message: str, reason: Optional[str] = None,

@@ -10,10 +10,12 @@ The server takes a predicate as JSON (``docs/protocol.md``, *DoAction*: ``{"op":
   decimals, ``'single'`` or ``"double"`` quoted strings, ``true``/``false``. Inside a string its
   quote is written twice or escaped, and a backslash starts one of the escapes ``\\ \' \" \n
   \r \t \uXXXX \UXXXXXXXX`` (a code point, not a surrogate); any other backslash is an error at
-  its position. A whole number (``9007199254740993.0``, ``1e3``) is sent as the exact integer, a
-  fraction as a float whose shortest text is exactly the literal (``0.1``, ``1.25``); a fraction
-  no float spells exactly (``9007199254740992.5``, ``1.2500000000000000001``) is refused, since
-  the server would compare another number with an integer or decimal column.
+  its position. A number keeps its exact value: a whole number (``9007199254740993.0``,
+  ``1e3``) is the exact integer, a fraction a float whose shortest text is exactly the literal
+  (``0.1``, ``1.25``), and a number no float spells exactly (``9007199254740992.5``,
+  ``1.2500000000000000001``, ``1e400``) a :class:`decimal.Decimal`, which the client's requests
+  write as its digits: the server compares the literal's value, never a rounding of it.
+  Whitespace is ASCII's (space, tab, newline, form feed, carriage return) and digits are ``0-9``.
   Keywords are case-insensitive; a column name is an identifier (letters, digits, ``_``, ``.``)
   or is written in backquotes (`` `my col` ``). The text has the server's bounds on a predicate:
   at most 1 MiB (UTF-8), parentheses, ``not`` and ``invert`` nested at most 100 deep, at most
@@ -22,20 +24,47 @@ The server takes a predicate as JSON (``docs/protocol.md``, *DoAction*: ``{"op":
   ``|``, ``~``, ``is_null()``, ``is_valid()`` and ``isin()``;
 - a dict (the JSON itself) or a JSON string starting with ``{``, passed through.
 
-A text that does not parse raises :class:`FilterSyntaxError`, a ``ValueError`` that names the
-position (0-based character offset) of the mistake and shows it.
+A text that does not parse raises :class:`FilterSyntaxError` (a
+:class:`~flight_sink.InvalidRequestError`, so a ``FlightSinkError`` and a ``ValueError``) that
+names the position (0-based character offset) of the mistake and shows it. The grammar's cases,
+text to predicate JSON or to the position of the mistake, are in
+``engine/expr/testdata/filters.json``, which the server's parser (``engine/expr``) is tested
+against too.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from decimal import Decimal, InvalidOperation
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Optional, Union
 
-__all__ = ["FilterSyntaxError", "to_predicate", "parse_filter"]
+from ._json import dumps
+from .errors import FilterSyntaxError
 
-Predicate = Dict[str, Any]
+__all__ = [
+    "MAX_FILTER_BYTES",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_NODES",
+    "FilterSpec",
+    "FilterSyntaxError",
+    "Number",
+    "Predicate",
+    "parse_filter",
+    "to_predicate",
+]
+
+#: The predicate JSON as a dict (``docs/protocol.md``, *DoAction*, ``delete``'s ``where``).
+Predicate = dict[str, Any]
+
+#: A literal number of a predicate: exact, see :func:`parse_filter`.
+Number = Union[int, float, Decimal]
+
+# A whole number with more digits than this stays a Decimal: int() of 1e1000000000 would build
+# a billion digits.
+_MAX_INT_DIGITS = 308
 
 _COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -53,7 +82,7 @@ _HEX = re.compile(r"[0-9A-Fa-f]*")
 
 _TOKEN = re.compile(
     r"""
-    (?P<ws>\s+)
+    (?P<ws>[\t\n\f\r\ ]+)
   | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
   | (?P<str>'(?:[^'\\]|\\[\s\S]|'')*'|"(?:[^"\\]|\\[\s\S]|"")*")
   | (?P<quoted>`[^`]+`)
@@ -61,27 +90,12 @@ _TOKEN = re.compile(
   | (?P<punct>[(),])
   | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,
 )
 
 
-class FilterSyntaxError(ValueError):
-    """A filter text that does not parse, or an expression with no predicate form.
-
-    Attributes:
-        text: the filter text.
-        position: the 0-based character offset of the mistake.
-    """
-
-    def __init__(self, message: str, text: str, position: int) -> None:
-        self.text = text
-        self.position = position
-        caret = " " * position + "^"
-        super().__init__(f"filter: {message} at position {position}:\n  {text}\n  {caret}")
-
-
 class _Tok:
-    __slots__ = ("kind", "value", "pos")
+    __slots__ = ("kind", "pos", "value")
 
     def __init__(self, kind: str, value: str, pos: int) -> None:
         self.kind, self.value, self.pos = kind, value, pos
@@ -94,7 +108,7 @@ def _unquote(tok: _Tok, text: str) -> str:
     """The value of string token tok: doubled quotes and escapes resolved; an unknown escape, a
     malformed \\u or \\U, or a surrogate raises at the backslash."""
     q, body = tok.value[0], tok.value[1:-1]
-    out: List[str] = []
+    out: list[str] = []
     i = 0
     while i < len(body):
         c = body[i]
@@ -130,31 +144,20 @@ def _unquote(tok: _Tok, text: str) -> str:
     return "".join(out)
 
 
-def _number(tok: _Tok, text: str) -> Union[int, float]:
-    """The JSON value of a number token: a whole number as the exact int, a fraction as the
-    float whose shortest text is the literal's exact value (refused when there is none)."""
-    if re.fullmatch(r"[-+]?\d+", tok.value) and len(tok.value.lstrip("+-").lstrip("0")) <= 309:
-        return int(tok.value)
-    try:
-        d = Decimal(tok.value)
-    except InvalidOperation:  # pragma: no cover - the token pattern is a decimal's
-        raise FilterSyntaxError(f"number {tok.value}", text, tok.pos) from None
+def _number(tok: _Tok) -> Number:
+    """The value of a number token, exactly: a whole number as the int, a fraction as the float
+    whose shortest text is its exact value, any other number (more digits than a float64 keeps,
+    or past its range) as the Decimal, which :func:`flight_sink._json.dumps` writes as its
+    digits."""
+    d = Decimal(tok.value)
     if d.is_zero():
         return 0
-    if d.adjusted() > 308:  # past float64's largest: no column takes it, and int() would be huge
-        raise FilterSyntaxError(f"number {tok.value} is beyond the range of every column type", text, tok.pos)
-    if d == d.to_integral_value():
+    if d.adjusted() <= _MAX_INT_DIGITS and d == d.to_integral_value():
         return int(d)
     f = float(d)
-    if Decimal(repr(f)) != d:
-        # JSON carries the float's shortest text: it must be the literal's exact value, or an
-        # integer or decimal column would compare another number.
-        raise FilterSyntaxError(
-            f"number {tok.value} has more digits than a float64 keeps (it would be sent as {f!r})",
-            text,
-            tok.pos,
-        )
-    return f
+    if math.isfinite(f) and Decimal(repr(f)) == d:
+        return f
+    return d
 
 
 class _Parser:
@@ -167,7 +170,7 @@ class _Parser:
             raise FilterSyntaxError(f"the filter is {size} bytes, over the limit of {MAX_FILTER_BYTES}", text, 0)
         self.text = text
         self.pos = 0
-        self.toks: List[_Tok] = []
+        self.toks: list[_Tok] = []
         self.i = 0
         self.depth = 0
         self.nodes = 0
@@ -318,8 +321,8 @@ class _Parser:
                 values.append(self.literal())
                 self.node()
             self.expect_punct(")")
-            p: Predicate = {"op": "in", "column": column, "values": values}
-            return {"op": "not", "args": [p]} if negate else p
+            in_p: Predicate = {"op": "in", "column": column, "values": values}
+            return {"op": "not", "args": [in_p]} if negate else in_p
         if t.is_word("between"):
             self.next()
             lo = self.literal()
@@ -367,7 +370,7 @@ class _Parser:
         t = self.peek()
         if t.kind == "num":
             self.next()
-            return _number(t, self.text)
+            return _number(t)
         if t.kind == "str":
             self.next()
             return _unquote(t, self.text)
@@ -379,7 +382,37 @@ class _Parser:
 
 def parse_filter(text: str) -> Predicate:
     """Parse a filter text (the module's grammar) into the server's predicate JSON."""
-    return _Parser(text).parse()
+    p = _Parser(text).parse()
+    # The bounds of the predicate the text's own do not see (a 'not' or a 'between' makes more
+    # than one node, escapes lengthen the JSON), as the server checks them: the whole filter is
+    # the mistake.
+    problem = _shape_problem(p)
+    if problem is None:
+        size = len(dumps(p).encode("utf-8", "surrogatepass"))
+        if size > MAX_FILTER_BYTES:
+            problem = f"the predicate's JSON is {size} bytes, over the limit of {MAX_FILTER_BYTES}"
+    if problem is not None:
+        raise FilterSyntaxError(problem, text, 0)
+    return p
+
+
+def _shape_problem(p: Predicate) -> Optional[str]:
+    """What puts ``p`` past the server's depth or node bound (a leaf at the top is depth 1,
+    each "and", "or" and "not" a level; each "in" value a node), or None."""
+    nodes = 0
+    stack: list[tuple[Predicate, int]] = [(p, 1)]
+    while stack:
+        q, depth = stack.pop()
+        if depth > MAX_FILTER_DEPTH:
+            return (
+                f"the predicate is nested deeper than {MAX_FILTER_DEPTH} levels; write a chain of "
+                '"and"/"or" as one node with many arguments'
+            )
+        nodes += 1 + len(q.get("values") or ())
+        if nodes > MAX_FILTER_NODES:
+            return f'the predicate has more than {MAX_FILTER_NODES} nodes (each "in" value counts as one)'
+        stack.extend((a, depth + 1) for a in q.get("args") or ())
+    return None
 
 
 _NEWLINE = re.compile(r"\n *")
@@ -392,7 +425,7 @@ def _from_expression(expr: Any) -> Predicate:
     """The predicate of a ``pyarrow.compute.Expression``, through the text pyarrow prints."""
     text = str(expr)
     # is_in prints its value set as an options block: is_in(c, {value_set=int64:[1, 2], ...}).
-    text = _IS_IN.sub(lambda m: "(%s in (%s))" % (m.group(1), _NEWLINE.sub("", m.group(2))), text)
+    text = _IS_IN.sub(lambda m: f"({m.group(1)} in ({_NEWLINE.sub('', m.group(2))}))", text)
     # is_null prints its option: is_null(c, {nan_is_null=false}); true (NaN counts as null) has
     # no predicate form.
     text = text.replace(", {nan_is_null=false})", ")")
@@ -408,7 +441,14 @@ def _from_expression(expr: Any) -> Predicate:
         ) from None
 
 
+#: What a ``filter`` argument takes: a text, a pyarrow expression, or the predicate JSON (a dict,
+#: or its text starting with ``{``).
 FilterSpec = Union[str, Mapping[str, Any], Any]
+
+
+def _json_number(text: str) -> Number:
+    """A JSON number with a fraction or an exponent, exactly (as :func:`parse_filter` reads it)."""
+    return _number(_Tok("num", text, 0))
 
 
 def to_predicate(filter: FilterSpec) -> Predicate:
@@ -424,7 +464,7 @@ def to_predicate(filter: FilterSpec) -> Predicate:
     if isinstance(filter, str):
         if filter.lstrip().startswith("{"):
             try:
-                return dict(json.loads(filter))
+                return dict(json.loads(filter, parse_float=_json_number))
             except json.JSONDecodeError as e:
                 raise FilterSyntaxError(f"invalid predicate JSON ({e.msg})", filter, e.pos) from None
         return parse_filter(filter)

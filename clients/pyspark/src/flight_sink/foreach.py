@@ -34,12 +34,13 @@ whole, never part of one.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 import pyarrow as pa
 
-from .client import Ack, Client, CreateSpec
-from .errors import EpochNotCommittedError
+from .client import Client, CreateSpec
+from .errors import EpochNotCommittedError, InvalidArgumentError
+from .results import Ack
 from .retry import RetryPolicy
 
 __all__ = ["FlightSinkForeachWriter", "partition_query_id"]
@@ -89,7 +90,7 @@ class FlightSinkForeachWriter:
         _close_hook: Optional[CloseHook] = None,
     ) -> None:
         if not table:
-            raise ValueError("table is required")
+            raise InvalidArgumentError("table is required")
         self.uri = uri
         self.table = table
         self.query_id = query_id
@@ -98,11 +99,11 @@ class FlightSinkForeachWriter:
         self.route = route
         self.retry = retry
         self._close_hook = _close_hook
-        self._rows: List[Any] = []
+        self._rows: list[Any] = []
         self._partition = 0
         self._epoch = 0
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_rows"] = []
         return state
@@ -125,14 +126,14 @@ class FlightSinkForeachWriter:
         ctx = TaskContext.get()
         qid = ctx.getLocalProperty(_QUERY_ID_PROPERTY) if ctx is not None else None
         if not qid:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "FlightSinkForeachWriter: the task has no sql.streaming.queryId local property; "
                 "pass query_id="
             )
         return str(qid)
 
     @staticmethod
-    def _arrow(rows: List[Any]) -> pa.Table:
+    def _arrow(rows: list[Any]) -> pa.Table:
         """The epoch's rows as an Arrow table (types inferred from the values)."""
         return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows])
 

@@ -21,8 +21,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Union
+from typing import Optional, Union
+
+from .errors import ClientError
 
 __all__ = ["LocalServer", "build_server"]
 
@@ -33,7 +36,7 @@ def build_server(repo_root: Union[str, Path], out_dir: Optional[Union[str, Path]
     """``go build ./cmd/flight-sink`` in a flight-sink checkout; returns the binary's path."""
     go = shutil.which("go")
     if go is None:
-        raise RuntimeError("`go` is not on PATH: install Go or point to a built flight-sink binary")
+        raise ClientError("`go` is not on PATH: install Go or point to a built flight-sink binary")
     out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="flight-sink-bin-"))
     out = out_dir / "flight-sink"
     subprocess.run([go, "build", "-o", str(out), "./cmd/flight-sink"], cwd=str(repo_root), check=True)
@@ -43,7 +46,7 @@ def build_server(repo_root: Union[str, Path], out_dir: Optional[Union[str, Path]
 class LocalServer:
     """A ``flight-sink serve`` child process."""
 
-    def __init__(self, proc: "subprocess.Popen[bytes]", addr: str, root: Union[str, Path], log_path: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], addr: str, root: Union[str, Path], log_path: Path) -> None:
         self.proc = proc
         self.addr = addr
         self.root = root
@@ -58,7 +61,7 @@ class LocalServer:
         extra_args: Sequence[str] = (),
         timeout: float = 30.0,
         env: Optional[Mapping[str, str]] = None,
-    ) -> "LocalServer":
+    ) -> LocalServer:
         """Start the server and wait until it serves.
 
         Args:
@@ -80,7 +83,7 @@ class LocalServer:
             root.mkdir(parents=True, exist_ok=True)
         fd, log_name = tempfile.mkstemp(prefix="flight-sink-", suffix=".log")
         log_path = Path(log_name)
-        cmd: List[str] = [binary, "serve", "--listen", listen, "--root", str(root), *extra_args]
+        cmd: list[str] = [binary, "serve", "--listen", listen, "--root", str(root), *extra_args]
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("FLIGHT_SINK_")}
         child_env["FLIGHT_SINK_HTTP_LISTEN"] = "off"
         child_env.update(env or {})
@@ -97,11 +100,11 @@ class LocalServer:
             if m:
                 return cls(proc, m.group(1).strip('"'), root, log_path)
             if proc.poll() is not None:
-                raise RuntimeError(f"flight-sink exited with {proc.returncode}:\n{text}")
+                raise ClientError(f"flight-sink exited with {proc.returncode}:\n{text}")
             time.sleep(0.05)
         proc.kill()
         proc.wait()
-        raise RuntimeError(f"flight-sink did not start within {timeout}s:\n{log_path.read_text()}")
+        raise ClientError(f"flight-sink did not start within {timeout}s:\n{log_path.read_text()}")
 
     @property
     def uri(self) -> str:
@@ -128,7 +131,7 @@ class LocalServer:
                 self.proc.wait(timeout=10)
         return self.proc.returncode
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

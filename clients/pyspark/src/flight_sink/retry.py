@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from .errors import FlightSinkError
+from .errors import FlightSinkError, InvalidArgumentError
 
 __all__ = ["RetryPolicy"]
 
@@ -50,12 +50,12 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
+            raise InvalidArgumentError("max_attempts must be >= 1")
         if self.initial_backoff < 0 or self.max_backoff < 0 or self.multiplier < 1:
-            raise ValueError("backoffs must be >= 0 and multiplier >= 1")
+            raise InvalidArgumentError("backoffs must be >= 0 and multiplier >= 1")
 
     @classmethod
-    def none(cls) -> "RetryPolicy":
+    def none(cls) -> RetryPolicy:
         """A policy that never retries."""
         return cls(max_attempts=1)
 

@@ -36,18 +36,25 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import pyarrow as pa
 
 from ._data import normalize_schema
-from .client import MODES, Ack, Client, CreateSpec
-from .errors import EpochNotCommittedError, TableNotFoundError
+from .client import MODES, Client, CreateSpec
+from .errors import EpochNotCommittedError, InvalidArgumentError, TableNotFoundError
+from .results import Ack
 from .retry import RetryPolicy
 
 __all__ = [
-    "FlightSink", "SinkMetrics", "register", "spark_query_id", "spark_output_mode", "failure_line",
+    "FlightSink",
+    "SinkMetrics",
+    "failure_line",
+    "register",
+    "spark_output_mode",
+    "spark_query_id",
 ]
 
 log = logging.getLogger("flight_sink")
@@ -131,17 +138,17 @@ def spark_query_id(df: Any) -> Optional[str]:
     """
     try:
         value = df.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the probe (Spark Connect: py4j absent) means "not available"
         return None
     return str(value) if value else None
 
 
-def _jvm_sessions(df: Any) -> List[Any]:
+def _jvm_sessions(df: Any) -> list[Any]:
     """JVM SparkSession objects that may own the streaming query, best candidates first."""
-    out: List[Any] = []
+    out: list[Any] = []
     try:
         out.append(df.sparkSession._jsparkSession)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a probe of JVM internals: a session that cannot be reached is skipped
         pass
     try:
         from pyspark.sql import SparkSession
@@ -149,7 +156,7 @@ def _jvm_sessions(df: Any) -> List[Any]:
         for s in (SparkSession.getActiveSession(), getattr(SparkSession, "_instantiatedSession", None)):
             if s is not None and hasattr(s, "_jsparkSession"):
                 out.append(s._jsparkSession)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a probe of JVM internals: a session that cannot be reached is skipped
         pass
     try:
         jvm = df.sparkSession.sparkContext._jvm
@@ -157,7 +164,7 @@ def _jvm_sessions(df: Any) -> List[Any]:
         for opt in (jss.getDefaultSession(), jss.getActiveSession()):
             if opt is not None and opt.isDefined():
                 out.append(opt.get())
-    except Exception:
+    except Exception:  # noqa: BLE001 - a probe of JVM internals: a session that cannot be reached is skipped
         pass
     return out
 
@@ -176,7 +183,7 @@ def spark_output_mode(df: Any, query_id: str) -> Optional[str]:
             if jsq is None:
                 continue
             mode = str(jsq.streamingQuery().outputMode().toString()).strip().lower()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a session that does not know the query (py4j errors of any kind)
             continue
         if mode in MODES:
             return mode
@@ -237,7 +244,7 @@ class _TaskConfig:
     merge_schema: bool = False
 
 
-_task_clients: Dict[Tuple[Any, ...], Client] = {}
+_task_clients: dict[tuple[Any, ...], Client] = {}
 _task_clients_lock = threading.Lock()
 
 
@@ -398,7 +405,9 @@ class FlightSink:
             one staged DoPut per executor task. For small batches (complete-mode aggregates,
             low-rate streams); the whole batch must fit in the driver's memory.
         create: create the table from the batch's schema on first write (default True); a dict
-            such as ``{"primary_key": ["id"]}`` creates it with those options.
+            gives its options as :meth:`flight_sink.Client.create_table` takes them:
+            ``{"primary_key": ["id"]}``, ``{"partition_by": [{"column": "ts", "transform":
+            "day"}]}``, ``"memwal"``, ``"data_codec"``.
         retry: retry policy for transient unavailability (:class:`~flight_sink.RetryPolicy`).
         timeout: per-call deadline in seconds (default: none).
         tls_root_certs: PEM root certificates for ``grpc+tls://`` with a private CA.
@@ -436,11 +445,11 @@ class FlightSink:
         _task_hook: Optional[TaskHook] = None,
     ) -> None:
         if not table:
-            raise ValueError("table is required")
+            raise InvalidArgumentError("table is required")
         if mode is not None and mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES} or None, got {mode!r}")
+            raise InvalidArgumentError(f"mode must be one of {MODES} or None, got {mode!r}")
         if query_id is not None and not str(query_id).strip():
-            raise ValueError("query_id must not be blank")
+            raise InvalidArgumentError("query_id must not be blank")
         self.uri = uri
         self.table = table
         self.query_id = query_id
@@ -457,12 +466,12 @@ class FlightSink:
         self._task_hook = _task_hook
         self.metrics = SinkMetrics()
         self._client: Optional[Client] = None
-        self._primary_key: Optional[List[str]] = None  # the table's key, once it exists
+        self._primary_key: Optional[list[str]] = None  # the table's key, once it exists
 
     def __repr__(self) -> str:
         return f"FlightSink({self.uri!r}, table={self.table!r}, mode={self.mode!r})"
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_client"] = None  # connections do not travel (e.g. Spark Connect pickles this)
         return state
@@ -492,7 +501,7 @@ class FlightSink:
             return str(self.query_id).strip()
         qid = spark_query_id(df)
         if qid is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "FlightSink could not read Spark's streaming query id from the micro-batch "
                 "(local property sql.streaming.queryId is not set: not a foreachBatch of a "
                 "classic Structured Streaming query?). Pass query_id= explicitly, e.g. "
@@ -513,7 +522,7 @@ class FlightSink:
         spark_id = spark_query_id(df)
         mode = spark_output_mode(df, spark_id) if spark_id is not None else None
         if mode is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"FlightSink could not read the output mode of streaming query {query_id} (PySpark "
                 "exposes it only through the JVM of the session that started the query: Spark "
                 "Connect, or a batch DataFrame outside a streaming query?). Pass the query's "
@@ -573,7 +582,7 @@ class FlightSink:
             except TableNotFoundError:
                 spec = self.create if isinstance(self.create, Mapping) else {}
                 return bool(spec.get("primary_key"))
-            self._primary_key = list(stats.get("primary_key") or [])
+            self._primary_key = list(stats.primary_key)
             if self._primary_key:
                 log.info(
                     "FlightSink: table %s has primary key %s: update batches are upserts and go "
@@ -629,7 +638,7 @@ class FlightSink:
             merge_schema=self.merge_schema,
         )
         results = df.mapInArrow(_make_pusher(cfg), _RESULT_DDL).collect()
-        stages: Dict[int, str] = {}
+        stages: dict[int, str] = {}
         for r in results:
             self.metrics.task_seconds += r["task_seconds"] or 0.0
             self.metrics.task_client_seconds += r["client_seconds"] or 0.0
