@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-spark-catalog bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-change-feed-delta bench-spark-catalog bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -202,12 +202,20 @@ bench-spark: build spark-jar spark41
 	"$$(cat $(VENV)/spark41)" bench/spark_sinks.py --server-bin bin/flight-sink $(BENCH_SPARK_ARGS)
 
 # bench-change-feed: latency from an acknowledged upsert epoch to its change reaching a Spark
-# readChangeFeed stream (trigger 100 ms, foreachBatch on the driver), p50/p99, on a plain keyed
+# readChangeFeed stream (trigger 100 ms, foreachBatch on the driver) and to the Python client's
+# follow_changes (poll 100 ms), p50/p99, on a plain keyed
 # table (direct) and a keyed MemWAL table (the change lands at the fold) (bench/change_feed_latency.py
 # --help). Builds the server and the jar; BENCH_CHANGE_FEED_ARGS="--epochs 20" for a short run.
 BENCH_CHANGE_FEED_ARGS ?=
 bench-change-feed: pydeps build spark-jar
 	$(VENV_PYTHON) bench/change_feed_latency.py --bin bin/flight-sink $(BENCH_CHANGE_FEED_ARGS)
+
+# bench-change-feed-delta: the same on PySpark 4.1.4 (delta-spark has no build for Spark 4.3) with
+# Delta's readChangeFeed on the same upsert workload (MERGE INTO) in the same session; fetches the
+# Delta jars (bench/spark_jars.sh).
+bench-change-feed-delta: build spark-jar spark41
+	"$$(cat $(VENV)/spark41)" bench/change_feed_latency.py --bin bin/flight-sink --routes direct,memwal,delta \
+		--delta-jars "$$(bench/spark_jars.sh | tail -1 | tr , '\n' | grep delta | paste -sd,)" $(BENCH_CHANGE_FEED_ARGS)
 
 # bench-spark-catalog: Spark SQL through catalogs on PySpark 4.1 (bench/spark_catalog.py): INSERT
 # INTO ... SELECT of 10 M rows into a table partitioned by days(ts), then SELECT count(*) of one
