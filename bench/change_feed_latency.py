@@ -105,7 +105,7 @@ def run_route(spark, client, uri: str, route: str, args, ckpt: Path) -> list[dic
     deadline = time.time() + 120
     while q.lastProgress is None and time.time() < deadline:
         time.sleep(0.05)
-    threading.Thread(target=follow, args=(client.table_stats(table)["version"] + 1,), daemon=True).start()
+    threading.Thread(target=follow, args=(client.table_stats(table).version + 1,), daemon=True).start()
     for n in range(1, args.epochs + 1):
         ids = [(n * args.keys // 2 + i) % (args.keys * 4) for i in range(args.keys)]
         client.put_epoch(table, pa.table({"id": pa.array(ids, pa.int64()), "v": [f"e{n}-{i}" for i in ids]}),

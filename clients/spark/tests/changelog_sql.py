@@ -36,7 +36,7 @@ def main() -> None:
 
     spark.sql("CREATE TABLE fs.default.kv (id BIGINT, s STRING) TBLPROPERTIES ('primary_key'='id')")
     spark.sql("INSERT INTO fs.default.kv VALUES (1, 'a'), (2, 'b')")
-    v_insert = client.table_stats("kv")["version"]
+    v_insert = client.table_stats("kv").version
     out["v_insert"] = v_insert
     out["columns"] = spark.read.option("startingVersion", str(v_insert)).changes("fs.default.kv").columns
     out["batch"] = changes(spark.read.option("startingVersion", str(v_insert)).changes("fs.default.kv"))
@@ -51,9 +51,9 @@ def main() -> None:
     )
     try:
         client.put_epoch("kv", _table(client, [(2, "b2"), (3, "c")]), query_id="changelog", epoch_id=0, mode="update")
-        v_upsert = client.table_stats("kv")["version"]
+        v_upsert = client.table_stats("kv").version
         spark.sql("DELETE FROM fs.default.kv WHERE id = 1")
-        v_delete = client.table_stats("kv")["version"]
+        v_delete = client.table_stats("kv").version
         deadline = time.monotonic() + 300
         while not any(r[0] == v_delete for r in rows) and time.monotonic() < deadline:
             time.sleep(0.2)
