@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 trino test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-partitions bench-spark bench-change-feed bench-servers rest-kit torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 trino test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-partitions bench-spark bench-change-feed bench-change-feed-delta bench-spark-catalog bench-servers rest-kit torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -88,7 +88,8 @@ test-python: pydeps spark41 trino
 # Maven dependencies into the local repository (~/.m2, or SPARK_MVN_REPO), later runs reuse it.
 # `make test-spark` runs the JUnit suite (local Spark 4.1 against a server built from here), then
 # the jar's PySpark tests (clients/spark/tests) with the virtualenv's PySpark (4.3) and its
-# driver-kill, side-by-side and jar-content tests (not the example) on the PySpark 4.1 environment.
+# driver-kill, side-by-side, jar-content and catalog tests (not the example) on the PySpark 4.1
+# environment.
 SPARK_MVN_REPO ?=
 SPARK_MVN := mvn -B -ntp $(if $(SPARK_MVN_REPO),-Dmaven.repo.local=$(SPARK_MVN_REPO))
 SPARK_TEST_BIN := clients/spark/target/test-bin/flight-sink
@@ -100,7 +101,7 @@ test-spark: pydeps spark41
 	cd clients/spark && FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(SPARK_MVN) package
 	FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(VENV_PYTHON) -m pytest clients/spark/tests -p no:cacheprovider
 	@spark41="$$(cat $(VENV)/spark41)"; echo "=== clients/spark/tests on PySpark 4.1 ($$spark41)"; \
-		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$spark41" -m pytest clients/spark/tests/test_jvm_datasource.py -p no:cacheprovider
+		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$spark41" -m pytest clients/spark/tests/test_jvm_datasource.py clients/spark/tests/test_catalog.py -p no:cacheprovider
 
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
 bench: tools build
@@ -219,12 +220,30 @@ bench-spark: build spark-jar spark41
 	"$$(cat $(VENV)/spark41)" bench/spark_sinks.py --server-bin bin/flight-sink $(BENCH_SPARK_ARGS)
 
 # bench-change-feed: latency from an acknowledged upsert epoch to its change reaching a Spark
-# readChangeFeed stream (trigger 100 ms, foreachBatch on the driver), p50/p99, on a plain keyed
+# readChangeFeed stream (trigger 100 ms, foreachBatch on the driver) and to the Python client's
+# follow_changes (poll 100 ms), p50/p99, on a plain keyed
 # table (direct) and a keyed MemWAL table (the change lands at the fold) (bench/change_feed_latency.py
 # --help). Builds the server and the jar; BENCH_CHANGE_FEED_ARGS="--epochs 20" for a short run.
 BENCH_CHANGE_FEED_ARGS ?=
 bench-change-feed: pydeps build spark-jar
 	$(VENV_PYTHON) bench/change_feed_latency.py --bin bin/flight-sink $(BENCH_CHANGE_FEED_ARGS)
+
+# bench-change-feed-delta: the same on PySpark 4.1.4 (delta-spark has no build for Spark 4.3) with
+# Delta's readChangeFeed on the same upsert workload (MERGE INTO) in the same session; fetches the
+# Delta jars (bench/spark_jars.sh).
+bench-change-feed-delta: build spark-jar spark41
+	"$$(cat $(VENV)/spark41)" bench/change_feed_latency.py --bin bin/flight-sink --routes direct,memwal,delta \
+		--delta-jars "$$(bench/spark_jars.sh | tail -1 | tr , '\n' | grep delta | paste -sd,)" $(BENCH_CHANGE_FEED_ARGS)
+
+# bench-spark-catalog: Spark SQL through catalogs on PySpark 4.1 (bench/spark_catalog.py): INSERT
+# INTO ... SELECT of 10 M rows into a table partitioned by days(ts), then SELECT count(*) of one
+# day, through flight-sink's catalog and Iceberg's Hadoop catalog in one local[2] session,
+# interleaved repetitions. Builds the server and the jar, fetches the Iceberg jar
+# (bench/spark_jars.sh), starts and stops the server itself. BENCH_SPARK_CATALOG_ARGS="--rows
+# 1000000 --reps 1" for a shorter run.
+BENCH_SPARK_CATALOG_ARGS ?=
+bench-spark-catalog: build spark-jar spark41
+	"$$(cat $(VENV)/spark41)" bench/spark_catalog.py --server-bin bin/flight-sink $(BENCH_SPARK_CATALOG_ARGS)
 
 # bench-servers: `flight-sink bench --only memwal-servers` (docs/benchmarks.md) on a versitygw it
 # starts on 127.0.0.1:$(BENCH_S3_PORT) over a fresh temporary directory and stops (and removes)

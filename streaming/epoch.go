@@ -350,8 +350,10 @@ func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragmen
 			return Ack{}, err
 		}
 		defer release() // after the Overwrite's commit: an epoch that waited lands after it
-	} else if rows == 0 {
-		return s.ackEmpty(e), nil // an empty append/update epoch commits nothing
+	} else if rows == 0 && e.merged == nil {
+		// An empty append epoch commits nothing, unless it changes the schema (merge_schema):
+		// then it commits that change alone, an Append of no rows (how a catalog adds columns).
+		return s.ackEmpty(e), nil
 	}
 	txn := &engine.Transaction{
 		Operation:  op,
