@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-servers torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 test-browser spark-jar test-spark bench lint lint-tools tools browser bench-peers bench-reads bench-freshness bench-spark bench-change-feed bench-spark-catalog bench-servers torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -79,7 +79,8 @@ test-python: pydeps spark41
 # Maven dependencies into the local repository (~/.m2, or SPARK_MVN_REPO), later runs reuse it.
 # `make test-spark` runs the JUnit suite (local Spark 4.1 against a server built from here), then
 # the jar's PySpark tests (clients/spark/tests) with the virtualenv's PySpark (4.3) and its
-# driver-kill, side-by-side and jar-content tests (not the example) on the PySpark 4.1 environment.
+# driver-kill, side-by-side, jar-content and catalog tests (not the example) on the PySpark 4.1
+# environment.
 SPARK_MVN_REPO ?=
 SPARK_MVN := mvn -B -ntp $(if $(SPARK_MVN_REPO),-Dmaven.repo.local=$(SPARK_MVN_REPO))
 SPARK_TEST_BIN := clients/spark/target/test-bin/flight-sink
@@ -91,7 +92,7 @@ test-spark: pydeps spark41
 	cd clients/spark && FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(SPARK_MVN) package
 	FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) $(VENV_PYTHON) -m pytest clients/spark/tests -p no:cacheprovider
 	@spark41="$$(cat $(VENV)/spark41)"; echo "=== clients/spark/tests on PySpark 4.1 ($$spark41)"; \
-		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$spark41" -m pytest clients/spark/tests/test_jvm_datasource.py -p no:cacheprovider
+		FLIGHT_SINK_BIN=$(CURDIR)/$(SPARK_TEST_BIN) "$$spark41" -m pytest clients/spark/tests/test_jvm_datasource.py clients/spark/tests/test_catalog.py -p no:cacheprovider
 
 # Go micro-benchmarks, then the end-to-end Flight benchmark (flight-sink bench).
 bench: tools build
@@ -201,6 +202,16 @@ bench-spark: build spark-jar spark41
 BENCH_CHANGE_FEED_ARGS ?=
 bench-change-feed: pydeps build spark-jar
 	$(VENV_PYTHON) bench/change_feed_latency.py --bin bin/flight-sink $(BENCH_CHANGE_FEED_ARGS)
+
+# bench-spark-catalog: Spark SQL through catalogs on PySpark 4.1 (bench/spark_catalog.py): INSERT
+# INTO ... SELECT of 10 M rows into a table partitioned by days(ts), then SELECT count(*) of one
+# day, through flight-sink's catalog and Iceberg's Hadoop catalog in one local[2] session,
+# interleaved repetitions. Builds the server and the jar, fetches the Iceberg jar
+# (bench/spark_jars.sh), starts and stops the server itself. BENCH_SPARK_CATALOG_ARGS="--rows
+# 1000000 --reps 1" for a shorter run.
+BENCH_SPARK_CATALOG_ARGS ?=
+bench-spark-catalog: build spark-jar spark41
+	"$$(cat $(VENV)/spark41)" bench/spark_catalog.py --server-bin bin/flight-sink $(BENCH_SPARK_CATALOG_ARGS)
 
 # bench-servers: `flight-sink bench --only memwal-servers` (docs/benchmarks.md) on a versitygw it
 # starts on 127.0.0.1:$(BENCH_S3_PORT) over a fresh temporary directory and stops (and removes)

@@ -241,6 +241,9 @@ func (t *Table) apply(base *Manifest, txn *Transaction) (*Manifest, error) {
 			return nil, fmt.Errorf("table %s: a %s cannot change the schema", t.name, txn.Operation)
 		}
 	}
+	if err := checkPartitions(t.name, next, txn, t.MaxPartitionsPerWrite(next)); err != nil {
+		return nil, err
+	}
 	// A table whose schema has no field ids gets them here, without rewriting data files.
 	if err := withTableFieldIDs(next); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
@@ -344,6 +347,6 @@ func (t *Table) writeAndCommit(ctx context.Context, w *Writer, recs []arrow.Reco
 func CommitDefinitelyFailed(err error) bool {
 	return errors.Is(err, ErrCommitConflict) || errors.Is(err, ErrEpochCommitted) || errors.Is(err, errFilesNotDurable) ||
 		errors.Is(err, errStalled) || errors.Is(err, errTableDropped) ||
-		errors.Is(err, ErrGenerationAlreadyMerged) ||
+		errors.Is(err, ErrGenerationAlreadyMerged) || errors.Is(err, ErrTooManyPartitions) ||
 		errors.Is(err, ErrTooManyRetries) || errors.Is(err, arrowschema.ErrSchemaMismatch)
 }

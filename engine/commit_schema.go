@@ -71,6 +71,10 @@ func (t *Table) mergeTxnSchema(next *Manifest, txn *Transaction) error {
 	if !changed {
 		merged = next.schema
 	}
+	// A partitioned table keeps its spec: its source columns stay, with types its transforms take.
+	if err := next.PartitionSpec.CheckSchemaChange(merged); err != nil {
+		return fmt.Errorf("table %s: %w: %w", t.name, arrowschema.ErrSchemaChangeRefused, err)
+	}
 	merged, last, _ := arrowschema.AssignFieldIDs(merged, max(next.LastFieldID, arrowschema.MaxFieldID(next.schema)))
 	if path, ok := fieldIDsAgree(merged.Fields(), sc.Fields(), ""); !ok {
 		return conflict(fmt.Sprintf("the table schema changed concurrently: field %q has another field id than this write's data files carry; retry against the new version", path))

@@ -40,6 +40,10 @@ var (
 	// ErrInvalidConfig: a table config setting names an unknown key or a value the key does not
 	// take; the error names the key.
 	ErrInvalidConfig = errors.New("invalid table config")
+	// ErrTooManyPartitions: one write (an epoch, an append, an upsert) holds rows of more
+	// partitions than the table's limit (ConfigMaxPartitionsPerWrite, Options.MaxPartitionsPerWrite);
+	// nothing of it is committed.
+	ErrTooManyPartitions = errors.New("too many partitions in one write")
 
 	// errFilesNotDurable: a transaction's data files could not be stored (Transaction.FilesDurable);
 	// the commit stopped before any manifest named them.

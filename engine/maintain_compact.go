@@ -364,7 +364,7 @@ func (r *fragmentRead) release() {
 func (t *Table) rewriteGroup(ctx context.Context, m *Manifest, g []Fragment, o CompactOptions, prog *compactProgress) (rewrittenGroup, error) {
 	var out rewrittenGroup
 	sc := m.ArrowSchema()
-	w, err := t.NewWriterFor(sc, sc, InBackground())
+	w, err := t.NewWriterFor(sc, sc, InBackground(), WithoutPartitionLimit())
 	if err != nil {
 		return out, err
 	}

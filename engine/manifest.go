@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/partition"
 )
 
 // FormatVersion is the manifest format this build writes. A manifest with a higher number was
@@ -50,9 +51,13 @@ type Manifest struct {
 	SchemaID int `json:"schema_id"`
 	// LastFieldID is the highest field id ever assigned in the table; a new field gets a higher
 	// one, so ids are never reused.
-	LastFieldID int32             `json:"last_field_id,omitempty"`
-	PrimaryKey  []string          `json:"primary_key,omitempty"`
-	Config      map[string]string `json:"config,omitempty"`
+	LastFieldID int32    `json:"last_field_id,omitempty"`
+	PrimaryKey  []string `json:"primary_key,omitempty"`
+	// PartitionSpec is the table's partition spec, given at Create and kept by every version
+	// after it; empty for an unpartitioned table. Every fragment of a partitioned table holds the
+	// rows of one partition (Fragment.Partition).
+	PartitionSpec partition.Spec    `json:"partition_spec,omitempty"`
+	Config        map[string]string `json:"config,omitempty"`
 
 	Fragments      []Fragment `json:"fragments"`
 	NextFragmentID uint64     `json:"next_fragment_id"`
@@ -100,6 +105,9 @@ type Fragment struct {
 	PhysicalRows int64      `json:"physical_rows"`
 	DeletionFile string     `json:"deletion_file,omitempty"`
 	DeletedRows  int64      `json:"deleted_rows,omitempty"`
+	// Partition is the partition tuple of every row of the fragment, one value per field of the
+	// table's PartitionSpec (null values included); nil in an unpartitioned table.
+	Partition partition.Tuple `json:"partition,omitempty"`
 }
 
 // LiveRows returns the fragment's rows that are not deleted.
@@ -162,6 +170,7 @@ func (m *Manifest) clone() *Manifest {
 		c.Streams[k] = v
 	}
 	c.PrimaryKey = append([]string(nil), m.PrimaryKey...)
+	c.PartitionSpec = append(partition.Spec(nil), m.PartitionSpec...)
 	if m.MemWALMerged != nil {
 		c.MemWALMerged = make(map[string]uint64, len(m.MemWALMerged))
 		for k, v := range m.MemWALMerged {

@@ -135,6 +135,7 @@ func (t *Table) ScanManifest(ctx context.Context, m *Manifest, o ScanOptions) (*
 	return &Scanner{
 		ctx: ctx, t: t, frags: frags, fieldIdx: readIdx, batchSize: o.BatchSize, batchBytes: o.BatchBytes, alloc: alloc,
 		schema: schema, out: out, refs: 1, withAddrs: o.WithRowAddresses, filter: filter, exclude: o.Exclude,
+		partitions: NewPartitionPruner(m, o.Filter),
 		background: o.Background && t.localStore(),
 	}, nil
 }
@@ -164,7 +165,8 @@ type Scanner struct {
 	schema     *arrow.Schema    // what is read: out plus the columns only the filter needs
 	out        *arrow.Schema    // what is returned
 	refs       int64
-	filter     *rowFilter // nil: every row
+	filter     *rowFilter       // nil: every row
+	partitions *PartitionPruner // the filter on the partition tuples; nil: none
 	exclude    *rowset.Set
 	stats      ScanStats
 	background bool // ScanOptions.Background
@@ -251,6 +253,11 @@ func (s *Scanner) advance() bool {
 			}
 			if f := s.frags[s.next]; f.PhysicalRows > 0 && f.DeletedRows >= f.PhysicalRows {
 				s.next++ // every row deleted: nothing to read
+				continue
+			}
+			if !s.partitions.MayMatch(s.frags[s.next]) {
+				s.stats.FragmentsPruned++ // its partition cannot match the filter: not opened
+				s.next++
 				continue
 			}
 			if err := s.openFragment(s.frags[s.next]); err != nil {

@@ -39,6 +39,9 @@ type ScanStats struct {
 	// FragmentsSkipped counts the fragments the filter's statistics excluded entirely (only
 	// their footer was read).
 	FragmentsSkipped int
+	// FragmentsPruned counts the fragments the filter excluded by their partition (a partitioned
+	// table, scan_partition.go): none of their files was opened.
+	FragmentsPruned int
 	// RowGroupsRead and RowGroupsSkipped count the row groups decoded and pruned.
 	RowGroupsRead    int
 	RowGroupsSkipped int

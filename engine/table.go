@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/internal/panics"
 	"github.com/flight-sink/flight-sink/objstore"
 )
@@ -26,6 +27,14 @@ type Options struct {
 	TargetRowsPerFragment int64
 	// MaxRowGroupRows bounds a Parquet row group. Default 131,072.
 	MaxRowGroupRows int64
+	// MaxPartitionsPerWrite bounds the partitions one write into a partitioned table (an epoch,
+	// an append, an upsert) may hold rows of, for tables whose config does not set
+	// ConfigMaxPartitionsPerWrite; a write past it fails with ErrTooManyPartitions. Default
+	// DefaultMaxPartitionsPerWrite.
+	MaxPartitionsPerWrite int
+	// PartitionBufferBytes bounds the rows a writer of a partitioned table buffers before it writes
+	// out its largest partition (write_partition.go). Default DefaultPartitionBufferBytes.
+	PartitionBufferBytes int64
 	// CommitRetries bounds how often a commit retries after losing the race for a version.
 	// Default 64.
 	CommitRetries int
@@ -73,6 +82,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.TargetRowsPerFragment <= 0 {
 		o.TargetRowsPerFragment = 1 << 20
 	}
+	if o.MaxPartitionsPerWrite <= 0 {
+		o.MaxPartitionsPerWrite = DefaultMaxPartitionsPerWrite
+	}
+	if o.PartitionBufferBytes <= 0 {
+		o.PartitionBufferBytes = DefaultPartitionBufferBytes
+	}
 	if o.MaxRowGroupRows <= 0 {
 		o.MaxRowGroupRows = 128 * 1024
 	}
@@ -109,6 +124,9 @@ type CreateOptions struct {
 	// Config is the table config of version 1. Its ConfigDataCodec, when set, must name a
 	// DataCodec; without one the table gets DefaultDataCodec.
 	Config map[string]string
+	// PartitionBy is the table's partition spec (none: unpartitioned). It must fit the schema
+	// (partition.Spec.Bind); it is kept for the table's life.
+	PartitionBy partition.Spec
 	// Properties are stamped on the Create transaction.
 	Properties map[string]string
 }
@@ -191,7 +209,8 @@ func Create(ctx context.Context, store objstore.Store, name string, schema *arro
 	txn := &Transaction{ID: uuid.NewString(), ReadVersion: 0, Operation: OpCreate, Properties: co.Properties, Schema: sb}
 	m := &Manifest{
 		FormatVersion: FormatVersion, Version: 1, TimestampNanos: t.opts.Now().UnixNano(), TableID: uuid.NewString(),
-		Schema: sb, LastFieldID: arrowschema.MaxFieldID(schema), PrimaryKey: co.PrimaryKey, Config: config, NextFragmentID: 1,
+		Schema: sb, LastFieldID: arrowschema.MaxFieldID(schema), PrimaryKey: co.PrimaryKey, PartitionSpec: co.PartitionBy,
+		Config: config, NextFragmentID: 1,
 		Fragments: []Fragment{}, schema: schema,
 	}
 	if _, err := t.writeTransaction(ctx, txn, m); err != nil {
@@ -230,6 +249,12 @@ func CheckCreate(name string, schema *arrow.Schema, co CreateOptions) (*arrow.Sc
 		if len(stored.FieldIndices(k)) != 1 {
 			return nil, fmt.Errorf("create table %s: %w: primary key column %q is not in the schema %s", name, arrowschema.ErrSchemaMismatch, k, arrowschema.FieldList(stored))
 		}
+	}
+	if err := co.PartitionBy.Validate(stored); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", name, err)
+	}
+	if err := checkMaxPartitionsConfig(co.Config); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}
 	return stored, nil
 }

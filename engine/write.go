@@ -12,6 +12,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/parquetfile"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/internal/background"
 	"github.com/flight-sink/flight-sink/internal/panics"
 )
@@ -44,6 +45,12 @@ type Writer struct {
 	landErr error      // its outcome, once Durable has seen it
 
 	background bool // encode in background slots (InBackground)
+
+	// The partitioned table's state (write_partition.go); spec is empty for an unpartitioned one.
+	spec          partition.Spec
+	maxPartitions int // partitions one write may hold; 0: no limit
+	parts         *partitionBuffer
+	tuple         partition.Tuple // the partition of the open file's rows
 }
 
 // NewWriter returns a Writer for batches of schema in, which must fit the table's current schema
@@ -71,8 +78,12 @@ func (t *Table) NewWriterFor(target, in *arrow.Schema, opts ...WriterOption) (*W
 	if m := t.cachedLatest(); m != nil { // the codec is set at create: any version of the table has it
 		w.codec = DataCodecOf(m)
 	}
+	w.spec, w.maxPartitions = t.partitionSpecOf(), t.MaxPartitionsPerWrite(t.cachedLatest())
 	for _, o := range opts {
 		o(w)
+	}
+	if err := w.initPartitions(target, in); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
@@ -121,6 +132,15 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		return fmt.Errorf("table %s: %w", w.t.name, err)
 	}
 	defer conf.Release()
+	if w.parts != nil {
+		return w.bufferPartitions(ctx, conf)
+	}
+	return w.writeRows(ctx, conf)
+}
+
+// writeRows writes conf (a batch of the file schema) into the open file, opening one when none
+// is and closing each at the target row count.
+func (w *Writer) writeRows(ctx context.Context, conf arrow.RecordBatch) error {
 	target := w.target
 	var off int64
 	for off < conf.NumRows() {
@@ -247,7 +267,7 @@ func (w *Writer) sealFile() (string, error) {
 	rel := makeDataKey(uuid.NewString())
 	size := int64(w.buf.Len())
 	w.bytesIn += size
-	w.frags = append(w.frags, Fragment{Files: []DataFile{{Path: rel, SizeBytes: size}}, PhysicalRows: w.rows})
+	w.frags = append(w.frags, Fragment{Files: []DataFile{{Path: rel, SizeBytes: size}}, PhysicalRows: w.rows, Partition: w.tuple})
 	w.rows = 0
 	return w.t.key(rel), nil
 }
@@ -257,6 +277,9 @@ func (w *Writer) sealFile() (string, error) {
 func (w *Writer) Finish(ctx context.Context) ([]Fragment, error) {
 	if w.closed {
 		return w.frags, nil
+	}
+	if err := w.flushPartitions(ctx); err != nil {
+		return nil, err
 	}
 	w.closed = true
 	defer w.releaseBuffer()
@@ -276,6 +299,9 @@ func (w *Writer) Finish(ctx context.Context) ([]Fragment, error) {
 func (w *Writer) FinishLater(ctx context.Context) ([]Fragment, error) {
 	if w.closed {
 		return w.frags, nil
+	}
+	if err := w.flushPartitions(ctx); err != nil {
+		return nil, err
 	}
 	w.closed = true
 	if w.fw == nil || w.rows == 0 {
@@ -360,6 +386,7 @@ func (w *Writer) BytesWritten() int64 { return w.bytesIn }
 // and cleanup reclaims them later.
 func (w *Writer) Abort(ctx context.Context) {
 	w.closed = true
+	w.parts.release()
 	_ = w.Durable(context.WithoutCancel(ctx)) // an upload still running would land after the delete
 	if parquetfile.Abort(w.fw) {              // waits for its encoder, so nothing writes into the buffer any more
 		w.fw = nil

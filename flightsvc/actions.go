@@ -145,7 +145,8 @@ func (s *Service) createTable(ctx context.Context, req *CreateTableRequest) (Cre
 		}
 		fields[i] = arrow.Field{Name: c.Name, Type: dt, Nullable: c.Nullable == nil || *c.Nullable}
 	}
-	spec, err := createSpec(req.PrimaryKey, req.MemWAL, req.DataCodec)
+	spec, err := createSpec(CreateSpec{PrimaryKey: req.PrimaryKey, MemWAL: req.MemWAL, DataCodec: req.DataCodec,
+		PartitionBy: req.PartitionBy, MaxPartitionsPerWrite: req.MaxPartitionsPerWrite})
 	if err != nil {
 		return CreateTableResult{}, err
 	}

@@ -37,7 +37,7 @@ func parsePutCommand(body []byte) (streaming.EpochRequest, error) {
 		req.Partition = &streaming.Partition{ID: *p.ID, Attempt: p.Attempt}
 	}
 	if c.Create.Enabled {
-		spec, err := createSpec(c.Create.Spec.PrimaryKey, c.Create.Spec.MemWAL, c.Create.Spec.DataCodec)
+		spec, err := createSpec(c.Create.Spec)
 		if err != nil {
 			return req, err
 		}

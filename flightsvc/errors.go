@@ -16,6 +16,7 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/iceberg"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/objstore"
@@ -63,6 +64,8 @@ var errorReasons = []errorReason{
 	{err: arrowschema.ErrSchemaChangeRefused, code: codes.InvalidArgument, reason: "SCHEMA_CHANGE_REFUSED"}, // wraps ErrSchemaMismatch
 	{err: arrowschema.ErrDataMismatch, code: codes.InvalidArgument, reason: "SCHEMA_DATA_MISMATCH"},         // wraps ErrSchemaMismatch
 	{err: arrowschema.ErrSchemaMismatch, code: codes.InvalidArgument, reason: "SCHEMA_MISMATCH"},
+	{err: partition.ErrInvalidSpec, code: codes.InvalidArgument, reason: "INVALID_PARTITION_SPEC"},
+	{err: engine.ErrTooManyPartitions, code: codes.InvalidArgument, reason: "TOO_MANY_PARTITIONS"},
 	{err: engine.ErrInvalidTableName, code: codes.InvalidArgument, reason: "INVALID_TABLE_NAME"},
 	{err: expr.ErrInvalidPredicate, code: codes.InvalidArgument, reason: "INVALID_PREDICATE"},
 	{err: engine.ErrFragmentNotFound, code: codes.InvalidArgument, reason: "FRAGMENT_NOT_FOUND"},
@@ -204,6 +207,7 @@ func errorMetadata(err error) map[string]string {
 		fenced   *memwal.FencedError
 		key      *engine.ConfigKeyError
 		changes  *engine.ChangesUnavailableError
+		spec     *partition.SpecError
 	)
 	switch {
 	case errors.As(err, &changes):
@@ -219,6 +223,8 @@ func errorMetadata(err error) map[string]string {
 		return map[string]string{"shard": fenced.Shard}
 	case errors.As(err, &key):
 		return map[string]string{"key": key.Key}
+	case errors.As(err, &spec) && spec.Column != "":
+		return map[string]string{"column": spec.Column}
 	}
 	return nil
 }

@@ -140,6 +140,8 @@ type statusTable struct {
 	Fragments  int    `json:"fragments"`
 	Bytes      int64  `json:"data_bytes"`
 	Committed  string `json:"last_commit"`
+	// PartitionBy is the table's partition spec, as table_stats has it (absent: unpartitioned).
+	PartitionBy []PartitionField `json:"partition_by,omitempty"`
 	// Queries are the page's rows of Streams, by query id.
 	Queries []statusQuery `json:"-"`
 	// Streams are each streaming query's last epoch, as table_stats has them.
@@ -349,6 +351,7 @@ func (h *httpServer) status(w http.ResponseWriter, r *http.Request) {
 		st.LaggingAfterSec, st.StalledAfterSec = st.LaggingAfter.Seconds(), st.StalledAfter.Seconds()
 		st.Committed = m.Timestamp().UTC().Format(time.RFC3339)
 		st.Bytes = m.DataBytes()
+		st.PartitionBy = PartitionFields(m.PartitionSpec)
 		streams := make(map[string]memwal.StreamState, len(m.Streams))
 		for q, wm := range m.Streams {
 			streams[q] = memwal.StreamState{Epoch: wm.Epoch, Version: wm.Version, TimestampNanos: wm.TimestampNanos}

@@ -254,3 +254,38 @@ func TestMergeSchemaKeyed(t *testing.T) {
 	_, err := s.put(testCtx(t), cmdDesc(t, cmd{"table": "kv", "query_id": "q", "epoch_id": 5, "mode": "update", "merge_schema": true}), key, rec)
 	wantReason(t, err, codes.InvalidArgument, "SCHEMA_CHANGE_REFUSED")
 }
+
+// TestMergeSchemaEmptyEpoch: an append epoch without rows whose schema adds a column commits the
+// change alone (one version, no rows; how the Spark catalog runs ALTER TABLE ADD COLUMNS); its
+// replay is a duplicate, and an empty epoch that changes nothing still commits nothing.
+func TestMergeSchemaEmptyEpoch(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, flightsvc.Config{})
+	s.putEpoch(t, "ev", "q", 1, idRange(0, 3))
+	v1 := s.version(t, "ev")
+
+	a, err := s.putExt(t, cmd{"table": "ev", "query_id": "alter", "epoch_id": 0, "merge_schema": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAck(t, a, "committed", v1+1)
+	st := schemaStats(t, &s.flightConn, "ev")
+	if st.SchemaID != 1 || len(st.Schema) != 3 || st.Schema[2].Name != "extra" || st.Rows != 3 {
+		t.Fatalf("table_stats after the empty schema change: rows %d, schema %+v", st.Rows, st.TableSchema)
+	}
+	got, _ := s.readExtra(t, "ev", 0)
+	wantExtra(t, "after the empty schema change", got, []int64{0, 1, 2}, nil)
+
+	a, err = s.putExt(t, cmd{"table": "ev", "query_id": "alter", "epoch_id": 0, "merge_schema": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAck(t, a, "duplicate", v1+1)
+	a, err = s.putExt(t, cmd{"table": "ev", "query_id": "alter", "epoch_id": 1, "merge_schema": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != "empty" || s.version(t, "ev") != v1+1 {
+		t.Fatalf("an empty epoch that changes nothing: %+v at version %d, want empty at %d", a, s.version(t, "ev"), v1+1)
+	}
+}

@@ -453,6 +453,7 @@ func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.Fligh
 		if err := filter.Validate(m.ArrowSchema()); err != nil {
 			return nil, fmt.Errorf("table %s: descriptor command \"filter\": %w", t.table, err)
 		}
+		plan = prunePartitions(plan, engine.NewPartitionPruner(m, filter))
 	}
 	schema, err := arrowschema.ProjectSchema(m.ArrowSchema(), t.columns)
 	if err != nil {
@@ -491,6 +492,45 @@ func (s *Service) flightInfo(ctx context.Context, t tableVersion) (*flight.Fligh
 		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{Ticket: &flight.Ticket{Ticket: tb}})
 	}
 	return info, nil
+}
+
+// prunePartitions drops from plan the base fragments whose partition cannot match the filter
+// (engine.PartitionPruner), and the parts of base fragments left with none, so the endpoints and
+// their bytes are those of the fragments a read of them opens.
+func prunePartitions(plan streaming.ReadPlan, pruner *engine.PartitionPruner) streaming.ReadPlan {
+	if pruner == nil {
+		return plan
+	}
+	byID := make(map[uint64]engine.Fragment, len(plan.Manifest.Fragments))
+	for _, f := range plan.Manifest.Fragments {
+		byID[f.ID] = f
+	}
+	parts := make([]streaming.ReadPart, 0, len(plan.Parts))
+	for _, p := range plan.Parts {
+		if len(p.Fragments) == 0 {
+			parts = append(parts, p)
+			continue
+		}
+		kept := make([]uint64, 0, len(p.Fragments))
+		for _, id := range p.Fragments {
+			if f := byID[id]; pruner.MayMatch(f) {
+				kept = append(kept, id)
+			} else {
+				plan.Bytes -= f.DataBytes()
+				p.Bytes -= f.DataBytes()
+			}
+		}
+		if len(kept) == 0 && !p.MemWAL {
+			continue
+		}
+		p.Fragments = kept
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 { // a plan has a part: one that reads no fragment
+		parts = append(parts, streaming.ReadPart{Fragments: []uint64{}})
+	}
+	plan.Parts = parts
+	return plan
 }
 
 // GetFlightInfo describes a table at its latest (or a given) version as parallel endpoints

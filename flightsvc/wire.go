@@ -20,6 +20,7 @@ import (
 
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/memwal"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -90,7 +91,7 @@ func (o CreateOption) MarshalJSON() ([]byte, error) {
 	switch {
 	case !o.Enabled:
 		return []byte("false"), nil
-	case o.Spec.PrimaryKey == nil && o.Spec.MemWAL == nil:
+	case o.Spec.PrimaryKey == nil && o.Spec.MemWAL == nil && o.Spec.DataCodec == "" && o.Spec.PartitionBy == nil && o.Spec.MaxPartitionsPerWrite == nil:
 		return []byte("true"), nil
 	}
 	type fields CreateSpec // no methods: encode the plain struct
@@ -104,6 +105,53 @@ type CreateSpec struct {
 	MemWAL     *MemWALSpec `json:"memwal,omitempty"`
 	// DataCodec is zstd, lz4_raw, snappy or none (engine.DataCodecs); absent is the default.
 	DataCodec string `json:"data_codec,omitempty"`
+	// PartitionBy is the table's partition spec (absent: unpartitioned).
+	PartitionBy []PartitionField `json:"partition_by,omitempty"`
+	// MaxPartitionsPerWrite is the table's limit on the partitions one write holds (absent: the
+	// server's --max-partitions-per-write).
+	MaxPartitionsPerWrite *int `json:"max_partitions_per_write,omitempty"`
+}
+
+// PartitionField is one field of a partition_by: a top-level source column and Iceberg's
+// transform ("identity", the default, "year", "month", "day", "hour", "bucket[N]", "truncate[W]").
+type PartitionField struct {
+	Column    string `json:"column"`
+	Transform string `json:"transform,omitempty"`
+}
+
+// UnmarshalJSON decodes a partition field strictly.
+func (p *PartitionField) UnmarshalJSON(b []byte) error {
+	type fields PartitionField
+	return decodeNested("partition_by", b, (*fields)(p))
+}
+
+// partitionSpec converts a partition_by to the domain's spec; a field that names no column or an
+// unknown transform is a *partition.SpecError naming the column.
+func partitionSpec(fields []PartitionField) (partition.Spec, error) {
+	if fields == nil {
+		return nil, nil
+	}
+	spec := make(partition.Spec, len(fields))
+	for i, f := range fields {
+		pf, err := partition.NewField(f.Column, f.Transform)
+		if err != nil {
+			return nil, err
+		}
+		spec[i] = pf
+	}
+	return spec, nil
+}
+
+// PartitionFields is a spec's wire form (table_stats, inspect, /status.json); nil for none.
+func PartitionFields(spec partition.Spec) []PartitionField {
+	if len(spec) == 0 {
+		return nil
+	}
+	out := make([]PartitionField, len(spec))
+	for i, f := range spec {
+		out[i] = PartitionField{Column: f.Column, Transform: f.Transform.String()}
+	}
+	return out
 }
 
 // UnmarshalJSON decodes a create spec strictly.
@@ -124,9 +172,21 @@ func (m *MemWALSpec) UnmarshalJSON(b []byte) error {
 	return decodeNested("memwal", b, (*fields)(m))
 }
 
-// createSpec converts a primary key, a MemWAL spec and a data codec into the domain's create spec.
-func createSpec(primaryKey []string, mw *MemWALSpec, codec string) (streaming.CreateSpec, error) {
-	spec := streaming.CreateSpec{PrimaryKey: primaryKey, DataCodec: codec}
+// createSpec converts a create spec (of a DoPut "create" or a create_table) into the domain's.
+func createSpec(c CreateSpec) (streaming.CreateSpec, error) {
+	mw := c.MemWAL
+	spec := streaming.CreateSpec{PrimaryKey: c.PrimaryKey, DataCodec: c.DataCodec}
+	pb, err := partitionSpec(c.PartitionBy)
+	if err != nil {
+		return spec, err
+	}
+	spec.PartitionBy = pb
+	if n := c.MaxPartitionsPerWrite; n != nil {
+		if *n < 1 {
+			return spec, invalidf("max_partitions_per_write must be positive, got %d", *n)
+		}
+		spec.MaxPartitionsPerWrite = *n
+	}
 	if mw != nil {
 		if mw.Shards == nil {
 			return spec, invalidf("memwal needs \"shards\" (1..%d)", memwal.MaxShards)
@@ -277,8 +337,10 @@ type CreateTableRequest struct {
 	Schema     []ColumnSpec `json:"schema"`
 	PrimaryKey []string     `json:"primary_key,omitempty"`
 	MemWAL     *MemWALSpec  `json:"memwal,omitempty"`
-	// DataCodec is as in CreateSpec.
-	DataCodec string `json:"data_codec,omitempty"`
+	// DataCodec, PartitionBy and MaxPartitionsPerWrite are as in CreateSpec.
+	DataCodec             string           `json:"data_codec,omitempty"`
+	PartitionBy           []PartitionField `json:"partition_by,omitempty"`
+	MaxPartitionsPerWrite *int             `json:"max_partitions_per_write,omitempty"`
 }
 
 // ColumnSpec is one column of a create_table schema.
@@ -636,6 +698,8 @@ type TableStats struct {
 	Fragments  int      `json:"fragments"`
 	DataBytes  int64    `json:"data_bytes"`
 	PrimaryKey []string `json:"primary_key"`
+	// PartitionBy is the table's partition spec, as create_table takes it (absent: unpartitioned).
+	PartitionBy []PartitionField `json:"partition_by,omitempty"`
 	// Streams maps each streaming query to its watermark: its last committed epoch, from the
 	// base version or from MemWAL shard state, whichever is newer.
 	Streams Streams `json:"streams"`
@@ -733,7 +797,7 @@ type EpochSpan struct {
 
 func tableStatsResult(m *engine.Manifest, table string, state memwal.TableState, shards []memwal.ShardStats) TableStats {
 	st := TableStats{FormatVersion: FormatVersion, Table: table, Version: m.Version, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
-		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey, TableSchema: tableSchemaOf(m)}
+		Fragments: len(m.Fragments), DataBytes: m.DataBytes(), PrimaryKey: m.PrimaryKey, PartitionBy: PartitionFields(m.PartitionSpec), TableSchema: tableSchemaOf(m)}
 	st.Streams = StreamsOf(state.Streams)
 	for _, ix := range m.Indices {
 		st.Indices = append(st.Indices, IndexStats{Name: ix.Name, Columns: ix.Columns, Segments: len(ix.Segments),

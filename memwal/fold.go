@@ -290,7 +290,7 @@ func (c *Folder) fold(ctx context.Context, shard string, paths shardPaths, base 
 // Append, a function that deletes its files, and the row count.
 func (c *Folder) prepareAppend(ctx context.Context, paths shardPaths, base *engine.Manifest, gens []FlushedGeneration) (*engine.Transaction, func(), int64, error) {
 	schema := base.ArrowSchema()
-	w, err := c.table.NewWriterFor(schema, schema, engine.InBackground()) // a fold is background work
+	w, err := c.table.NewWriterFor(schema, schema, engine.InBackground(), engine.WithoutPartitionLimit()) // a fold is background work
 	if err != nil {
 		return nil, nil, 0, err
 	}

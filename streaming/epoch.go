@@ -215,7 +215,7 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 	if err != nil {
 		return Ack{}, invalid("%v", err)
 	}
-	w, err := e.table.NewWriterFor(e.stored, src.Schema(), engine.WithDataCodec(codec))
+	w, err := e.table.NewWriterFor(e.stored, src.Schema(), engine.WithDataCodec(codec), engine.WithPartitionSpec(spec.PartitionBy))
 	if err != nil {
 		return Ack{}, err
 	}
@@ -227,6 +227,11 @@ func (s *Sink) createWithEpoch(ctx context.Context, e *epoch, src BatchSource) (
 	var m *engine.Manifest
 	if err == nil {
 		m, err = t.Latest(ctx)
+	}
+	if err == nil && !m.PartitionSpec.Equal(spec.PartitionBy) {
+		// Someone else created the table with another partition spec while we wrote: our files
+		// are split by ours.
+		err = fmt.Errorf("table %s was created concurrently with the partition spec %s, not %s: %w; send the epoch again", e.Table, m.PartitionSpec, spec.PartitionBy, engine.ErrCommitConflict)
 	}
 	if err == nil && !m.ArrowSchema().Equal(e.stored) {
 		// Someone else created the table with another schema while we wrote: our files are in
@@ -341,8 +346,10 @@ func (s *Sink) commitEpoch(ctx context.Context, e *epoch, frags []engine.Fragmen
 			return Ack{}, err
 		}
 		defer release() // after the Overwrite's commit: an epoch that waited lands after it
-	} else if rows == 0 {
-		return s.ackEmpty(e), nil // an empty append/update epoch commits nothing
+	} else if rows == 0 && e.merged == nil {
+		// An empty append epoch commits nothing, unless it changes the schema (merge_schema):
+		// then it commits that change alone, an Append of no rows (how a catalog adds columns).
+		return s.ackEmpty(e), nil
 	}
 	txn := &engine.Transaction{
 		Operation:  op,

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/memwal"
 )
 
@@ -70,6 +71,11 @@ type CreateSpec struct {
 	}
 	// DataCodec names the table's data file codec (engine.ParseDataCodec); "" is the default.
 	DataCodec string
+	// PartitionBy is the table's partition spec (none: unpartitioned); checked against the
+	// schema by the create (engine.CheckCreate).
+	PartitionBy partition.Spec
+	// MaxPartitionsPerWrite, when positive, is the table's engine.ConfigMaxPartitionsPerWrite.
+	MaxPartitionsPerWrite int
 }
 
 // EpochRequest is one epoch write (or one partition of one).
@@ -143,6 +149,9 @@ func (c *CreateSpec) Validate() error {
 	}
 	if _, err := engine.ParseDataCodec(c.DataCodec); err != nil {
 		return invalid("%v", err)
+	}
+	if c.MaxPartitionsPerWrite < 0 {
+		return invalid("max_partitions_per_write must be positive, got %d", c.MaxPartitionsPerWrite)
 	}
 	seen := make(map[string]bool, len(c.PrimaryKey))
 	for _, k := range c.PrimaryKey {

@@ -247,6 +247,10 @@ func createOptions(spec CreateSpec) engine.CreateOptions {
 	if spec.DataCodec != "" {
 		co.Config[engine.ConfigDataCodec] = spec.DataCodec
 	}
+	co.PartitionBy = spec.PartitionBy
+	if spec.MaxPartitionsPerWrite > 0 {
+		co.Config[engine.ConfigMaxPartitionsPerWrite] = strconv.Itoa(spec.MaxPartitionsPerWrite)
+	}
 	return co
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/flightsvc"
 	"github.com/flight-sink/flight-sink/memwal"
 )
@@ -42,7 +43,9 @@ type inspectJSON struct {
 	TransactionFile       string            `json:"transaction_file"`
 	Schema                []fieldJSON       `json:"schema"`
 	PrimaryKey            []string          `json:"primary_key"`
-	Config                map[string]string `json:"config"`
+	// PartitionBy is the table's partition spec, as table_stats has it (absent: unpartitioned).
+	PartitionBy []flightsvc.PartitionField `json:"partition_by,omitempty"`
+	Config      map[string]string          `json:"config"`
 	// Rows is BaseRows + MemWALRows; MemWAL rows are counted only at the latest version.
 	Rows           int64             `json:"rows"`
 	BaseRows       int64             `json:"base_rows"`
@@ -62,13 +65,15 @@ type fieldJSON struct {
 }
 
 type fragmentJSON struct {
-	ID           uint64     `json:"id"`
-	Rows         int64      `json:"rows"`
-	PhysicalRows int64      `json:"physical_rows"`
-	DeletedRows  int64      `json:"deleted_rows"`
-	DeletionFile string     `json:"deletion_file,omitempty"`
-	Bytes        int64      `json:"bytes"`
-	Files        []fileJSON `json:"files"`
+	ID           uint64 `json:"id"`
+	Rows         int64  `json:"rows"`
+	PhysicalRows int64  `json:"physical_rows"`
+	DeletedRows  int64  `json:"deleted_rows"`
+	DeletionFile string `json:"deletion_file,omitempty"`
+	// Partition is the fragment's partition tuple, one value per partition_by field.
+	Partition partition.Tuple `json:"partition,omitempty"`
+	Bytes     int64           `json:"bytes"`
+	Files     []fileJSON      `json:"files"`
 }
 
 type fileJSON struct {
@@ -119,7 +124,7 @@ func describe(t *engine.Table, m *engine.Manifest, latest uint64, state memwal.T
 		ManifestFormatVersion: m.FormatVersion,
 		Timestamp:             timeJSON(m.Timestamp()), Operation: m.Transaction.Operation, ReadVersion: m.Transaction.ReadVersion,
 		Properties: m.Transaction.Properties, TransactionFile: m.Transaction.File,
-		PrimaryKey: m.PrimaryKey, Config: m.Config, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
+		PrimaryKey: m.PrimaryKey, PartitionBy: flightsvc.PartitionFields(m.PartitionSpec), Config: m.Config, Rows: state.Rows(), BaseRows: state.BaseRows, MemWALRows: state.MemWALRows,
 		NextFragmentID: m.NextFragmentID,
 		Schema:         []fieldJSON{}, Fragments: []fragmentJSON{}, Streams: flightsvc.StreamsOf(state.Streams),
 	}
@@ -134,7 +139,7 @@ func describe(t *engine.Table, m *engine.Manifest, latest uint64, state memwal.T
 	}
 	for _, f := range m.Fragments {
 		fj := fragmentJSON{ID: f.ID, Rows: f.LiveRows(), PhysicalRows: f.PhysicalRows,
-			DeletedRows: f.DeletedRows, DeletionFile: f.DeletionFile, Files: []fileJSON{}}
+			DeletedRows: f.DeletedRows, DeletionFile: f.DeletionFile, Partition: f.Partition, Files: []fileJSON{}}
 		for _, df := range f.Files {
 			fj.Files = append(fj.Files, fileJSON{Path: df.Path, SizeBytes: df.SizeBytes})
 		}
@@ -173,6 +178,13 @@ func writeInspectText(out io.Writer, d *inspectJSON) error {
 		pk = strings.Join(d.PrimaryKey, ", ")
 	}
 	fmt.Fprintf(w, "primary key:\t%s\n", pk)
+	if len(d.PartitionBy) > 0 {
+		fields := make([]string, len(d.PartitionBy))
+		for i, f := range d.PartitionBy {
+			fields[i] = fmt.Sprintf("%s(%s)", f.Transform, f.Column)
+		}
+		fmt.Fprintf(w, "partition by:\t%s\n", strings.Join(fields, ", "))
+	}
 	fmt.Fprintf(w, "config:\t%s\n", propertiesText(d.Config))
 	fmt.Fprintf(w, "manifest format version:\t%d\n", d.ManifestFormatVersion)
 	if err := w.Flush(); err != nil {
@@ -197,7 +209,7 @@ func writeInspectText(out io.Writer, d *inspectJSON) error {
 		fmt.Fprintf(out, "  (none)\n")
 	} else {
 		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(w, "  ID\tROWS\tDELETED\tFILE\tSIZE\n")
+		fmt.Fprintf(w, "  ID\tROWS\tDELETED\tPARTITION\tFILE\tSIZE\n")
 		for _, f := range d.Fragments {
 			deleted := fmt.Sprint(f.DeletedRows)
 			if f.DeletionFile != "" {
@@ -205,9 +217,13 @@ func writeInspectText(out io.Writer, d *inspectJSON) error {
 			}
 			for i, df := range f.Files {
 				if i == 0 {
-					fmt.Fprintf(w, "  %d\t%d\t%s\t%s\t%s\n", f.ID, f.Rows, deleted, df.Path, bytesText(df.SizeBytes))
+					part := "-"
+					if f.Partition != nil {
+						part = f.Partition.String()
+					}
+					fmt.Fprintf(w, "  %d\t%d\t%s\t%s\t%s\t%s\n", f.ID, f.Rows, deleted, part, df.Path, bytesText(df.SizeBytes))
 				} else {
-					fmt.Fprintf(w, "  \t\t\t%s\t%s\n", df.Path, bytesText(df.SizeBytes))
+					fmt.Fprintf(w, "  \t\t\t\t%s\t%s\n", df.Path, bytesText(df.SizeBytes))
 				}
 			}
 		}

@@ -42,6 +42,7 @@ type ServeCmd struct {
 	LogLevel          string        `name:"log-level" enum:"debug,info,warn,error" default:"info" env:"FLIGHT_SINK_LOG_LEVEL" help:"Log level: debug, info, warn or error."`
 	LogFormat         string        `name:"log-format" enum:"text,json" default:"text" env:"FLIGHT_SINK_LOG_FORMAT" help:"Log format: text or json."`
 	NoIceberg         bool          `name:"no-iceberg" env:"FLIGHT_SINK_NO_ICEBERG" help:"Do not publish tables as Iceberg tables (docs/iceberg.md); a table turns it off with the configuration iceberg.publish=false."`
+	MaxPartitions     int           `name:"max-partitions-per-write" default:"1000" env:"FLIGHT_SINK_MAX_PARTITIONS_PER_WRITE" help:"Partitions one write (an epoch, an append, an upsert) into a partitioned table may hold rows of; more is refused with InvalidArgument and commits nothing. A table sets its own with max_partitions_per_write at create (the configuration partition.max_per_write)."`
 	MemWALStreamPuts  int64         `name:"memwal-stream-put-bytes" default:"0" env:"FLIGHT_SINK_MEMWAL_STREAM_PUT_BYTES" help:"Stream a MemWAL epoch of a table without a primary key into a local-disk WAL as its batches arrive once it passes this many bytes (0: never; docs/storage.md, Streamed puts)."`
 	MemWALLeaseTTL    time.Duration `name:"memwal-lease-ttl" default:"15s" env:"FLIGHT_SINK_MEMWAL_LEASE_TTL" help:"How long a server's claim of a MemWAL shard lasts without a commit; it renews every third of it, and another server that sees no commit of the owner for this long takes the shard over (fold, release). Every server of a table must use the same value."`
 	IcebergInterval   time.Duration `name:"iceberg-publish-interval" default:"1s" env:"FLIGHT_SINK_ICEBERG_PUBLISH_INTERVAL" help:"Least time between two Iceberg publishes of a table after commits (0: after every commit); a table overrides it with the configuration iceberg.publish_interval_ms."`
@@ -116,6 +117,10 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		cfg.Sink.MemWALFreshness = -1 // the Sink's zero value is its default; negative: off
 	}
 	cfg.Sink.MemWAL.OwnerLeaseTTL = c.MemWALLeaseTTL
+	if c.MaxPartitions < 1 {
+		return fmt.Errorf("--max-partitions-per-write must be positive, got %d", c.MaxPartitions)
+	}
+	cfg.Sink.Engine.MaxPartitionsPerWrite = c.MaxPartitions
 	if c.MemWALStreamPuts > 0 {
 		cfg.Sink.MemWAL.StreamPutBytes = c.MemWALStreamPuts
 	}

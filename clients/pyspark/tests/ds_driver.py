@@ -1,9 +1,11 @@
 """A Spark driver for the driver-kill tests (sparkutil.check_driver_sigkill): a rate-micro-batch
 query writing with format("flight-sink") until it has committed ``UNTIL_EPOCHS`` epochs (or is
 killed). Without JAR format("flight-sink") is the Python data source (registered here); with JAR
-it is the JVM connector from that jar on spark.jars.
+it is the JVM connector from that jar on spark.jars; with JAR and ``catalog`` the query writes by
+table name through the jar's catalog (``writeStream.toTable("fs.default.TABLE")``, which creates
+the table on the first run).
 
-    python ds_driver.py URI TABLE CHECKPOINT ROWS_PER_BATCH UNTIL_EPOCHS [JAR]
+    python ds_driver.py URI TABLE CHECKPOINT ROWS_PER_BATCH UNTIL_EPOCHS [JAR [catalog]]
 
 Run as its own process (the test SIGKILLs its whole process group, JVM included, and restarts
 it from the same checkpoint). Prints "started <query id>" once the query runs.
@@ -25,9 +27,14 @@ from sparkutil import epoch_commits
 def main() -> None:
     uri, table, ckpt, rows_per_batch, until = sys.argv[1:6]
     jar = sys.argv[6] if len(sys.argv) > 6 else None
+    catalog = len(sys.argv) > 7 and sys.argv[7] == "catalog"
     builder = SparkSession.builder.master("local[2]").appName("flight-sink-driver-kill")
     if jar:
         builder = builder.config("spark.jars", jar)
+    if catalog:
+        builder = builder.config("spark.sql.catalog.fs", "io.flightsink.spark.FlightSinkCatalog").config(
+            "spark.sql.catalog.fs.uri", uri
+        )
     spark = (
         builder
         .config("spark.ui.enabled", "false")
@@ -39,19 +46,19 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     if not jar:
         register(spark)
-    q = (
+    stream = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", int(rows_per_batch))
         .option("numPartitions", 2)
         .load()
         .selectExpr("value AS id", "timestamp AS ts")
-        .writeStream.format("flight-sink")
-        .option("uri", uri)
-        .option("table", table)
-        .option("checkpointLocation", ckpt)
+        .writeStream.option("checkpointLocation", ckpt)
         .trigger(processingTime="200 milliseconds")
-        .start()
     )
+    if catalog:
+        q = stream.toTable(f"fs.default.{table}")
+    else:
+        q = stream.format("flight-sink").option("uri", uri).option("table", table).start()
     print(f"started {q.id}", flush=True)
     client = fs.Client(uri)
     while q.isActive:

@@ -73,8 +73,11 @@ def fail_first_close_of_partition_1(pid: int, epoch: int, ack: "fs.Ack") -> None
 TESTS_DIR = Path(__file__).resolve().parent
 
 
-def check_driver_sigkill(uri: str, table: str, ckpt: Path, jar: Optional[str] = None, rows_per_batch: int = 50) -> None:
-    """Run ds_driver.py (the Python data source, or the JVM connector when jar is given), SIGKILL
+def check_driver_sigkill(
+    uri: str, table: str, ckpt: Path, jar: Optional[str] = None, rows_per_batch: int = 50, catalog: bool = False
+) -> None:
+    """Run ds_driver.py (the Python data source, or the JVM connector when jar is given, by table
+    name through the jar's catalog when catalog is true), SIGKILL
     its process group (Python and JVM) twice mid-stream and restart it from the same checkpoint,
     then assert: every row exactly once, every epoch whole or not at all, epochs in order under
     the one query id that survives the restarts."""
@@ -85,7 +88,8 @@ def check_driver_sigkill(uri: str, table: str, ckpt: Path, jar: Optional[str] = 
     def run(until: int, kill: bool) -> None:
         nonlocal kills
         args = [sys.executable, str(TESTS_DIR / "ds_driver.py"), uri, table, str(ckpt), str(rows_per_batch), str(until)]
-        proc = subprocess.Popen(args + ([jar] if jar else []), env=env, start_new_session=True,
+        extra = ([jar] if jar else []) + (["catalog"] if catalog else [])
+        proc = subprocess.Popen(args + extra, env=env, start_new_session=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if not kill:
             out, _ = proc.communicate(timeout=600)

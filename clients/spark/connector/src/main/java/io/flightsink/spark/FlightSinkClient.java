@@ -179,6 +179,24 @@ final class FlightSinkClient {
     }
   }
 
+  /** The names of the server's tables (ListFlights: one PATH descriptor per table). */
+  List<String> listTables() {
+    try {
+      return retryUnavailable(() -> leased(c -> {
+        List<String> names = new ArrayList<>();
+        for (FlightInfo info : c.listFlights(org.apache.arrow.flight.Criteria.ALL, callOptions)) {
+          List<String> path = info.getDescriptor().getPath();
+          if (path != null && !path.isEmpty()) {
+            names.add(path.get(0));
+          }
+        }
+        return names;
+      }));
+    } catch (FlightRuntimeException e) {
+      throw FlightSinkException.wrap("ListFlights", uri, e);
+    }
+  }
+
   FlightInfo flightInfo(Object cmd) {
     try {
       return retryUnavailable(() -> leased(c -> c.getInfo(FlightDescriptor.command(json(cmd)), callOptions)));
