@@ -129,10 +129,18 @@ func (rb *rowRebase) advance(ctx context.Context, h HistoryEntry) error {
 		rb.rows, rb.gone, rb.prev = rows, gone, cur
 		return nil
 	}
-	newly, err := rb.newlyDeleted(ctx, cur)
+	newly, vanished, err := rb.newlyDeleted(ctx, cur, h.Operation)
 	if err != nil {
 		return err
 	}
+	// A fragment a Delete dropped whole: its rows are gone (newly), and nothing of this
+	// transaction can land in it.
+	defer func() {
+		for _, id := range vanished {
+			rb.rows.Remove(id)
+			rb.gone.Remove(id)
+		}
+	}()
 	if n := newly.Len(); n > 0 {
 		switch {
 		case rb.txn.Operation == OpUpdate:
@@ -155,21 +163,33 @@ func (rb *rowRebase) versionErr(h HistoryEntry, err error) error {
 	return err
 }
 
-// newlyDeleted returns the rows of rb.rows that version cur deletes and rb.prev did not.
-func (rb *rowRebase) newlyDeleted(ctx context.Context, cur *Manifest) (*rowset.Set, error) {
+// newlyDeleted returns the rows of rb.rows that version cur (committed by operation op) deletes
+// and rb.prev did not, and the fragments of rb.rows cur lacks: a Delete drops a fragment it
+// leaves without a live row (dropFullyDeleted), every row of it is then newly deleted.
+func (rb *rowRebase) newlyDeleted(ctx context.Context, cur *Manifest, op Operation) (*rowset.Set, []uint64, error) {
 	out := &rowset.Set{}
+	var vanished []uint64
 	curFrags, prevFrags := fragmentsByID(cur), fragmentsByID(rb.prev)
 	for _, id := range rb.rows.Fragments() {
 		cf, ok := curFrags[id]
+		if !ok && op == OpDelete {
+			x := rb.rows.Offsets(id).Clone()
+			if g := rb.gone.Offsets(id); g != nil {
+				x.AndNot(g)
+			}
+			out.AddBitmap(id, x)
+			vanished = append(vanished, id)
+			continue
+		}
 		if !ok {
-			return nil, fmt.Errorf("table %s: fragment %d vanished at version %d without a Rewrite or Overwrite: %w", rb.t.name, id, cur.Version, ErrCommitConflict)
+			return nil, nil, fmt.Errorf("table %s: fragment %d vanished at version %d without a Rewrite or Overwrite: %w", rb.t.name, id, cur.Version, ErrCommitConflict)
 		}
 		if cf.DeletionFile == "" || cf.DeletionFile == prevFrags[id].DeletionFile {
 			continue
 		}
 		bm, err := rb.deletions(ctx, cf)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		x := roaring.And(bm, rb.rows.Offsets(id))
 		if g := rb.gone.Offsets(id); g != nil {
@@ -177,7 +197,7 @@ func (rb *rowRebase) newlyDeleted(ctx context.Context, cur *Manifest) (*rowset.S
 		}
 		out.AddBitmap(id, x)
 	}
-	return out, nil
+	return out, vanished, nil
 }
 
 func (rb *rowRebase) deletions(ctx context.Context, f Fragment) (*roaring.Bitmap, error) {
@@ -205,12 +225,55 @@ func (rb *rowRebase) finish(ctx context.Context, base, next *Manifest) ([]string
 			return nil, err
 		}
 	}
+	if rb.txn.Operation == OpDelete && len(next.PartitionSpec) > 0 {
+		if err := rb.dropFullyDeleted(ctx, next); err != nil {
+			return nil, err
+		}
+	}
 	written, err := rb.t.mergeDeletions(ctx, next, rb.rows)
 	if err != nil {
 		rb.t.deleteFiles(ctx, written)
 		return nil, err
 	}
 	return written, nil
+}
+
+// dropFullyDeleted removes from next, a version of a partitioned table, the fragments the Delete
+// leaves without a live row, and their rows from rb.rows: a delete of whole partitions changes
+// the manifest only, it writes no deletion file.
+func (rb *rowRebase) dropFullyDeleted(ctx context.Context, next *Manifest) error {
+	drop := make(map[uint64]bool)
+	byID := fragmentsByID(next)
+	for _, id := range rb.rows.Fragments() {
+		f, ok := byID[id]
+		if !ok {
+			continue // mergeDeletions reports it
+		}
+		offs := rb.rows.Offsets(id)
+		if int64(offs.GetCardinality())+f.DeletedRows < f.PhysicalRows {
+			continue
+		}
+		dels, err := rb.t.readDeletions(ctx, f)
+		if err != nil {
+			return err
+		}
+		if int64(roaring.Or(dels, offs).GetCardinality()) >= f.PhysicalRows {
+			drop[id] = true
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	kept := next.Fragments[:0:0]
+	for _, f := range next.Fragments {
+		if drop[f.ID] {
+			rb.rows.Remove(f.ID)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	next.Fragments = kept
+	return nil
 }
 
 // searchKeys adds to rb.rows every live row of base's fragments created since the last search

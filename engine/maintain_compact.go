@@ -127,24 +127,60 @@ func (t *Table) compactDefaults(o CompactOptions) CompactOptions {
 // most the target's worth of live rows. A group is rewritten when it merges two or more
 // fragments, or when its one fragment has too many deleted rows; a lone small fragment is left
 // alone (rewriting it would gain nothing).
+//
+// In a partitioned table a group holds fragments of one partition only: each partition's
+// fragments, in table order, are planned as the fragments of an unpartitioned table are.
 func (t *Table) PlanCompaction(m *Manifest, o CompactOptions) CompactionPlan {
 	o = t.compactDefaults(o)
 	plan := CompactionPlan{ReadVersion: m.Version}
 	tooDeleted := func(f Fragment) bool {
 		return f.PhysicalRows > 0 && f.DeletedRows > 0 && float64(f.DeletedRows)/float64(f.PhysicalRows) > o.MaxDeletedShare
 	}
-	if o.MergeRatio > 0 {
-		return t.planIncremental(m, o, plan, tooDeleted)
+	for _, frags := range partitionFragments(m) {
+		if o.MergeRatio > 0 {
+			plan.Groups = append(plan.Groups, planIncremental(frags, o, tooDeleted)...)
+		} else {
+			plan.Groups = append(plan.Groups, planBins(frags, o, tooDeleted)...)
+		}
 	}
+	return plan
+}
+
+// partitionFragments returns m's fragments split by partition, each list in table order, the
+// partitions in the order of their first fragment; all of them as one list in an unpartitioned
+// table.
+func partitionFragments(m *Manifest) [][]Fragment {
+	if len(m.PartitionSpec) == 0 {
+		return [][]Fragment{m.Fragments}
+	}
+	index := make(map[string]int)
+	var out [][]Fragment
+	for _, f := range m.Fragments {
+		k := f.Partition.Key()
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], f)
+	}
+	return out
+}
+
+// planBins cuts the runs of adjacent candidates of frags into groups of at most the target's
+// live rows (PlanCompaction without a MergeRatio).
+func planBins(frags []Fragment, o CompactOptions, tooDeleted func(Fragment) bool) [][]Fragment {
+	var groups [][]Fragment
 	var bin []Fragment
 	var binLive int64
 	flush := func() {
 		if len(bin) >= 2 || (len(bin) == 1 && tooDeleted(bin[0])) {
-			plan.Groups = append(plan.Groups, bin)
+			groups = append(groups, bin)
 		}
 		bin, binLive = nil, 0
 	}
-	for _, f := range m.Fragments {
+	for _, f := range frags {
 		live := f.LiveRows()
 		if live >= o.TargetRowsPerFragment && !tooDeleted(f) {
 			flush()
@@ -157,12 +193,13 @@ func (t *Table) PlanCompaction(m *Manifest, o CompactOptions) CompactionPlan {
 		binLive += live
 	}
 	flush()
-	return plan
+	return groups
 }
 
-// planIncremental is PlanCompaction with a MergeRatio: within each run of adjacent candidates,
-// groups are formed from the newest fragment backwards (see CompactOptions.MergeRatio).
-func (t *Table) planIncremental(m *Manifest, o CompactOptions, plan CompactionPlan, tooDeleted func(Fragment) bool) CompactionPlan {
+// planIncremental is PlanCompaction of frags with a MergeRatio: within each run of adjacent
+// candidates, groups are formed from the newest fragment backwards (see CompactOptions.MergeRatio).
+func planIncremental(frags []Fragment, o CompactOptions, tooDeleted func(Fragment) bool) [][]Fragment {
+	var out [][]Fragment
 	live := Fragment.LiveRows
 	planRun := func(run []Fragment) {
 		var groups [][]Fragment // newest first
@@ -185,11 +222,11 @@ func (t *Table) planIncremental(m *Manifest, o CompactOptions, plan CompactionPl
 			i = j - 1
 		}
 		for k := len(groups) - 1; k >= 0; k-- {
-			plan.Groups = append(plan.Groups, groups[k])
+			out = append(out, groups[k])
 		}
 	}
 	var run []Fragment
-	for _, f := range m.Fragments {
+	for _, f := range frags {
 		if live(f) >= o.TargetRowsPerFragment && !tooDeleted(f) {
 			planRun(run)
 			run = nil
@@ -198,7 +235,7 @@ func (t *Table) planIncremental(m *Manifest, o CompactOptions, plan CompactionPl
 		run = append(run, f)
 	}
 	planRun(run)
-	return plan
+	return out
 }
 
 // PrepareCompaction plans a compaction of version base (nil: the latest), rewrites the groups'

@@ -100,9 +100,21 @@ func (t *Table) PrepareDelete(ctx context.Context, base *Manifest, where *expr.P
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.matchRows(ctx, m, where)
+	if err := where.Validate(m.ArrowSchema()); err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.name, err)
+	}
+	// A partitioned table's partitions decide what they can before any row is read
+	// (rows_delete_partition.go).
+	rows, scan, err := t.partitionDeletes(ctx, m, where)
 	if err != nil {
 		return nil, err
+	}
+	if scan == nil || len(scan) > 0 {
+		matched, err := t.matchRows(ctx, m, where, scan)
+		if err != nil {
+			return nil, err
+		}
+		rows.Union(matched)
 	}
 	return &Transaction{Operation: OpDelete, ReadVersion: m.Version, Deleted: rows, base: m}, nil
 }
@@ -192,13 +204,13 @@ func (t *Table) Discard(ctx context.Context, txn *Transaction) {
 	t.deleteFiles(ctx, rels)
 }
 
-// matchRows returns the addresses of the live rows of m for which where is true. It reads only
-// the columns where needs.
-func (t *Table) matchRows(ctx context.Context, m *Manifest, where *expr.Predicate) (*rowset.Set, error) {
+// matchRows returns the addresses of the live rows of m (of fragments frags; nil: all) for which
+// where is true. It reads only the columns where needs.
+func (t *Table) matchRows(ctx context.Context, m *Manifest, where *expr.Predicate, frags []uint64) (*rowset.Set, error) {
 	if err := where.Validate(m.ArrowSchema()); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.name, err)
 	}
-	s, err := t.ScanManifest(ctx, m, ScanOptions{Columns: where.Columns(), WithRowAddresses: true})
+	s, err := t.ScanManifest(ctx, m, ScanOptions{Columns: where.Columns(), WithRowAddresses: true, Fragments: frags})
 	if err != nil {
 		return nil, err
 	}

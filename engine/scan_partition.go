@@ -178,22 +178,49 @@ func fieldCond(b *partition.Bound, i int, f arrow.Field, pred *expr.Predicate) (
 			return nil, false
 		}
 		want = func(c int) bool { return c != 0 }
-	case expr.PredLt, expr.PredLe:
+	case expr.PredLt, expr.PredLe, expr.PredGt, expr.PredGe:
 		if !tr.Monotonic() {
 			return nil, false
 		}
-		want = func(c int) bool { return c <= 0 }
-	case expr.PredGt, expr.PredGe:
-		if !tr.Monotonic() {
-			return nil, false
-		}
-		want = func(c int) bool { return c >= 0 }
+		return rangeCond(b, i, f, pred, lit), true
 	default:
 		return nil, false
 	}
 	return func(t partition.Tuple) bool {
 		return !t[i].IsNull() && want(partition.Compare(t[i], lit))
 	}, true
+}
+
+// rangeCond is the condition of comparison pred ("<", "<=", ">", ">=") on an order-preserving
+// field i: where the partition value stands for a range of source values (fieldRange) the range
+// is compared with the literal itself, so "ts < '2024-01-16'" excludes the partition day 2024-01-16;
+// elsewhere (a truncated string) the partition value is compared with the transformed literal
+// lit, inclusively.
+func rangeCond(b *partition.Bound, i int, f arrow.Field, pred *expr.Predicate, lit partition.Value) partCond {
+	src, exact := sourceLiteral(f, pred.Value)
+	tr, srcType := b.Spec()[i].Transform, b.SourceType(i)
+	return func(t partition.Tuple) bool {
+		if t[i].IsNull() {
+			return false
+		}
+		if lo, hi, ok := fieldRange(tr, srcType, t[i]); ok && exact {
+			switch pred.Op {
+			case expr.PredLt:
+				return partition.Compare(lo, src) < 0
+			case expr.PredLe:
+				return partition.Compare(lo, src) <= 0
+			case expr.PredGt:
+				return partition.Compare(hi, src) > 0
+			default:
+				return partition.Compare(hi, src) >= 0
+			}
+		}
+		c := partition.Compare(t[i], lit)
+		if pred.Op == expr.PredLt || pred.Op == expr.PredLe {
+			return c <= 0
+		}
+		return c >= 0
+	}
 }
 
 // transformLiteral returns spec field i's partition value of literal v of column f; false when

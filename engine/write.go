@@ -18,7 +18,8 @@ import (
 )
 
 // Writer writes record batches into new data files, split into fragments of at most
-// Options.TargetRowsPerFragment rows. It commits nothing: Finish returns the fragments for a
+// Options.TargetRowsPerFragment rows; in a partitioned table every file holds the rows of one
+// partition, buffered until Finish (write_partition.go). It commits nothing: Finish returns the fragments for a
 // transaction, and files of a writer whose fragments are never committed are unreferenced
 // garbage that cleanup reclaims.
 //

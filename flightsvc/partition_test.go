@@ -3,6 +3,8 @@ package flightsvc_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -118,11 +120,21 @@ func TestPartitionedTablesSplitEveryWrite(t *testing.T) {
 					wantAck(t, a, "committed", 0)
 				}
 				if kind == "memwal" {
+					s.mustAction(t, "flush_memwal", cmd{"table": name}, nil)
 					s.mustAction(t, "fold_memwal_shard", cmd{"table": name}, nil)
 				}
 				tbl, m := openTable(t, s.Root, name)
 				if err := tbl.CheckFragmentPartitions(testCtx(t), m); err != nil {
 					t.Fatal(err)
+				}
+				if kind == "memwal" { // one fold of both epochs: one file per partition
+					seen := map[string]bool{}
+					for _, f := range m.Fragments {
+						seen[f.Partition.Key()] = true
+					}
+					if len(m.Fragments) == 0 || len(seen) != len(m.Fragments) {
+						t.Fatalf("the fold made %d fragments of %d partitions", len(m.Fragments), len(seen))
+					}
 				}
 				if kind == "plain" && len(m.Fragments) != distinct {
 					t.Fatalf("two epochs of %d partitions in all made %d fragments", distinct, len(m.Fragments))
@@ -197,9 +209,9 @@ func TestPartitionSpecRefusals(t *testing.T) {
 }
 
 // TestPartitionLimitOverTheWire: an epoch of more partitions than the table's limit is refused
-// with TOO_MANY_PARTITIONS and commits nothing; one within it lands.
+// with TOO_MANY_PARTITIONS and commits nothing; one within it lands. /status.json shows the spec.
 func TestPartitionLimitOverTheWire(t *testing.T) {
-	s := startServer(t, flightsvc.Config{})
+	s := startServer(t, flightsvc.Config{HTTPListen: "127.0.0.1:0"})
 	s.mustAction(t, "create_table", cmd{"table": "l", "schema": []cmd{{"name": "id", "type": "int64"}, {"name": "ts", "type": "timestamp[us, tz=UTC]"}, {"name": "country", "type": "string"}},
 		"partition_by": []cmd{{"column": "ts", "transform": "hour"}}, "max_partitions_per_write": 5}, nil)
 	rec := eventBatch(idRange(0, 60)) // 30 hours
@@ -216,6 +228,25 @@ func TestPartitionLimitOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAck(t, a, "committed", 2)
+
+	resp, err := http.Get("http://" + s.Srv.HTTPAddr().String() + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var status struct {
+		Tables []struct {
+			Table       string                     `json:"table"`
+			PartitionBy []flightsvc.PartitionField `json:"partition_by"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal(body, &status); err != nil {
+		t.Fatalf("/status.json: %v\n%s", err, body)
+	}
+	if len(status.Tables) != 1 || len(status.Tables[0].PartitionBy) != 1 || status.Tables[0].PartitionBy[0] != (flightsvc.PartitionField{Column: "ts", Transform: "hour"}) {
+		t.Fatalf("/status.json tables %+v", status.Tables)
+	}
 }
 
 // TestGetFlightInfoPrunesPartitions: GetFlightInfo with a filter on one day of a day-partitioned
@@ -286,5 +317,101 @@ func TestGetFlightInfoPrunesPartitions(t *testing.T) {
 	// Id i is i%30 hours after 2024-03-30T12:00: on March 31 when i%30 is 12..29, 18 of every 30.
 	if want := int64(180); rows != want || whole.Rows != want {
 		t.Fatalf("endpoints read %d rows, DoGet %d, want %d", rows, whole.Rows, want)
+	}
+}
+
+// TestStagedEpochOfPartitionedTable: the stages of a staged epoch each write files of one
+// partition; the epoch's stages together are held to the table's partition limit at commit.
+func TestStagedEpochOfPartitionedTable(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	s.mustAction(t, "create_table", cmd{"table": "st", "schema": []cmd{{"name": "id", "type": "int64"}, {"name": "ts", "type": "timestamp[us, tz=UTC]"}, {"name": "country", "type": "string"}},
+		"partition_by": []cmd{{"column": "country"}}, "max_partitions_per_write": 4}, nil)
+	stage := func(epoch, part int64, ids []int64) string {
+		rec := eventBatch(ids)
+		defer rec.Release()
+		a, err := s.put(testCtx(t), cmdDesc(t, cmd{"table": "st", "query_id": "q", "epoch_id": epoch, "partition": cmd{"id": part}}), eventSchema, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantAck(t, a, "staged", 0)
+		return a.Stage
+	}
+	// Two stages of three countries each (ids 0,1,3 and 5,6,8: NL, DE, FR): 3 partitions in all.
+	tokens := []string{stage(0, 0, []int64{0, 1, 3, 10, 11, 13}), stage(0, 1, []int64{5, 6, 8})}
+	var c ack
+	s.mustAction(t, "commit_epoch", cmd{"table": "st", "query_id": "q", "epoch_id": 0, "stages": tokens}, &c)
+	wantAck(t, c, "committed", 2)
+	tbl, m := openTable(t, s.Root, "st")
+	if err := tbl.CheckFragmentPartitions(testCtx(t), m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Fragments) != 6 { // one file per partition per stage
+		t.Fatalf("%d fragments, want 3 per stage", len(m.Fragments))
+	}
+	// Stages of 3 and 2 partitions, 5 together: past the limit of 4 at commit, nothing lands.
+	tokens = []string{stage(1, 0, []int64{0, 1, 3}), stage(1, 1, []int64{2, 4})}
+	_, err := s.action(testCtx(t), "commit_epoch", cmd{"table": "st", "query_id": "q", "epoch_id": 1, "stages": tokens})
+	wantReason(t, err, codes.InvalidArgument, "TOO_MANY_PARTITIONS")
+	if v := s.version(t, "st"); v != 2 {
+		t.Fatalf("a refused staged epoch committed: version %d", v)
+	}
+}
+
+// TestPartitionMaintenanceOverTheWire: on a day-partitioned table (plain and MemWAL), the compact
+// action merges each day's small files into one, and the delete action of a whole day drops its
+// fragments in one commit without a deletion file.
+func TestPartitionMaintenanceOverTheWire(t *testing.T) {
+	s := startServer(t, flightsvc.Config{})
+	for _, kind := range []string{"plain", "memwal"} {
+		t.Run(kind, func(t *testing.T) {
+			create := cmd{"partition_by": []cmd{{"column": "ts", "transform": "day"}}}
+			if kind == "memwal" {
+				create["memwal"] = cmd{"shards": 1}
+			}
+			name := "m_" + kind
+			for e := range int64(4) {
+				rec := eventBatch(idRange(e*60, 60)) // two days each
+				_, err := s.put(testCtx(t), cmdDesc(t, cmd{"table": name, "query_id": "q", "epoch_id": e, "create": create}), eventSchema, rec)
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if kind == "memwal" { // a fold per epoch: small files
+					s.mustAction(t, "flush_memwal", cmd{"table": name}, nil)
+					s.mustAction(t, "fold_memwal_shard", cmd{"table": name}, nil)
+				}
+			}
+			_, m := openTable(t, s.Root, name)
+			if len(m.Fragments) != 8 {
+				t.Fatalf("four epochs of two days made %d fragments", len(m.Fragments))
+			}
+			s.mustAction(t, "compact", cmd{"table": name}, nil)
+			tbl, m := openTable(t, s.Root, name)
+			if err := tbl.CheckFragmentPartitions(testCtx(t), m); err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Fragments) != 2 || s.stats(t, name).Rows != 240 {
+				t.Fatalf("after compaction %d fragments (want one per day, 2), %d rows", len(m.Fragments), s.stats(t, name).Rows)
+			}
+			var del struct {
+				Committed   bool  `json:"committed"`
+				RowsDeleted int64 `json:"rows_deleted"`
+			}
+			s.mustAction(t, "delete", cmd{"table": name, "where": cmd{"op": "and", "args": []cmd{
+				{"op": ">=", "column": "ts", "value": "2024-03-31T00:00:00Z"},
+				{"op": "<", "column": "ts", "value": "2024-04-01T00:00:00Z"}}}}, &del)
+			_, after := openTable(t, s.Root, name)
+			if !del.Committed || del.RowsDeleted != 144 || len(after.Fragments) != 1 || after.Version != m.Version+1 {
+				t.Fatalf("delete of a day: %+v, %d fragments left at version %d (from %d)", del, len(after.Fragments), after.Version, m.Version)
+			}
+			for _, f := range after.Fragments {
+				if f.DeletionFile != "" {
+					t.Fatalf("fragment %d has a deletion file %s", f.ID, f.DeletionFile)
+				}
+			}
+			if got := s.stats(t, name).Rows; got != 96 {
+				t.Fatalf("%d rows after the delete, want 96", got)
+			}
+		})
 	}
 }

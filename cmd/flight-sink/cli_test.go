@@ -281,6 +281,7 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("inspect-memwal", func(t *testing.T) { testInspectCountsMemWALRows(t, bin) })
+	t.Run("inspect-partitions", func(t *testing.T) { testInspectShowsPartitions(t, bin) })
 
 	t.Run("inspect-old-version", func(t *testing.T) {
 		var d inspectJSON

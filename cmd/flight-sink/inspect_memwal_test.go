@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/flight-sink/flight-sink/engine"
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/objstore"
 	"github.com/flight-sink/flight-sink/streaming"
 )
@@ -82,5 +83,47 @@ func testInspectCountsMemWALRows(t *testing.T, bin string) {
 	}
 	if k.Rows != 100 || k.BaseRows != 0 || k.MemWALRows != 100 {
 		t.Errorf("keyed MemWAL table: rows %d (base %d, MemWAL %d), want 100 (0, 100): one per key", k.Rows, k.BaseRows, k.MemWALRows)
+	}
+}
+
+// testInspectShowsPartitions (a subtest of TestCLI): inspect shows a partitioned table's spec
+// and each fragment's partition, in JSON and in text.
+func testInspectShowsPartitions(t *testing.T, bin string) {
+	ctx := t.Context()
+	root := t.TempDir()
+	store, err := objstore.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := streaming.NewSink(store, &streaming.Options{DefaultMaintenance: &engine.MaintenanceConfig{Mode: engine.MaintenanceOff}})
+	defer sink.Close()
+	spec, err := partition.ParseSpec([]byte(`[{"column":"id","transform":"truncate[10]"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := makeBatch(t, 1, 2, 15)
+	src, err := array.NewRecordReader(testSchema, []arrow.RecordBatch{rec})
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.WriteEpoch(ctx, streaming.EpochRequest{Table: "pt", QueryID: "q", EpochID: 0, Create: &streaming.CreateSpec{PartitionBy: spec}}, src); err != nil {
+		t.Fatal(err)
+	}
+	uri := filepath.Join(root, "pt")
+	var d inspectJSON
+	out := runCLI(t, bin, nil, "inspect", "--json", uri).mustSucceed(t).stdout
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(d.PartitionBy) != 1 || d.PartitionBy[0].Column != "id" || d.PartitionBy[0].Transform != "truncate[10]" {
+		t.Errorf("partition_by %+v", d.PartitionBy)
+	}
+	if len(d.Fragments) != 2 || d.Fragments[0].Partition.String() != "[0]" || d.Fragments[1].Partition.String() != "[10]" {
+		t.Errorf("fragments %+v, want partitions [0] and [10]", d.Fragments)
+	}
+	txt := runCLI(t, bin, nil, "inspect", uri).mustSucceed(t).stdout
+	if !hasRow(txt, "partition", "by:", "truncate[10](id)") || !hasRow(txt, "2", "1", "0", "[10]") {
+		t.Errorf("inspect text lacks the spec or a fragment's partition:\n%s", txt)
 	}
 }

@@ -130,10 +130,12 @@ func isBytesType(t string) bool {
 	return t == "binary" || t == "uuid" || strings.HasPrefix(t, "fixed[")
 }
 
-// decimalScale reads S of "decimal(P, S)".
+// decimalScale reads S of "decimal(P, S)" (0 when t is not of that form).
 func decimalScale(t string) int32 {
 	var p, s int32
-	fmt.Sscanf(t, "decimal(%d, %d)", &p, &s)
+	if _, err := fmt.Sscanf(t, "decimal(%d, %d)", &p, &s); err != nil {
+		return 0
+	}
 	return s
 }
 

@@ -125,6 +125,13 @@ func (s *Set) Offsets(frag uint64) *roaring.Bitmap {
 	return s.frags[frag]
 }
 
+// Remove drops every offset of fragment frag from the set.
+func (s *Set) Remove(frag uint64) {
+	if s != nil {
+		delete(s.frags, frag)
+	}
+}
+
 // Addresses returns every address in the set, ascending. For tests and small sets.
 func (s *Set) Addresses() []uint64 {
 	var out []uint64
