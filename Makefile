@@ -14,7 +14,7 @@ BENCHTIME ?= 1s
 # Packages for test/bench/lint; override to narrow, e.g. `make test PKGS=./engine/...`.
 PKGS ?= ./...
 
-.PHONY: build run test test-python pydeps spark41 trino test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-partitions bench-spark bench-change-feed bench-change-feed-delta bench-spark-catalog bench-servers rest-kit torture fuzz deploy-tools deploy-check image image-check
+.PHONY: build run test test-python pydeps spark41 trino test-browser spark-jar test-spark bench lint lint-tools lint-python tools browser bench-peers bench-reads bench-freshness bench-partitions bench-spark bench-change-feed bench-change-feed-delta bench-spark-catalog bench-spark-partitions bench-servers rest-kit torture fuzz deploy-tools deploy-check image image-check
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flight-sink ./cmd/flight-sink
@@ -244,6 +244,17 @@ bench-change-feed-delta: build spark-jar spark41
 BENCH_SPARK_CATALOG_ARGS ?=
 bench-spark-catalog: build spark-jar spark41
 	"$$(cat $(VENV)/spark41)" bench/spark_catalog.py --server-bin bin/flight-sink $(BENCH_SPARK_CATALOG_ARGS)
+
+# bench-spark-partitions: streaming into a day-partitioned table on PySpark 4.1
+# (bench/spark_partitions.py): the JVM connector with the option partitionBy "days(ts)" against
+# Spark's Iceberg sink (Hadoop catalog, fanout writer) into the same spec, small micro-batches
+# (200 x 1,000 rows) and large (5 x 1 M rows), each spanning 24 days; seconds, rows/s and
+# micro-batches/s side by side. Builds the server and the jar, fetches the Iceberg jar
+# (bench/spark_jars.sh), starts and stops the server itself. BENCH_SPARK_PARTITIONS_ARGS="--small-batches
+# 20 --large-batches 1" for a shorter run.
+BENCH_SPARK_PARTITIONS_ARGS ?=
+bench-spark-partitions: build spark-jar spark41
+	"$$(cat $(VENV)/spark41)" bench/spark_partitions.py --server-bin bin/flight-sink $(BENCH_SPARK_PARTITIONS_ARGS)
 
 # bench-servers: `flight-sink bench --only memwal-servers` (docs/benchmarks.md) on a versitygw it
 # starts on 127.0.0.1:$(BENCH_S3_PORT) over a fresh temporary directory and stops (and removes)

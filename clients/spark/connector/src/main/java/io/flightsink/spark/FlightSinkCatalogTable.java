@@ -64,7 +64,7 @@ final class FlightSinkCatalogTable implements SupportsRead, SupportsWrite, Suppo
     this.version = version;
     this.arrowSchema = arrowSchema;
     this.schema = ArrowConversions.sparkSchema(arrowSchema);
-    this.data = new FlightSinkTable(opts, schema);
+    this.data = new FlightSinkTable(opts, schema, null);
   }
 
   @Override

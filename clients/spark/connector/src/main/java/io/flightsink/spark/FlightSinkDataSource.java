@@ -47,9 +47,15 @@ public final class FlightSinkDataSource implements TableProvider, DataSourceRegi
     }
   }
 
+  /**
+   * {@code partitioning} is what {@code df.write.partitionBy(cols)} gave (identity transforms):
+   * the partition spec of a table the write creates, as the option {@code partitionBy} is.
+   * Spark passes no partitioning from {@code writeStream.partitionBy} to a data source (only to
+   * a catalog's createTable: {@link FlightSinkCatalog}).
+   */
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-    return new FlightSinkTable(FlightSinkOptions.parse(properties), schema);
+    return new FlightSinkTable(FlightSinkOptions.parse(properties).withPartitioning(partitioning), schema, partitioning);
   }
 
   /** Writes pass their data's schema (no GetSchema round trip); reads may name columns. */

@@ -17,18 +17,19 @@ import java.util.Set;
  * {@code create}), {@code route}, {@code version} (reads; {@code versionAsOf} is the same), {@code
  * pushFilters} (batch reads, default true), {@code skipChangeCommits} (streaming reads), {@code
  * readChangeFeed} with {@code startingVersion} (a version or {@code latest}) and {@code
- * endingVersion} (batch reads of the change feed). Any other
+ * endingVersion} (batch reads of the change feed), {@code partitionBy} (the partition spec of a
+ * table a write creates, in Iceberg's Spark DDL syntax: {@link PartitionTransforms#parse}). Any other
  * option fails, naming the known ones, except Spark's own ({@link #SPARK_OPTIONS}), names starting
  * with {@code __}, and the test hook {@link InjectedFailure#OPTION}, which {@link InjectedFailure}
  * reads from {@link #raw()}.
  */
 public final class FlightSinkOptions implements Serializable {
-  private static final long serialVersionUID = 2L;
+  private static final long serialVersionUID = 3L;
 
   /** The connector's options (case-insensitive), the test hook aside. */
   static final List<String> KNOWN = List.of("uri", "table", "token", "query_id", "mergeSchema",
       "create", "primaryKey", "route", "version", "versionAsOf", "pushFilters", "skipChangeCommits",
-      "readChangeFeed", "startingVersion", "endingVersion");
+      "readChangeFeed", "startingVersion", "endingVersion", "partitionBy");
 
   /** The value of {@code startingVersion} that starts a change feed stream after the latest version. */
   static final String LATEST = "latest";
@@ -51,10 +52,14 @@ public final class FlightSinkOptions implements Serializable {
   private final Long startingVersion;
   private final boolean startingLatest;
   private final Long endingVersion;
+  /** The spec Spark passed ({@code df.write.partitionBy}); empty for none. */
+  private final List<Map<String, Object>> sparkPartitioning;
+  private final List<Map<String, Object>> partitionBy;
   private final HashMap<String, String> raw;
 
-  private FlightSinkOptions(Map<String, String> o) {
+  private FlightSinkOptions(Map<String, String> o, List<Map<String, Object>> sparkPartitioning) {
     raw = new HashMap<>(o);
+    this.sparkPartitioning = sparkPartitioning;
     checkKnown(o.keySet());
     uri = required(o, "uri");
     table = required(o, "table");
@@ -78,12 +83,32 @@ public final class FlightSinkOptions implements Serializable {
     startingVersion = start == null || startingLatest ? null : positiveLong("startingVersion", start);
     endingVersion = end == null ? null : positiveLong("endingVersion", end);
     checkChangeFeed(start, end);
+    partitionBy = partitionSpec(get(o, "partitionBy"), sparkPartitioning);
     InjectedFailure.parse(raw); // a malformed test hook fails here, on the driver
   }
 
   /** Parses and validates {@code options}; every error is an IllegalArgumentException naming the option. */
   public static FlightSinkOptions parse(Map<String, String> options) {
-    return new FlightSinkOptions(options);
+    return new FlightSinkOptions(options, List.of());
+  }
+
+  /**
+   * These options with the partitioning Spark passed to the data source ({@code
+   * df.write.partitionBy(cols)}: identity transforms); the same options for none. Fails when the
+   * option {@code partitionBy} gives another spec, or Spark's transforms have no server
+   * counterpart.
+   */
+  FlightSinkOptions withPartitioning(org.apache.spark.sql.connector.expressions.Transform[] partitioning) {
+    if (partitioning == null || partitioning.length == 0) {
+      return this;
+    }
+    List<Map<String, Object>> spec;
+    try {
+      spec = PartitionTransforms.spec(partitioning);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("flight-sink: cannot partition by " + e.getMessage(), e);
+    }
+    return new FlightSinkOptions(raw, Collections.unmodifiableList(new ArrayList<>(spec)));
   }
 
   /** The server's Flight URI ({@code grpc://host:port}, {@code grpc+tls://...}), trimmed. */
@@ -161,6 +186,15 @@ public final class FlightSinkOptions implements Serializable {
     return endingVersion;
   }
 
+  /**
+   * The partition spec of a table a write creates ({@code partition_by}: {@code [{"column",
+   * "transform"}]}), from Spark's partitioning or the option {@code partitionBy}; empty for none;
+   * unmodifiable.
+   */
+  public List<Map<String, Object>> partitionBy() {
+    return partitionBy;
+  }
+
   /** The options as given. */
   Map<String, String> raw() {
     return Collections.unmodifiableMap(raw);
@@ -173,18 +207,28 @@ public final class FlightSinkOptions implements Serializable {
     }
     Map<String, String> m = new HashMap<>(raw);
     m.putAll(extra);
-    return parse(m);
+    return new FlightSinkOptions(m, sparkPartitioning);
   }
 
-  /** The DoPut command's {@code create} value: false, true or {"primary_key": [...]}. */
+  /**
+   * The DoPut command's {@code create} value: false, true or {"primary_key": [...],
+   * "partition_by": [...]} (each only when given).
+   */
   Object createValue() {
     if (!create) {
       return Boolean.FALSE;
     }
-    if (primaryKey.isEmpty()) {
+    if (primaryKey.isEmpty() && partitionBy.isEmpty()) {
       return Boolean.TRUE;
     }
-    return Collections.singletonMap("primary_key", primaryKey);
+    Map<String, Object> c = new java.util.LinkedHashMap<>();
+    if (!primaryKey.isEmpty()) {
+      c.put("primary_key", primaryKey);
+    }
+    if (!partitionBy.isEmpty()) {
+      c.put("partition_by", partitionBy);
+    }
+    return c;
   }
 
   /** The JVM's shared connection to the server these options name. */
@@ -219,6 +263,29 @@ public final class FlightSinkOptions implements Serializable {
       throw new IllegalArgumentException("flight-sink option endingVersion (" + endingVersion
           + ") is before startingVersion (" + startingVersion + ")");
     }
+  }
+
+  /**
+   * The spec of the option {@code partitionBy} (null: none), or Spark's when it gave one; the two
+   * must agree when both are given.
+   */
+  private static List<Map<String, Object>> partitionSpec(String option, List<Map<String, Object>> spark) {
+    if (option == null) {
+      return spark;
+    }
+    List<Map<String, Object>> spec;
+    try {
+      spec = PartitionTransforms.spec(PartitionTransforms.parse(option));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("flight-sink option partitionBy: " + e.getMessage()
+          + " (Iceberg's Spark DDL: days(ts), country, bucket(16, id), truncate(4, name), hours(ts), months(ts),"
+          + " years(ts))", e);
+    }
+    if (!spark.isEmpty() && !PartitionTransforms.fields(spark).equals(PartitionTransforms.fields(spec))) {
+      throw new IllegalArgumentException("flight-sink: partitionBy(...) gives " + PartitionTransforms.fields(spark)
+          + " and the option partitionBy " + PartitionTransforms.fields(spec) + "; give one of them");
+    }
+    return Collections.unmodifiableList(new ArrayList<>(spec));
   }
 
   /** Fails on an option that is neither the connector's nor Spark's: a typo must not pass silently. */

@@ -5,6 +5,7 @@ import java.util.Set;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
@@ -15,10 +16,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class FlightSinkTable implements SupportsRead, SupportsWrite {
   private final FlightSinkOptions opts;
   private final StructType schema;
+  private final Transform[] partitioning;
 
-  FlightSinkTable(FlightSinkOptions opts, StructType schema) {
+  FlightSinkTable(FlightSinkOptions opts, StructType schema, Transform[] partitioning) {
     this.opts = opts;
     this.schema = schema;
+    this.partitioning = partitioning == null ? new Transform[0] : partitioning.clone();
   }
 
   @Override
@@ -29,6 +32,16 @@ final class FlightSinkTable implements SupportsRead, SupportsWrite {
   @Override
   public StructType schema() {
     return schema;
+  }
+
+  /**
+   * The partitioning Spark passed ({@code df.write.partitionBy}), which Spark requires a table to
+   * report back before it writes; the write checks it against the server's table ({@link
+   * FlightSinkWriteBuilder#checkPartitioning}).
+   */
+  @Override
+  public Transform[] partitioning() {
+    return partitioning.clone();
   }
 
   @Override

@@ -2,6 +2,7 @@ package io.flightsink.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -69,6 +70,9 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
       @Override
       public BatchWrite toBatch() {
         String qid = opts.queryId() != null ? opts.queryId() : "spark-write-" + UUID.randomUUID();
+        if (!opts.partitionBy().isEmpty()) {
+          checkPartitioning(opts, tableKind(opts));
+        }
         return new Batch(new EpochSpec(opts, info.schema(), qid, complete ? "complete" : "append", false));
       }
 
@@ -79,23 +83,32 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
         String qid = opts.queryId() != null ? opts.queryId() : info.queryId();
         String run = streamingRunId(info.queryId());
         if (complete) {
+          if (!opts.partitionBy().isEmpty()) {
+            checkPartitioning(opts, streamingTableKind(opts, qid));
+          }
           return new Streaming(new EpochSpec(opts, info.schema(), qid, "complete", false, run));
         }
         TableKind kind = streamingTableKind(opts, qid);
+        checkPartitioning(opts, kind);
         return new Streaming(new EpochSpec(opts, info.schema(), qid, kind.keyed ? "update" : "append",
             kind.collectUpdates(opts), run));
       }
     };
   }
 
-  /** Whether a table has a primary key and MemWAL shards. */
+  /** Whether a table has a primary key and MemWAL shards, whether it exists, and its partition spec. */
   static final class TableKind {
     final boolean keyed;
     final boolean memwal;
+    final boolean exists;
+    /** The spec's fields as {@link PartitionTransforms#fields} names them; empty: unpartitioned. */
+    final List<String> partitionBy;
 
-    TableKind(boolean keyed, boolean memwal) {
+    TableKind(boolean keyed, boolean memwal, boolean exists, List<String> partitionBy) {
       this.keyed = keyed;
       this.memwal = memwal;
+      this.exists = exists;
+      this.partitionBy = partitionBy;
     }
 
     /**
@@ -161,10 +174,11 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
       JsonNode stats = opts.client().action("table_stats", Map.of("table", opts.table()));
       JsonNode pk = stats == null ? null : stats.get("primary_key");
       boolean memwal = stats != null && stats.path("memwal").path("shards").size() > 0;
-      return new TableKind(pk != null && pk.isArray() && pk.size() > 0, memwal);
+      return new TableKind(pk != null && pk.isArray() && pk.size() > 0, memwal, true,
+          PartitionTransforms.fields(stats == null ? null : stats.get("partition_by")));
     } catch (FlightSinkException e) {
       if (e.isTableNotFound()) {
-        return new TableKind(opts.create() && !opts.primaryKey().isEmpty(), false);
+        return new TableKind(opts.create() && !opts.primaryKey().isEmpty(), false, false, List.of());
       }
       throw e;
     }
@@ -191,6 +205,24 @@ final class FlightSinkWriteBuilder implements SupportsTruncate, SupportsStreamin
 
   private static final String STREAMING_QUERY_ID = "sql.streaming.queryId";
   private static final String JOB_GROUP_ID = "spark.jobGroup.id"; // SparkContext.SPARK_JOB_GROUP_ID
+
+  /**
+   * Fails when the write asks for a partition spec ({@code partitionBy}) and the table exists with
+   * another: a table's spec is set when it is created and never changes, and the server creates
+   * nothing for a write to an existing table, so the spec asked for would be dropped silently.
+   */
+  static void checkPartitioning(FlightSinkOptions opts, TableKind kind) {
+    if (opts.partitionBy().isEmpty() || !kind.exists) {
+      return;
+    }
+    List<String> want = PartitionTransforms.fields(opts.partitionBy());
+    if (!want.equals(kind.partitionBy)) {
+      throw new IllegalArgumentException("flight-sink: table " + opts.table() + " exists "
+          + (kind.partitionBy.isEmpty() ? "unpartitioned" : "partitioned by " + kind.partitionBy)
+          + ", not partitioned by " + want + " as partitionBy asks; a table's partition spec is set when"
+          + " the table is created and never changes: write without partitionBy, or to a new table");
+    }
+  }
 
   static int attempt() {
     TaskContext ctx = TaskContext.get();

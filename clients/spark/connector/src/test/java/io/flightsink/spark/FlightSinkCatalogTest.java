@@ -30,7 +30,6 @@ import org.apache.spark.sql.streaming.Trigger;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
@@ -394,18 +393,12 @@ class FlightSinkCatalogTest {
 
   /**
    * A partitioned table by SQL: the server keeps the spec, DESCRIBE shows it, and a DELETE of one
-   * day removes just that day. Runs once the server takes {@code partition_by}.
+   * day removes just that day.
    */
   @Test
   void partitionedTableBySql() {
-    try {
-      sql("CREATE TABLE fs.default.pt (id BIGINT, ts TIMESTAMP, s STRING) "
-          + "PARTITIONED BY (days(ts), bucket(4, id)) TBLPROPERTIES ('primary_key'='id')");
-    } catch (RuntimeException e) {
-      Assumptions.assumeFalse(messages(e).contains("unknown field \"partition_by\""),
-          "the server does not know partition_by yet");
-      throw e;
-    }
+    sql("CREATE TABLE fs.default.pt (id BIGINT, ts TIMESTAMP, s STRING) "
+        + "PARTITIONED BY (days(ts), bucket(4, id)) TBLPROPERTIES ('primary_key'='id')");
     Map<String, String> d = describe("fs.default.pt");
     assertEquals("days(ts)", d.get("Part 0"));
     assertEquals("bucket(4, id)", d.get("Part 1"));
