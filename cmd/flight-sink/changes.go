@@ -30,15 +30,7 @@ func (c *ChangesCmd) Validate() error {
 	if c.To != 0 && c.To < c.From {
 		return fmt.Errorf("--to %d is before --from %d (leave it out for the latest)", c.To, c.From)
 	}
-	if c.Limit < 0 {
-		return fmt.Errorf("--limit must be 0 (every row) or positive, got %d", c.Limit)
-	}
-	if c.Filter != "" {
-		if _, err := expr.ParseText(c.Filter); err != nil {
-			return err
-		}
-	}
-	return nil
+	return validateRowFlags(c.Limit, c.Filter)
 }
 
 // Run reads the changes and prints them.

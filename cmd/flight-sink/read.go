@@ -30,12 +30,15 @@ type ReadCmd struct {
 }
 
 // Validate checks the flags before anything is opened.
-func (c *ReadCmd) Validate() error {
-	if c.Limit < 0 {
-		return fmt.Errorf("--limit must be 0 (every row) or positive, got %d", c.Limit)
+func (c *ReadCmd) Validate() error { return validateRowFlags(c.Limit, c.Filter) }
+
+// validateRowFlags checks the --limit and --filter of a verb that prints rows (read, changes).
+func validateRowFlags(limit int64, filter string) error {
+	if limit < 0 {
+		return fmt.Errorf("--limit must be 0 (every row) or positive, got %d", limit)
 	}
-	if c.Filter != "" {
-		if _, err := expr.ParseText(c.Filter); err != nil {
+	if filter != "" {
+		if _, err := expr.ParseText(filter); err != nil {
 			return err
 		}
 	}
