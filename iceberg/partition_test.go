@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -212,5 +211,5 @@ func checkPartitions(t *testing.T, ctx context.Context, py string, se storeEnv, 
 	if res.Files < 2 {
 		t.Fatalf("the published table has %d data files: nothing partitioned", res.Files)
 	}
-	t.Log(fmt.Sprintf("%d data files checked", res.Files))
+	t.Logf("%d data files checked", res.Files)
 }
