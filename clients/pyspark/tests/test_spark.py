@@ -138,9 +138,9 @@ def test_each_run_is_named_on_its_commits(spark, server, tmp_path, table_name):
         runs.append(str(q.runId))
     assert runs[0] != runs[1]
     got = [
-        (h["properties"]["flight_sink.streaming.epoch_id"], h["properties"].get("flight_sink.streaming.run_id"))
+        (h.properties["flight_sink.streaming.epoch_id"], h.properties.get("flight_sink.streaming.run_id"))
         for h in reversed(client.history(table_name, limit=100))
-        if "flight_sink.streaming.epoch_id" in (h.get("properties") or {})
+        if "flight_sink.streaming.epoch_id" in (h.properties or {})
     ]
     assert got == [("0", runs[0]), ("1", runs[1])]
     # The first run writing again, after the second began: two live queries under one id.

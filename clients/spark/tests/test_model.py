@@ -341,9 +341,9 @@ class Run:
         f = _gen_delete(self.rng, self.next_id)
         res = self.client.delete(self.table, f.sql)
         gone = [i for i, r in self.model.items() if f.ev(_row_dict(r)) is True]
-        self.note(f"delete where {f.sql}: {res.get('rows_deleted')} rows (model: {len(gone)})")
-        if int(res.get("rows_deleted") or 0) != len(gone):
-            self.fail(f"delete where {f.sql} deleted {res.get('rows_deleted')} rows, the model {len(gone)}")
+        self.note(f"delete where {f.sql}: {res.rows_deleted} rows (model: {len(gone)})")
+        if res.rows_deleted != len(gone):
+            self.fail(f"delete where {f.sql} deleted {res.rows_deleted} rows, the model {len(gone)}")
         for i in gone:
             del self.model[i]
 
