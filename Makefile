@@ -298,7 +298,7 @@ FUZZTIME ?= 10s
 FUZZ_TARGETS := \
 	engine:FuzzDecodeManifest engine:FuzzDecodeManifestHeader engine:FuzzDecodeManifestSchema \
 	engine:FuzzDecodeTransaction engine:FuzzDecodeDeletionFile engine:FuzzRowSetBinary \
-	engine/arrowschema:FuzzSchemaDataAgreement \
+	engine/arrowschema:FuzzSchemaDataAgreement engine/partition:FuzzParseSpec \
 	memwal/wal:FuzzDecodeWALEntry memwal/wal:FuzzDecodeWALEntryMetadata memwal:FuzzDecodeShardManifest \
 	memwal/wal:FuzzDecodeWALHeader memwal/wal:FuzzSegmentRecords memwal:FuzzReadGeneration \
 	flightsvc:FuzzParsePutCommand flightsvc:FuzzDecodeTicket flightsvc:FuzzDoPut flightsvc:FuzzDoGet flightsvc:FuzzCalls flightsvc:FuzzIcebergREST

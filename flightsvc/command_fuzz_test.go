@@ -8,11 +8,13 @@ package flightsvc
 // each target for a fixed time.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
 
+	"github.com/flight-sink/flight-sink/engine/partition"
 	"github.com/flight-sink/flight-sink/streaming"
 )
 
@@ -26,10 +28,19 @@ func encodePutCommand(t *testing.T, req streaming.EpochRequest) []byte {
 	if p := req.Partition; p != nil {
 		c.Partition = &PartitionSpec{ID: &p.ID, Attempt: p.Attempt}
 	}
+	if req.RunID != "" {
+		c.RunID = &req.RunID
+	}
 	if cr := req.Create; cr != nil {
-		c.Create = CreateOption{Enabled: true, Spec: CreateSpec{PrimaryKey: cr.PrimaryKey}}
+		c.Create = CreateOption{Enabled: true, Spec: CreateSpec{PrimaryKey: cr.PrimaryKey, DataCodec: cr.DataCodec}}
 		if cr.MemWAL != nil {
 			c.Create.Spec.MemWAL = &MemWALSpec{Shards: &cr.MemWAL.Shards}
+		}
+		for _, f := range cr.PartitionBy {
+			c.Create.Spec.PartitionBy = append(c.Create.Spec.PartitionBy, PartitionField{Column: f.Column, Transform: f.Transform.String()})
+		}
+		if cr.MaxPartitionsPerWrite > 0 {
+			c.Create.Spec.MaxPartitionsPerWrite = &cr.MaxPartitionsPerWrite
 		}
 	}
 	b, err := json.Marshal(c)
@@ -54,6 +65,11 @@ func FuzzParsePutCommand(f *testing.F) {
 		`{"table":"t","query_id":"q","epoch_id":1} {}`,
 		`{"table":"t","query_id":"q","epoch_id":1,"create":{"memwal":{"shards":-1}}}`,
 		`{"table":"t","query_id":"q","epoch_id":1,"create":"yes"}`,
+		`{"table":"t","query_id":"q","epoch_id":1,"create":{"partition_by":[{"column":"ts","transform":"day"},{"column":"id","transform":"bucket[16]"}],"max_partitions_per_write":10}}`,
+		`{"table":"t","query_id":"q","epoch_id":1,"create":{"partition_by":[{"column":"ts","transform":"bucket[99999999999999999999]"}]}}`,
+		`{"table":"t","query_id":"q","epoch_id":1,"create":{"partition_by":"day(ts)"}}`,
+		`{"table":"t","query_id":"q","epoch_id":1,"run_id":"r-1"}`,
+		`{"table":"t","query_id":"q","epoch_id":1,"run_id":"   "}`,
 		`[]`, `null`, ``, `{`,
 	} {
 		f.Add([]byte(s))
@@ -61,7 +77,8 @@ func FuzzParsePutCommand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := parsePutCommand(body)
 		if err != nil {
-			if !errors.Is(err, streaming.ErrInvalidRequest) {
+			// Both are InvalidArgument in the error table (a bad partition spec with its own reason).
+			if !errors.Is(err, streaming.ErrInvalidRequest) && !errors.Is(err, partition.ErrInvalidSpec) {
 				t.Fatalf("error %q is not an invalid request (InvalidArgument)", err)
 			}
 			return
@@ -96,6 +113,11 @@ func FuzzDecodeTicket(f *testing.F) {
 		`{"table": "events", "version": 1e3}`,
 		`{"table": "events", "columns": "id"}`,
 		`{"table": 5}`,
+		`{"table": "events", "changes": {"from_version": 1}}`,
+		`{"table": "events", "changes": {"from_version": 3, "to_version": 2}, "columns": ["id"], "filter": {"op": "is_null", "column": "id"}}`,
+		`{"table": "events", "changes": {"from_version": -1, "to_version": 18446744073709551616}}`,
+		`{"table": "events", "changes": {"from_version": 1}, "version": 2}`,
+		`{"table": "events", "changes": {}}`,
 		`{} trailing`,
 		`"events"`, ``,
 	} {
@@ -121,6 +143,12 @@ func FuzzDecodeTicket(f *testing.F) {
 		}
 		if len(tk.Columns) == 0 {
 			tk.Columns = nil // omitempty drops an empty list
+		}
+		for _, f := range []*json.RawMessage{&tk.Filter, &again.Filter} {
+			var c bytes.Buffer // a filter is kept as raw JSON, re-encoded without its white space
+			if len(*f) > 0 && json.Compact(&c, *f) == nil {
+				*f = c.Bytes()
+			}
 		}
 		if !reflect.DeepEqual(tk, again) {
 			t.Fatalf("ticket changed in a round trip: %+v -> %s -> %+v", tk, enc, again)

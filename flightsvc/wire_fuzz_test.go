@@ -130,6 +130,9 @@ func FuzzDoGet(f *testing.F) {
 		}
 		_, err = s.get(testCtx(t), cmd{"table": table})
 		wantServing(t, "DoGet", err)
+		// The table's change feed reads the same data files: an answer or a status.
+		_, err = s.get(testCtx(t), cmd{"table": table, "changes": cmd{"from_version": 1}})
+		wantServing(t, "DoGet changes", err)
 		if _, err := s.get(testCtx(t), cmd{"table": "t"}); err != nil {
 			t.Fatalf("reading the setup table after input %d: %v", e, err)
 		}
