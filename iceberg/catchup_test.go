@@ -95,3 +95,79 @@ func TestCreatedTablePublishesEmptySnapshot(t *testing.T) {
 	}
 	verify(t, ctx, py, se, full)
 }
+
+// TestPublishAcrossRemovedVersions: a backlog whose versions in between were removed by a cleanup
+// that ran without the retention hook (another process's) cannot be split into one snapshot per
+// version. It is published as one snapshot: deletes of rows in data files the snapshot adds, and
+// deletes beside removed data files, each in a bounded time and read back exactly.
+func TestPublishAcrossRemovedVersions(t *testing.T) {
+	py := python(t)
+	se := storeKinds(t)[0]
+	ctx := context.Background()
+	del := func(tb *engine.Table, pred string) {
+		t.Helper()
+		p, err := expr.ParsePredicate([]byte(pred))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Delete(ctx, p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add := func(tb *engine.Table, ids ...int64) {
+		t.Helper()
+		if _, err := tb.Append(ctx, []arrow.RecordBatch{rows("r", ids...)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishAfterCleanup := func(tb *engine.Table) {
+		t.Helper()
+		// No retention hook (engine.Options without CleanupRetain): every version but the
+		// latest goes, the published one included.
+		if _, err := tb.Cleanup(ctx, engine.CleanupPolicy{KeepLast: 1, OlderThan: time.Second, Grace: time.Hour, Now: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		latest, err := tb.Latest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := iceberg.New(tb, nil).Publish(pctx)
+		if err != nil {
+			t.Fatalf("publish after cleanup: %v", err)
+		}
+		if rep.To != latest.Version {
+			t.Fatalf("publish reached version %d of %d", rep.To, latest.Version)
+		}
+		// The retention hook of the next cleanup expires the snapshots of the removed versions.
+		if _, err := iceberg.Retain(ctx, tb, latest.Version, false); err != nil {
+			t.Fatal(err)
+		}
+		verify(t, ctx, py, se, tb)
+	}
+
+	// Deletes of rows appended since the published version: the append's version is gone.
+	appended, err := engine.Create(ctx, se.store, "appended", testSchema, engine.CreateOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(appended, 1, 2, 3, 4)
+	mustPublish(t, ctx, appended)
+	add(appended, 5, 6, 7, 8)
+	del(appended, `{"op": ">=", "column": "id", "value": 7}`)
+	publishAfterCleanup(appended)
+
+	// A data file removed (all its rows deleted) and rows deleted from another, in versions
+	// that are gone.
+	removed, err := engine.Create(ctx, se.store, "removed", testSchema, engine.CreateOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(removed, 1, 2, 3, 4)
+	add(removed, 5, 6, 7, 8)
+	mustPublish(t, ctx, removed)
+	del(removed, `{"op": "<=", "column": "id", "value": 4}`)
+	del(removed, `{"op": "=", "column": "id", "value": 5}`)
+	publishAfterCleanup(removed)
+}

@@ -107,7 +107,12 @@ func fileHasFieldIDs(fio *storeIO, loc string) (bool, error) {
 // positions of the data file at dataLoc, and returns it described as an Iceberg delete file.
 // Positions are row offsets in the data file, which is what the table's deletion bitmaps hold
 // (engine/rows_delete.go): a fragment is one data file.
-func writePositionDeletes(ctx context.Context, fio *storeIO, tablePrefix, dataLoc string, positions *roaring.Bitmap) (iceberg.DataFile, error) {
+//
+// live: the data file is one the current snapshot reads. The description then names it as the
+// referenced data file, which iceberg-go checks the table holds; a data file added in the same
+// snapshot is not named (format v2 manifests do not store the field, readers match a position
+// delete by its file_path column, and its sequence number equals the data file's, so it applies).
+func writePositionDeletes(ctx context.Context, fio *storeIO, tablePrefix, dataLoc string, positions *roaring.Bitmap, live bool) (iceberg.DataFile, error) {
 	mem := memory.DefaultAllocator
 	b := array.NewRecordBuilder(mem, table.PositionalDeleteArrowSchema)
 	defer b.Release()
@@ -146,11 +151,14 @@ func writePositionDeletes(ctx context.Context, fio *storeIO, tablePrefix, dataLo
 	if err := fio.WriteFile(loc, buf.Bytes()); err != nil {
 		return nil, fmt.Errorf("write position deletes %s: %w", key, err)
 	}
-	ref := dataLoc
+	var ref *string
+	if live {
+		ref = &dataLoc
+	}
 	df, err := table.DataFileFromMetadata(table.DataFileArgs{
 		Schema: iceberg.PositionalDeleteSchema, Spec: *iceberg.UnpartitionedSpec, Format: iceberg.ParquetFile,
 		Metadata: meta, FilePath: loc, FileSize: int64(buf.Len()), Content: iceberg.EntryContentPosDeletes,
-		FormatVersion: formatVersion, ReferencedDataFile: &ref,
+		FormatVersion: formatVersion, ReferencedDataFile: ref,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("describe position deletes %s: %w", key, err)

@@ -349,7 +349,16 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		if err != nil {
 			return nil, false, err
 		}
-		return p.step(ctx, fio, cat, tbl, pub, next)
+		if next.Version < target.Version {
+			return p.step(ctx, fio, cat, tbl, pub, next)
+		}
+		// Every version between pub and target is gone (a cleanup without the retention hook):
+		// no snapshot can mirror one of them, so target is published as one snapshot. Its
+		// rows are still target's: position deletes of a data file added in the same snapshot
+		// apply to it (equal sequence numbers), and deletes beside removals commit as a
+		// rewrite whose added files keep the removed deletes' sequence number.
+		p.log.Warn("iceberg versions between the published one and the latest were removed: publishing them as one snapshot",
+			"table", p.t.Name(), "from", pub, "to", target.Version)
 	}
 	return p.commitSnapshot(ctx, tbl, plan)
 }
@@ -517,7 +526,7 @@ func (p *Publisher) planSnapshot(ctx context.Context, fio *storeIO, tbl *table.T
 		if bm.IsEmpty() {
 			continue
 		}
-		pd, err := writePositionDeletes(ctx, fio, prefix, loc, bm)
+		pd, err := writePositionDeletes(ctx, fio, prefix, loc, bm, isLive)
 		if err == nil {
 			pd, err = withPartition(pd, tbl.Spec(), parts) // a delete file is in its data file's partition
 		}

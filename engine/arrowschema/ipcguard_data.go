@@ -131,9 +131,10 @@ func withREESlots(d arrow.ArrayData) arrow.ArrayData {
 	return nd
 }
 
-// checkEmptyOffsets checks what ValidateFull leaves out: the one offset an empty array of offsets
-// (a string, binary, list or map with no rows, at any nesting level) still has must lie inside
-// its values, since the IPC writer slices them from it. d is the array of the field at path.
+// checkEmptyOffsets checks what ValidateFull leaves out: the offsets buffer of an empty array of
+// offsets (a string, binary, list or map with no rows, at any nesting level) is empty or holds
+// the one offset, and that offset lies inside its values, since the IPC writer slices them from
+// it. d is the array of the field at path.
 func checkEmptyOffsets(path string, d arrow.ArrayData) error {
 	if d.Len() == 0 {
 		var width, limit int
@@ -155,6 +156,10 @@ func checkEmptyOffsets(path string, d arrow.ArrayData) error {
 			if len(d.Children()) == 1 {
 				limit = d.Children()[0].Len()
 			}
+		}
+		if width > 0 && len(bufs) > 1 && bufs[1] != nil && bufs[1].Len() > 0 && bufs[1].Len() < width*(d.Offset()+1) {
+			// Neither no offsets nor the one: the writer reads one there.
+			return fmt.Errorf("%w: column %q: an empty array's offsets buffer holds %d bytes, less than one offset", ErrDataMismatch, path, bufs[1].Len())
 		}
 		if width > 0 && len(bufs) > 1 && bufs[1] != nil && bufs[1].Len() >= width*(d.Offset()+1) {
 			b := bufs[1].Bytes()[width*d.Offset():]
