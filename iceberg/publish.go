@@ -352,7 +352,7 @@ func (p *Publisher) step(ctx context.Context, fio *storeIO, cat *storeCatalog, t
 		if next.Version < target.Version {
 			return p.step(ctx, fio, cat, tbl, pub, next)
 		}
-		// Every version between pub and target is gone (a cleanup without the retention hook):
+		// Every version between pub and target is gone (cleanup keeps pub's, not the unpublished):
 		// no snapshot can mirror one of them, so target is published as one snapshot. Its
 		// rows are still target's: position deletes of a data file added in the same snapshot
 		// apply to it (equal sequence numbers), and deletes beside removals commit as a
