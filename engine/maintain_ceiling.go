@@ -86,13 +86,28 @@ func (t *Table) fragmentCeiling(m *Manifest) (int, CompactOptions) {
 	return cfg.Compaction.MaxFragments, t.compactDefaults(cfg.compactOptions(nil))
 }
 
-// smallFragments counts the fragments of m with fewer live rows than target.
+// smallFragments counts the fragments of m with fewer live rows than target. In a partitioned
+// table each partition's first small fragment is not counted: compaction cannot merge it with
+// another partition's, so one small fragment a partition is the table's shape, as full fragments
+// are, not a backlog (a table of 720 hourly partitions would otherwise stall every commit at a
+// ceiling of 64, whatever compaction did).
 func smallFragments(m *Manifest, target int64) int {
 	n := 0
+	var seen map[string]bool
+	if len(m.PartitionSpec) > 0 {
+		seen = make(map[string]bool)
+	}
 	for _, f := range m.Fragments {
-		if f.LiveRows() < target {
-			n++
+		if f.LiveRows() >= target {
+			continue
 		}
+		if seen != nil {
+			if k := f.Partition.Key(); !seen[k] {
+				seen[k] = true
+				continue
+			}
+		}
+		n++
 	}
 	return n
 }

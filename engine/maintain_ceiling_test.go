@@ -272,3 +272,65 @@ func TestMaxFragmentsConfig(t *testing.T) {
 		t.Fatalf("a refused config update committed version %d", v)
 	}
 }
+
+// In a partitioned table the ceiling counts the small fragments compaction can merge away: each
+// partition's first one is the table's shape. A table of more partitions than the ceiling takes
+// appends to partitions it holds without a compaction each, until the extra fragments reach the
+// ceiling; then one compaction makes room, and no version passes the ceiling.
+func TestFragmentCeilingPartitioned(t *testing.T) {
+	ctx := t.Context()
+	cfg := MaintenanceConfig{}
+	cfg.Compaction.MaxFragments = 8
+	tbl, err := Create(ctx, newLocalStore(t), "parts", rowsSchema, CreateOptions{
+		Config:      map[string]string{ConfigMaintenance: encodeConfig(t, cfg)},
+		PartitionBy: mustSpec(t, `[{"column":"id","transform":"bucket[20]"}]`),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 200)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	rec := makeRows(ids)
+	_, err = tbl.Append(ctx, []arrow.RecordBatch{rec}, nil)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mustLatest(t, tbl)
+	parts := len(m.Fragments)
+	if parts < 15 {
+		t.Fatalf("200 ids over 20 buckets made %d fragments", parts)
+	}
+	for i := range 7 { // 7 extra fragments: below the ceiling of 8
+		rec := makeRows([]int64{int64(i)})
+		_, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ceilingCompactions(t, tbl); n != 0 {
+		t.Fatalf("%d compactions for 7 extra fragments over %d partitions, the ceiling 8", n, parts)
+	}
+	for i := range 10 {
+		rec := makeRows([]int64{int64(i)})
+		_, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ceilingCompactions(t, tbl); n == 0 {
+		t.Fatal("17 extra fragments and no compaction at the ceiling 8")
+	}
+	requireFragmentCeiling(t, tbl, 8)
+	var rows int64
+	for _, f := range mustLatest(t, tbl).Fragments {
+		rows += f.LiveRows()
+	}
+	if rows != 217 {
+		t.Fatalf("the table holds %d rows, want 217", rows)
+	}
+}

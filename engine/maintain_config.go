@@ -91,7 +91,8 @@ type CompactionMaintenance struct {
 	// rewritten about log4(target / epoch size) + 1 times.
 	MergeRatio float64 `json:"merge_ratio,omitempty"`
 	// MaxFragments is the fragment ceiling (maintain_ceiling.go): a commit that adds fragments to a
-	// version holding this many small fragments (fewer live rows than the target) stalls until a
+	// version holding this many small fragments (fewer live rows than the target; in a partitioned
+	// table, each partition's first one not counted) stalls until a
 	// compaction has brought them below it, whatever the mode and whether this step is enabled.
 	// Default 64; MinMaxFragments..MaxMaxFragments.
 	MaxFragments int `json:"max_fragments,omitempty"`

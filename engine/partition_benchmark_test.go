@@ -84,3 +84,36 @@ func eventsOnDay(from, n, d int64) arrow.RecordBatch {
 	}
 	return b.NewRecordBatch()
 }
+
+// BenchmarkPartitionedSmallEpochs appends 1,000-row epochs spread over 24 hours, into a table
+// partitioned by hour(ts) (24 files an epoch) and an unpartitioned one (1 file).
+func BenchmarkPartitionedSmallEpochs(b *testing.B) {
+	for _, c := range []struct{ name, spec string }{
+		{"unpartitioned", ""}, {"hour", `[{"column":"ts","transform":"hour"}]`},
+		{"hour-no-ceiling", `[{"column":"ts","transform":"hour"}]`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var ps partition.Spec
+			if c.spec != "" {
+				ps = mustSpec(b, c.spec)
+			}
+			var cfg map[string]string
+			if c.name == "hour-no-ceiling" {
+				mc := MaintenanceConfig{}
+				mc.Compaction.MaxFragments = MaxMaxFragments
+				cfg = map[string]string{ConfigMaintenance: encodeConfig(b, mc)}
+			}
+			tbl, err := Create(b.Context(), newLocalStore(b), "t", eventsSchema, CreateOptions{PartitionBy: ps, Config: cfg}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rec := eventsOnDay(0, 1000, 0)
+			defer rec.Release()
+			for b.Loop() {
+				if _, err := tbl.Append(b.Context(), []arrow.RecordBatch{rec}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
