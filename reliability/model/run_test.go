@@ -314,7 +314,9 @@ func (rn *runner) opEpoch(m *tableModel) {
 	}
 	e := &epoch{command: cmd, cols: cols, values: values, n: n}
 	wantStatus := "committed"
-	if n == 0 && mode != "complete" {
+	if n == 0 && mode != "complete" && (!merge || m.keyed()) {
+		// An epoch with no rows commits nothing but an append's schema change (docs/protocol.md,
+		// the status `empty`); a keyed table's update epoch upserts, and no rows are no upsert.
 		wantStatus = "empty"
 	}
 	wantRoute := "direct"
