@@ -117,3 +117,35 @@ func BenchmarkPartitionedSmallEpochs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPartitionedTrickle appends 40-row epochs of one hour to a table that already holds
+// 30 days of hourly partitions (720, one small fragment each): the shape of a time-ordered stream
+// into a partitioned table. The fragment ceiling (64) is below the partition count.
+func BenchmarkPartitionedTrickle(b *testing.B) {
+	tbl, err := Create(b.Context(), newLocalStore(b), "t", eventsSchema,
+		CreateOptions{PartitionBy: mustSpec(b, `[{"column":"ts","transform":"hour"}]`)}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var batches []arrow.RecordBatch
+	for d := range int64(30) {
+		batches = append(batches, eventsOnDay(d*240, 240, d))
+	}
+	if _, err := tbl.Append(b.Context(), batches, nil); err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range batches {
+		r.Release()
+	}
+	parts := len(mustLatest(b, tbl).Fragments)
+	day := eventsOnDay(0, 1000, 29)
+	defer day.Release()
+	last := day.NewSlice(day.NumRows()-40, day.NumRows()) // the day's last hour
+	defer last.Release()
+	for b.Loop() {
+		if _, err := tbl.Append(b.Context(), []arrow.RecordBatch{last}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(parts), "partitions")
+}
