@@ -264,13 +264,14 @@ type ledger struct {
 	mu         sync.Mutex
 	rows       map[epochKey]int // rows of every epoch ever sent
 	ackedAt    map[epochKey]ack
+	attempts   map[epochKey]int // the sends before the acknowledgement (0: epoch_status said committed)
 	ackCount   int
 	failures   map[string]int // error code -> count
 	violations []string
 }
 
 func newLedger() *ledger {
-	return &ledger{rows: map[epochKey]int{}, ackedAt: map[epochKey]ack{}, failures: map[string]int{}}
+	return &ledger{rows: map[epochKey]int{}, ackedAt: map[epochKey]ack{}, attempts: map[epochKey]int{}, failures: map[string]int{}}
 }
 
 func (l *ledger) sent(k epochKey, rows int) {
@@ -287,8 +288,20 @@ func (l *ledger) acked(k epochKey, a ack, attempts int) {
 	}
 	if _, ok := l.ackedAt[k]; !ok {
 		l.ackedAt[k] = a
+		l.attempts[k] = attempts
 		l.ackCount++
 	}
+}
+
+// howAcked says how epoch k was first acknowledged, for a failure message.
+func (l *ledger) howAcked(k epochKey) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.ackedAt[k]
+	if !ok {
+		return fmt.Sprintf("%s: not acknowledged", k)
+	}
+	return fmt.Sprintf("%s: acknowledged %s (route %q, version %d, %d rows) at send %d (0: epoch_status)", k, a.Status, a.Route, a.Version, a.Rows, l.attempts[k])
 }
 
 func (l *ledger) failure(k epochKey, err error) {

@@ -133,6 +133,16 @@ func TestTorture(t *testing.T) {
 	root := t.TempDir()
 	ledger := newLedger()
 	cluster := newTortureCluster()
+	t.Cleanup(func() {
+		// The server that was serving when the test failed: what it logged is the first clue.
+		cluster.mu.Lock()
+		cur := cluster.cur
+		cluster.mu.Unlock()
+		if t.Failed() && cur != nil {
+			out := cur.Output()
+			t.Logf("the log of the server serving at the failure (its last %d bytes):\n%s", min(len(out), 16<<10), out[max(0, len(out)-16<<10):])
+		}
+	})
 	start := time.Now()
 
 	// Two queries per table; the MemWAL table's two queries land in different shards (no primary
@@ -380,6 +390,15 @@ func checkTables(t *testing.T, ctx context.Context, c flight.Client, l *ledger, 
 		_, sent := l.snapshot() // after the read: every epoch in it must have been sent
 		_, _, problems := checkRows(table, rows, queriesOf[table], acked, sent, final)
 		if len(problems) > 0 {
+			present := make(map[epochKey]bool)
+			for _, r := range rows {
+				present[r.Key] = true
+			}
+			for k := range sent {
+				if acked[k] && queriesOf[table][k.Q] && !present[k] {
+					problems = append(problems, l.howAcked(k))
+				}
+			}
 			t.Fatalf("read-back check of %s (final %v):\n%s", table, final, strings.Join(problems, "\n"))
 		}
 	}
