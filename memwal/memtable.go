@@ -5,7 +5,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/memwal/wal"
 )
 
@@ -27,15 +26,19 @@ type memtable struct {
 type memEntry struct {
 	pos  uint64
 	puts []wal.Put
+	// tokens are the registrations (epochGate) the puts were made under, by index; nil, or 0 for
+	// a put of none (an entry replayed from the WAL).
+	tokens []uint64
 }
 
-// add appends the entry at pos; the memtable takes over the references to the puts' batches.
-func (mt *memtable) add(pos uint64, puts []wal.Put, bytes int64) {
+// add appends the entry at pos, its puts made under tokens (nil: none); the memtable takes over
+// the references to the puts' batches.
+func (mt *memtable) add(pos uint64, puts []wal.Put, tokens []uint64, bytes int64) {
 	if len(mt.entries) == 0 {
 		mt.firstPos = pos
 		mt.created = time.Now()
 	}
-	mt.entries = append(mt.entries, memEntry{pos: pos, puts: puts})
+	mt.entries = append(mt.entries, memEntry{pos: pos, puts: puts, tokens: tokens})
 	mt.lastPos = pos
 	mt.bytes += bytes
 	for _, p := range puts {
@@ -46,29 +49,21 @@ func (mt *memtable) add(pos uint64, puts []wal.Put, bytes int64) {
 func (mt *memtable) empty() bool { return len(mt.entries) == 0 }
 
 // batches returns the memtable's batches in WAL order, not retained.
-func (mt *memtable) batches() []arrow.RecordBatch { return mt.batchesHiding(nil) }
+func (mt *memtable) batches() []arrow.RecordBatch { return mt.batchesHiding(readCut{}) }
 
 // batchesHiding returns the memtable's batches in WAL order, not retained, less those of the puts
-// of the epochs in hide (a read's cut: epochGate).
-func (mt *memtable) batchesHiding(hide map[epochid.ID]struct{}) []arrow.RecordBatch {
+// a read's cut hides (made by requests in flight: epochGate).
+func (mt *memtable) batchesHiding(cut readCut) []arrow.RecordBatch {
 	var out []arrow.RecordBatch
 	for _, e := range mt.entries {
-		for _, p := range e.puts {
-			if !hidden(hide, p) {
-				out = append(out, p.Batches...)
+		for i, p := range e.puts {
+			if i < len(e.tokens) && cut.hides(e.tokens[i]) {
+				continue
 			}
+			out = append(out, p.Batches...)
 		}
 	}
 	return out
-}
-
-// hidden reports whether put p is of an epoch in hide.
-func hidden(hide map[epochid.ID]struct{}, p wal.Put) bool {
-	if len(hide) == 0 || p.Epoch == nil {
-		return false
-	}
-	_, ok := hide[epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}]
-	return ok
 }
 
 // identities calls fn for every put with an epoch identity, in WAL order.

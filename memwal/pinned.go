@@ -13,7 +13,6 @@ import (
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
 	"github.com/flight-sink/flight-sink/engine/rowset"
-	"github.com/flight-sink/flight-sink/internal/epochid"
 	"github.com/flight-sink/flight-sink/objstore"
 )
 
@@ -189,14 +188,14 @@ func captureOnce(ctx context.Context, tbl *engine.Table, shards []ShardReader, g
 
 // snapshotCut reads the base version and snapshots the shards inside one cut of gate (nil: none).
 func snapshotCut(ctx context.Context, tbl *engine.Table, shards []ShardReader, gate *epochGate, version uint64) (*engine.Manifest, []*Snapshot, error) {
-	var hide map[epochid.ID]struct{}
+	var cut readCut
 	if gate != nil {
-		h, release, err := gate.capture(ctx)
+		c, release, err := gate.capture(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
 		defer release()
-		hide = h
+		cut = c
 	}
 	var m *engine.Manifest
 	var err error
@@ -208,7 +207,7 @@ func snapshotCut(ctx context.Context, tbl *engine.Table, shards []ShardReader, g
 	if err != nil {
 		return nil, nil, err
 	}
-	sns, err := snapshotShards(ctx, m, shards, hide)
+	sns, err := snapshotShards(ctx, m, shards, cut)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/flight-sink/flight-sink/engine"
 	"github.com/flight-sink/flight-sink/engine/arrowschema"
 	"github.com/flight-sink/flight-sink/engine/expr"
-	"github.com/flight-sink/flight-sink/internal/epochid"
 )
 
 // mergedReadAttempts bounds how often ScanMerged starts over when a fold merges and drains
@@ -66,9 +65,9 @@ func scanMerged(ctx context.Context, tbl *engine.Table, shards []ShardReader, ga
 	return r, nil
 }
 
-// snapshotShards captures every shard's unmerged rows above m's watermarks, less the puts of
-// the epochs in hide (a read's cut: epochGate). Release the snapshots (releaseSnapshots).
-func snapshotShards(ctx context.Context, m *engine.Manifest, shards []ShardReader, hide map[epochid.ID]struct{}) ([]*Snapshot, error) {
+// snapshotShards captures every shard's unmerged rows above m's watermarks, less the puts a
+// read's cut hides (epochGate). Release the snapshots (releaseSnapshots).
+func snapshotShards(ctx context.Context, m *engine.Manifest, shards []ShardReader, cut readCut) ([]*Snapshot, error) {
 	out := make([]*Snapshot, 0, len(shards))
 	for _, sh := range shards {
 		watermark := m.MemWALMerged[sh.ShardID()]
@@ -76,13 +75,11 @@ func snapshotShards(ctx context.Context, m *engine.Manifest, shards []ShardReade
 		var err error
 		switch r := sh.(type) {
 		case *Shard:
-			sn, err = r.snapshot(ctx, watermark, hide)
+			sn, err = r.snapshot(ctx, watermark, cut)
 			if errors.Is(err, ErrFenced) {
 				// A writer another process fenced: read what the shard holds from storage.
-				sn, err = r.storedView().snapshot(ctx, watermark, hide)
+				sn, err = r.storedView().Snapshot(ctx, watermark)
 			}
-		case *StoredShard:
-			sn, err = r.snapshot(ctx, watermark, hide)
 		default:
 			sn, err = sh.Snapshot(ctx, watermark)
 		}

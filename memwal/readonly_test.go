@@ -152,7 +152,7 @@ func TestMergedReadRacingDrainStartsOver(t *testing.T) {
 		flush(t, w) // the writer's manifest no longer lists generation 1
 		put(t, w, "q", 2, 20, 10, "a")
 		for _, r := range []ShardReader{w, NewStoredShard(tbl, testShardID, nil)} {
-			sns, err := snapshotShards(ctx, stale, []ShardReader{r}, nil)
+			sns, err := snapshotShards(ctx, stale, []ShardReader{r}, readCut{})
 			if !errors.Is(err, errMergedSince) {
 				releaseSnapshots(sns)
 				t.Fatalf("%T: read against the base version before the fold: %v, want errMergedSince", r, err)

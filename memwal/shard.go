@@ -157,7 +157,7 @@ func (s *Shard) replay(ctx context.Context, fence uint64) error {
 			}
 			puts = append(puts, p)
 		}
-		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))
+		s.addEntryLocked(pos, puts, nil, wal.BatchBytes(puts))
 	}
 	return nil
 }

@@ -331,13 +331,14 @@ func (s *Shard) commitGroup(group []*putRequest) {
 	s.queued -= admitted
 	if err == nil && len(in) > 0 {
 		puts := make([]wal.Put, len(in))
+		tokens := make([]uint64, len(in))
 		for i, r := range in {
-			puts[i] = r.put
+			puts[i], tokens[i] = r.put, putToken(r.ctx)
 			if e := r.put.Epoch; e != nil {
 				s.identities[epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}] = heldEpoch{pos: pos, rows: r.put.Rows}
 			}
 		}
-		s.addEntryLocked(pos, puts, wal.BatchBytes(puts))
+		s.addEntryLocked(pos, puts, tokens, wal.BatchBytes(puts))
 		s.nextPos = pos + 1
 	}
 	s.mu.Unlock()
@@ -434,11 +435,12 @@ func (s *Shard) confirmOwner(ctx context.Context, pos uint64) error {
 	return nil
 }
 
-// addEntryLocked adds a durable entry to the active memtable and seals it at a threshold.
+// addEntryLocked adds a durable entry, its puts made under tokens (nil: none; epochGate), to the
+// active memtable and seals it at a threshold.
 //
 // REQUIRES: s.mu held.
-func (s *Shard) addEntryLocked(pos uint64, puts []wal.Put, bytes int64) {
-	s.active.add(pos, puts, bytes)
+func (s *Shard) addEntryLocked(pos uint64, puts []wal.Put, tokens []uint64, bytes int64) {
+	s.active.add(pos, puts, tokens, bytes)
 	s.unflushed += bytes
 	if s.active.rows >= s.opts.MemtableMaxRows || s.active.bytes >= s.opts.MemtableMaxBytes {
 		s.sealLocked()

@@ -258,12 +258,17 @@ func (ss *ShardSet) Pin(ctx context.Context) (*PinnedRead, error) {
 }
 
 // BeginEpoch registers epoch id (nil: a put without identity) before its first part is put into
-// the shards; call end once every part has returned, whatever their outcome. Until end, reads of
-// the set (Scan, Pin) hide the epoch in every shard, so an epoch of several shards becomes
-// visible to them at once. It waits while a row operation holds the set (Quiesce), so the epoch
-// lands after it.
-func (ss *ShardSet) BeginEpoch(ctx context.Context, id *epochid.ID) (end func(), err error) {
-	return ss.gate.begin(ctx, id)
+// the shards, and returns the context to put its parts with; call end once every part has
+// returned, whatever their outcome. Until end, reads of the set (Scan, Pin) hide the parts put
+// with that context, so an epoch of several shards becomes visible to them at once; an earlier
+// copy of the epoch (a replay finds it held) stays visible. It waits while a row operation holds
+// the set (Quiesce), so the epoch lands after it.
+func (ss *ShardSet) BeginEpoch(ctx context.Context, id *epochid.ID) (putCtx context.Context, end func(), err error) {
+	token, end, err := ss.gate.begin(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return withPutToken(ctx, token), end, nil
 }
 
 // Quiesce holds the set for an operation that must see every acknowledged row and no epoch half:

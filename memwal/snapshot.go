@@ -48,12 +48,14 @@ type Snapshot struct {
 // writer has claimed the shard: the memtable would miss what the new owner acknowledged and hold
 // rows the new owner may have flushed and folded (read the shard from storage instead).
 func (s *Shard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot, error) {
-	return s.snapshot(ctx, mergedWatermark, nil)
+	return s.snapshot(ctx, mergedWatermark, readCut{})
 }
 
-// snapshot is Snapshot less the puts of the epochs in hide (a read's cut: epochGate). It fails
-// with an *epochInFlightError when a part of one of them is in a flushed generation already.
-func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[epochid.ID]struct{}) (*Snapshot, error) {
+// snapshot is Snapshot less the puts a read's cut hides (epochGate). It fails with an
+// *epochInFlightError when the shard holds an epoch in flight at the cut in a flushed generation:
+// a part put before the epoch ended, or an earlier copy of it, cannot be left out of it, and
+// must not be read without the rest of its epoch.
+func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, cut readCut) (*Snapshot, error) {
 	if err := s.confirmWriter(ctx); err != nil {
 		return nil, err
 	}
@@ -62,9 +64,9 @@ func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[e
 	if s.closed {
 		return nil, fmt.Errorf("memwal shard %s: %w", s.id, ErrClosed)
 	}
-	for k := range hide {
-		// A hidden epoch the shard holds outside its memtable (the identities are the memtable's
-		// epochs) was flushed: its rows cannot be left out of the generation.
+	for k := range cut.epochs {
+		// An epoch in flight the shard holds outside its memtable (the identities are the
+		// memtable's epochs) was flushed: its rows cannot be left out of the generation.
 		if _, inMemtable := s.identities[k]; !inMemtable {
 			if _, held := s.epochLocationLocked(k.QueryID, k.EpochID); held {
 				return nil, &epochInFlightError{shard: s.id, key: k}
@@ -74,9 +76,9 @@ func (s *Shard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[e
 	sn := &Snapshot{shard: s.id, store: s.table.Store(), paths: s.paths, schema: s.schema, alloc: s.opts.Allocator,
 		gens: s.manifest.GenerationsAbove(mergedWatermark), drained: s.manifest.drainedAbove(mergedWatermark)}
 	for _, mt := range s.sealed {
-		sn.mem = append(sn.mem, mt.batchesHiding(hide)...)
+		sn.mem = append(sn.mem, mt.batchesHiding(cut)...)
 	}
-	sn.mem = append(sn.mem, s.active.batchesHiding(hide)...)
+	sn.mem = append(sn.mem, s.active.batchesHiding(cut)...)
 	for _, b := range sn.mem {
 		b.Retain()
 	}
@@ -228,14 +230,10 @@ func (ss *StoredShard) EpochCommitted(ctx context.Context, queryID string, epoch
 
 // Snapshot implements ShardReader from the read-only view: the generations the view's manifest
 // lists above mergedWatermark, and the rows of the WAL entries after its replay_after that a
-// replay keeps.
+// replay keeps. A read's cut hides nothing here: the shards a set reads from storage are written
+// by other processes (or by a writer of this one that another process fenced), whose epochs are
+// visible part by part as each becomes durable (epochGate).
 func (ss *StoredShard) Snapshot(ctx context.Context, mergedWatermark uint64) (*Snapshot, error) {
-	return ss.snapshot(ctx, mergedWatermark, nil)
-}
-
-// snapshot is Snapshot less the puts of the epochs in hide (a read's cut: epochGate), failing as
-// Shard.snapshot does when a part of one of them is in a flushed generation already.
-func (ss *StoredShard) snapshot(ctx context.Context, mergedWatermark uint64, hide map[epochid.ID]struct{}) (*Snapshot, error) {
 	base, err := ss.table.Latest(ctx)
 	if err != nil {
 		return nil, err
@@ -250,24 +248,8 @@ func (ss *StoredShard) snapshot(ctx context.Context, mergedWatermark uint64, hid
 	if v.manifest == nil {
 		return sn, nil
 	}
-	inLog := make(map[epochid.ID]bool)
-	v.replayed(func(_ uint64, p wal.Put) {
-		if hidden(hide, p) {
-			inLog[epochid.ID{QueryID: p.Epoch.QueryID, EpochID: p.Epoch.EpochID}] = true
-		}
-	})
-	for k := range hide {
-		if wm, ok := v.manifest.Queries[k.QueryID]; ok && !inLog[k] {
-			if _, held := wm.location(k.EpochID); held {
-				return nil, &epochInFlightError{shard: ss.id, key: k}
-			}
-		}
-	}
 	sn.gens, sn.drained = v.manifest.GenerationsAbove(mergedWatermark), v.manifest.drainedAbove(mergedWatermark)
 	v.replayed(func(_ uint64, p wal.Put) {
-		if hidden(hide, p) {
-			return
-		}
 		for _, b := range p.Batches {
 			b.Retain()
 			sn.mem = append(sn.mem, b)

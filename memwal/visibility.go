@@ -19,16 +19,21 @@ import (
 //     returned. A read takes its cut (capture) while no epoch is starting, and starts no epoch
 //     while it captures: every epoch is either registered when the cut is taken or starts after
 //     the capture ended.
-//   - The capture hides every epoch registered at its cut from every shard (Shard.snapshot and
-//     StoredShard.snapshot leave those puts out of the memtable rows). An epoch that ended before
-//     the cut applied every part before it ended, so the capture sees all of it.
-//   - A part of a hidden epoch that reached a flushed generation (a flush ran between its apply
-//     and the epoch's end) cannot be left out of the generation: the capture fails with
-//     errEpochInFlight, and the read waits for that epoch to end and captures again.
+//   - The capture hides the puts of every registration in flight at its cut: Shard.snapshot leaves
+//     the memtable puts those requests made out (each put carries its request's registration, a
+//     token in the request's context, BeginEpoch). An epoch that ended before the cut applied
+//     every part before it ended, so the capture sees all of it.
+//   - Only the puts the requests in flight made are hidden, never an earlier copy of their epoch:
+//     a replay of an acknowledged epoch (which finds it held and puts nothing) is in flight too,
+//     and the acknowledged rows stay visible throughout.
+//   - A part of an epoch in flight that reached a flushed generation (a flush ran between its
+//     apply and the epoch's end, or it is an earlier copy a replay finds there) cannot be left
+//     out of the generation: the capture fails with errEpochInFlight, and the read waits for that
+//     epoch to end and captures again.
 //
 // The cut covers the epochs this set puts, which on a keyed table is every epoch this server
-// writes; an epoch another server writes into the same shards is visible in each shard as that
-// shard's part becomes durable.
+// writes; an epoch another server writes into the same shards (read through StoredShard) is
+// visible in each shard as that shard's part becomes durable.
 //
 // Row operations (delete) take the gate exclusively (quiesce): new epochs wait until they end,
 // and the operation waits for the epochs in flight to end first, so each epoch is wholly before
@@ -38,6 +43,8 @@ type epochGate struct {
 	// changed is closed and replaced at every change of the counts below: waiters select on it.
 	changed   chan struct{}
 	inflight  map[epochid.ID]int // epochs being put (a replay racing its original counts twice)
+	tokens    map[uint64]bool    // the registrations in flight (begin's tokens)
+	lastToken uint64             // the newest token handed out
 	anonymous int                // puts without an epoch identity in flight
 	captures  int                // reads taking their cut now: epochs wait to start
 	starting  int                // epochs waiting for captures to end: new captures wait for them
@@ -45,7 +52,7 @@ type epochGate struct {
 }
 
 func newEpochGate() *epochGate {
-	return &epochGate{changed: make(chan struct{}), inflight: make(map[epochid.ID]int)}
+	return &epochGate{changed: make(chan struct{}), inflight: make(map[epochid.ID]int), tokens: make(map[uint64]bool)}
 }
 
 // notifyLocked wakes every waiter. REQUIRES: g.mu.
@@ -68,10 +75,11 @@ func (g *epochGate) waitLocked(ctx context.Context) error {
 	}
 }
 
-// begin registers an epoch (id; nil for a put without identity) before its first part is put. It
-// waits while a row operation holds the set or a read takes its cut. Call end once every part
-// has returned, whatever their outcome.
-func (g *epochGate) begin(ctx context.Context, id *epochid.ID) (end func(), err error) {
+// begin registers an epoch (id; nil for a put without identity) before its first part is put,
+// and returns the registration's token, which the parts' puts carry (withPutToken). It waits while
+// a row operation holds the set or a read takes its cut. Call end once every part has returned,
+// whatever their outcome.
+func (g *epochGate) begin(ctx context.Context, id *epochid.ID) (token uint64, end func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	waiting := false // counted in g.starting
@@ -92,10 +100,13 @@ func (g *epochGate) begin(ctx context.Context, id *epochid.ID) (end func(), err 
 		setWaiting(g.exclusive == 0)
 		if err := g.waitLocked(ctx); err != nil {
 			setWaiting(false)
-			return nil, err
+			return 0, nil, err
 		}
 	}
 	setWaiting(false)
+	g.lastToken++
+	token = g.lastToken
+	g.tokens[token] = true
 	var k epochid.ID
 	if id != nil {
 		k = epochid.ID{QueryID: id.QueryID, EpochID: id.EpochID}
@@ -104,10 +115,11 @@ func (g *epochGate) begin(ctx context.Context, id *epochid.ID) (end func(), err 
 		g.anonymous++
 	}
 	var once sync.Once
-	return func() {
+	return token, func() {
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
+			delete(g.tokens, token)
 			if id == nil {
 				g.anonymous--
 			} else if g.inflight[k]--; g.inflight[k] == 0 {
@@ -118,23 +130,37 @@ func (g *epochGate) begin(ctx context.Context, id *epochid.ID) (end func(), err 
 	}, nil
 }
 
-// capture takes a read's cut: the epochs in flight now, which the read hides. No epoch starts
-// until release is called; call it once the shards are captured.
-func (g *epochGate) capture(ctx context.Context) (hide map[epochid.ID]struct{}, release func(), err error) {
+// readCut is a read's cut (epochGate.capture): the registrations in flight, whose puts the read
+// leaves out, and their epochs.
+type readCut struct {
+	epochs map[epochid.ID]struct{}
+	tokens map[uint64]bool
+}
+
+// hides reports whether the cut leaves out a put made under registration token (0: a put of no
+// registration, such as a replayed WAL entry).
+func (c readCut) hides(token uint64) bool { return token != 0 && c.tokens[token] }
+
+// capture takes a read's cut: the registrations in flight now, whose puts the read hides. No
+// epoch starts until release is called; call it once the shards are captured.
+func (g *epochGate) capture(ctx context.Context) (cut readCut, release func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for g.starting > 0 {
 		if err := g.waitLocked(ctx); err != nil {
-			return nil, nil, err
+			return readCut{}, nil, err
 		}
 	}
 	g.captures++
-	hide = make(map[epochid.ID]struct{}, len(g.inflight))
+	cut = readCut{epochs: make(map[epochid.ID]struct{}, len(g.inflight)), tokens: make(map[uint64]bool, len(g.tokens))}
 	for k := range g.inflight {
-		hide[k] = struct{}{}
+		cut.epochs[k] = struct{}{}
+	}
+	for t := range g.tokens {
+		cut.tokens[t] = true
 	}
 	var once sync.Once
-	return hide, func() {
+	return cut, func() {
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
@@ -191,4 +217,19 @@ type epochInFlightError struct {
 
 func (e *epochInFlightError) Error() string {
 	return "memwal shard " + e.shard + ": a part of an epoch in flight (query " + e.key.QueryID + ") was flushed before the epoch ended"
+}
+
+// putTokenKey is the context key of a request's registration token (epochGate.begin).
+type putTokenKey struct{}
+
+// withPutToken returns ctx carrying registration token: the puts made with it are hidden from the
+// reads whose cut finds the registration in flight.
+func withPutToken(ctx context.Context, token uint64) context.Context {
+	return context.WithValue(ctx, putTokenKey{}, token)
+}
+
+// putToken returns the registration token ctx carries (0: none).
+func putToken(ctx context.Context) uint64 {
+	t, _ := ctx.Value(putTokenKey{}).(uint64)
+	return t
 }

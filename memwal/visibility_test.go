@@ -47,9 +47,9 @@ func epochParts(t *testing.T, e, from, n int64) []arrow.RecordBatch {
 }
 
 // putPart puts epoch e's part of shard i.
-func putPart(t *testing.T, ss *ShardSet, i int, e int64, part arrow.RecordBatch) {
+// putPart puts part into shard i as a part of epoch e, with the context BeginEpoch returned.
+func putPart(t *testing.T, ctx context.Context, ss *ShardSet, i int, e int64, part arrow.RecordBatch) {
 	t.Helper()
-	ctx := context.Background()
 	m, err := ss.Table().Latest(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -89,14 +89,14 @@ func epochCounts(t *testing.T, ss *ShardSet) map[int64]int64 {
 func TestShardSetEpochVisibleAtOnce(t *testing.T) {
 	storetest.ForEach(t, false, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
-		_, ss := keyedSet(t, store)
+		tbl, ss := keyedSet(t, store)
 
 		parts := epochParts(t, 1, 0, 40)
-		end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
+		pctx, end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		putPart(t, ss, 0, 1, parts[0])
+		putPart(t, pctx, ss, 0, 1, parts[0])
 		if got := epochCounts(t, ss); got[1] != 0 {
 			t.Fatalf("one shard's part applied, the other not: the read returns %d rows of the epoch, want none", got[1])
 		}
@@ -108,25 +108,56 @@ func TestShardSetEpochVisibleAtOnce(t *testing.T) {
 			t.Fatalf("pinned read of a half-applied epoch holds %d rows, want none", pin.Rows())
 		}
 		pin.Release()
-		putPart(t, ss, 1, 1, parts[1])
+		putPart(t, pctx, ss, 1, 1, parts[1])
 		end()
 		if got := epochCounts(t, ss); got[1] != 40 {
 			t.Fatalf("after the epoch ended the read returns %d of its 40 rows", got[1])
 		}
 
-		// A part flushed before the epoch ends: the read waits for the epoch.
-		parts = epochParts(t, 2, 100, 40)
-		end, err = ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 2})
+		// A replay of the acknowledged epoch (it finds the epoch held and puts nothing) is in
+		// flight: the acknowledged rows stay visible.
+		_, endReplay, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		putPart(t, ss, 0, 2, parts[0])
+		if got := epochCounts(t, ss); got[1] != 40 {
+			t.Fatalf("while a replay of the acknowledged epoch is in flight the read returns %d of its 40 rows", got[1])
+		}
+		pin, err = ss.Pin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pin.Rows() != 40 {
+			t.Fatalf("pinned read while a replay of the acknowledged epoch is in flight holds %d of its 40 rows", pin.Rows())
+		}
+		pin.Release()
+		endReplay()
+		// The same on a server that writes none of the shards (it reads them from storage): a
+		// replay there of the epoch another server acknowledged.
+		other := NewShardSet(tbl, ShardIDs(2), &ShardSetOptions{Shard: *testOptions(), FoldGenerations: -1})
+		defer other.Close()
+		_, endReplay, err = other.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := epochCounts(t, other); got[1] != 40 {
+			t.Fatalf("a server reading the shards from storage, a replay of the acknowledged epoch in flight there: the read returns %d of its 40 rows", got[1])
+		}
+		endReplay()
+
+		// A part flushed before the epoch ends: the read waits for the epoch.
+		parts = epochParts(t, 2, 100, 40)
+		pctx, end, err = ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		putPart(t, pctx, ss, 0, 2, parts[0])
 		if err := ss.Flush(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
 		read := make(chan map[int64]int64)
 		go func() { read <- epochCounts(t, ss) }()
-		putPart(t, ss, 1, 2, parts[1])
+		putPart(t, pctx, ss, 1, 2, parts[1])
 		end()
 		if got := <-read; got[2] != 40 || got[1] != 40 {
 			t.Fatalf("a read while a flushed part's epoch was in flight returned %v rows per epoch, want 40 of epochs 1 and 2", got)
@@ -140,7 +171,7 @@ func TestShardSetQuiesceOrdersEpochs(t *testing.T) {
 	storetest.ForEach(t, false, func(t *testing.T, store objstore.Store) {
 		ctx := context.Background()
 		_, ss := keyedSet(t, store)
-		end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
+		_, end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +193,7 @@ func TestShardSetQuiesceOrdersEpochs(t *testing.T) {
 		release := <-quiesced
 		began := make(chan struct{})
 		go func() {
-			end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 2})
+			_, end, err := ss.BeginEpoch(ctx, &epochid.ID{QueryID: "q", EpochID: 2})
 			if err != nil {
 				t.Error(err)
 			} else {

@@ -161,9 +161,9 @@ func (s *Sink) writeMemWALEpoch(ctx context.Context, e *epoch, src BatchSource) 
 	}
 	id := epochid.ID{QueryID: e.QueryID, EpochID: e.EpochID}
 	// Registered before its first part is put, ended after its last returned: the set's reads
-	// hide the epoch until then, so its parts in several shards become visible at once, and a
-	// delete (ShardSet.Quiesce) holds it whole or not at all.
-	end, err := ss.BeginEpoch(ctx, &id)
+	// hide the parts put with ctx until then, so its parts in several shards become visible at
+	// once, and a delete (ShardSet.Quiesce) holds it whole or not at all.
+	ctx, end, err := ss.BeginEpoch(ctx, &id)
 	if err != nil {
 		arrowschema.ReleaseBatches(recs)
 		return Ack{}, err
