@@ -127,6 +127,18 @@ func verify(t *testing.T, ctx context.Context, py string, se storeEnv, tb *engin
 	}
 }
 
+// deleteWhere deletes the rows of tb that the JSON predicate pred matches.
+func deleteWhere(t *testing.T, ctx context.Context, tb *engine.Table, pred string) {
+	t.Helper()
+	p, err := expr.ParsePredicate([]byte(pred))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Delete(ctx, p, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func mustPublish(t *testing.T, ctx context.Context, tb *engine.Table) iceberg.Report {
 	t.Helper()
 	rep, err := iceberg.New(tb, nil).Publish(ctx)
@@ -155,16 +167,7 @@ func TestPublishOperations(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			del := func(pred string) {
-				t.Helper()
-				p, err := expr.ParsePredicate([]byte(pred))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := tb.Delete(ctx, p, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
+			del := func(pred string) { t.Helper(); deleteWhere(t, ctx, tb, pred) }
 			appendRows("a", 1, 2, 3)
 			mustPublish(t, ctx, tb)
 			appendRows("b", 4, 5)
