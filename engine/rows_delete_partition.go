@@ -56,14 +56,7 @@ func compileCover(b *partition.Bound, sc *arrow.Schema, pred *expr.Predicate) (p
 			}
 			conds = append(conds, c)
 		}
-		return func(t partition.Tuple) bool {
-			for _, c := range conds {
-				if !c(t) {
-					return false
-				}
-			}
-			return true
-		}, len(conds) > 0
+		return allOf(conds), len(conds) > 0
 	case expr.PredOr:
 		var conds []partitionCover
 		for _, a := range pred.Args {
@@ -71,14 +64,7 @@ func compileCover(b *partition.Bound, sc *arrow.Schema, pred *expr.Predicate) (p
 				conds = append(conds, c)
 			}
 		}
-		return func(t partition.Tuple) bool {
-			for _, c := range conds {
-				if c(t) {
-					return true
-				}
-			}
-			return false
-		}, len(conds) > 0
+		return anyOf(conds), len(conds) > 0
 	case expr.PredNot:
 		return nil, false
 	}

@@ -79,14 +79,7 @@ func compilePartCond(b *partition.Bound, sc *arrow.Schema, pred *expr.Predicate)
 		if len(conds) == 0 {
 			return mayAlways, false
 		}
-		return func(t partition.Tuple) bool {
-			for _, c := range conds {
-				if !c(t) {
-					return false
-				}
-			}
-			return true
-		}, true
+		return allOf(conds), true
 	case expr.PredOr:
 		conds := make([]partCond, 0, len(pred.Args))
 		for _, a := range pred.Args {
@@ -96,14 +89,7 @@ func compilePartCond(b *partition.Bound, sc *arrow.Schema, pred *expr.Predicate)
 			}
 			conds = append(conds, c)
 		}
-		return func(t partition.Tuple) bool {
-			for _, c := range conds {
-				if c(t) {
-					return true
-				}
-			}
-			return false
-		}, len(conds) > 0
+		return anyOf(conds), len(conds) > 0
 	case expr.PredNot:
 		return mayAlways, false
 	}
@@ -124,6 +110,12 @@ func compilePartCond(b *partition.Bound, sc *arrow.Schema, pred *expr.Predicate)
 	if len(conds) == 0 {
 		return mayAlways, false
 	}
+	return allOf(conds), true
+}
+
+// allOf is the condition on a partition tuple that holds where every one of conds does (the
+// pruner's partCond and the delete's partitionCover combine their arguments alike).
+func allOf[F ~func(partition.Tuple) bool](conds []F) F {
 	return func(t partition.Tuple) bool {
 		for _, c := range conds {
 			if !c(t) {
@@ -131,7 +123,19 @@ func compilePartCond(b *partition.Bound, sc *arrow.Schema, pred *expr.Predicate)
 			}
 		}
 		return true
-	}, true
+	}
+}
+
+// anyOf is the condition on a partition tuple that holds where one of conds does.
+func anyOf[F ~func(partition.Tuple) bool](conds []F) F {
+	return func(t partition.Tuple) bool {
+		for _, c := range conds {
+			if c(t) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // fieldCond is comparison pred's condition on the values of spec field i (whose source column is
